@@ -1,0 +1,108 @@
+package home
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the node's config file. Defaults never send a packet outside 127.0.0.0/8: a lab
+// opts in to wider listening, bootstrap peers and mDNS explicitly.
+type Config struct {
+	// Network names the federation; it is part of every pubsub topic name.
+	Network string `yaml:"network"`
+	// Listen holds libp2p multiaddrs to listen on.
+	Listen []string `yaml:"listen"`
+	// API is the host:port of the local HTTP API.
+	API string `yaml:"api"`
+	// Bootstrap holds multiaddrs (with /p2p/) of peers to connect to at start.
+	Bootstrap []string `yaml:"bootstrap"`
+	// MDNS turns on LAN discovery.
+	MDNS bool `yaml:"mdns"`
+	// PrivateNetworkKey is a path to a libp2p pre-shared key file for a closed federation.
+	PrivateNetworkKey string `yaml:"private_network_key"`
+	// MaxBundleSize caps the declared size of a bundle this node will fetch or unpack.
+	MaxBundleSize int64 `yaml:"max_bundle_size"`
+	// Runner holds the lab's execution policy.
+	Runner RunnerConfig `yaml:"runner"`
+}
+
+// RunnerConfig is the lab's policy for runs on this node.
+type RunnerConfig struct {
+	// Executor is "docker" or "process".
+	Executor string `yaml:"executor"`
+	// AllowNetwork lets agents whose spec asks for a network have one.
+	AllowNetwork bool `yaml:"allow_network"`
+	// GPUs lists GPU UUIDs evalmesh may use; empty means all that NVML reports.
+	GPUs []string `yaml:"gpus"`
+}
+
+// DefaultConfigYAML is what `evalmesh init` writes; it is also parsed for the defaults, so
+// the comments and the behaviour cannot drift apart.
+const DefaultConfigYAML = `# evalmesh node config. Every default keeps traffic on 127.0.0.1: to join other labs,
+# listen on a routable address and list their nodes under bootstrap.
+
+# Name of the federation; pubsub topics are /evalmesh/<network>/... .
+network: evalmesh-dev
+
+# libp2p listen addresses (TCP and QUIC). Use /ip4/0.0.0.0/... to accept other machines.
+listen:
+  - /ip4/127.0.0.1/tcp/4201
+  - /ip4/127.0.0.1/udp/4201/quic-v1
+
+# Local HTTP API the CLI talks to. Keep it on 127.0.0.1: it is not authenticated.
+api: 127.0.0.1:5201
+
+# Peers to dial at start, as multiaddrs ending in /p2p/PEER_ID. Empty: talk to nobody.
+bootstrap: []
+
+# Find peers on the local network with mDNS (multicast; off by default).
+mdns: false
+
+# Path to a libp2p pre-shared key (swarm.key) for a closed federation; empty: none.
+private_network_key: ""
+
+# Largest bundle (declared DAG size, bytes) this node will fetch or unpack: 64 GiB.
+max_bundle_size: 68719476736
+
+runner:
+  # docker (production) or process (development, no isolation beyond the OS).
+  executor: docker
+  # Give agents a network when their spec asks for one.
+  allow_network: false
+  # GPU UUIDs evalmesh may use; empty: every GPU NVML reports.
+  gpus: []
+`
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	var c Config
+	if err := yaml.Unmarshal([]byte(DefaultConfigYAML), &c); err != nil {
+		panic("default config does not parse: " + err.Error())
+	}
+	return c
+}
+
+// Config reads the home's config file; a missing file gives the defaults. Unknown fields are
+// an error naming the field, so a typo does not silently fall back to a default.
+func (h Home) Config() (Config, error) {
+	cfg := DefaultConfig()
+	raw, err := os.ReadFile(h.ConfigPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return cfg, nil
+	}
+	if err != nil {
+		return cfg, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return cfg, fmt.Errorf("config %s: %w", h.ConfigPath(), err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,6 @@
+// Package protocol owns what crosses between nodes over pubsub and streams: wire messages and
+// their versions, topic names, message validators, the claim state machine (pure: inputs in,
+// actions out, in the shape of etcd's raft) and anti-entropy reconciliation of attestation sets.
+//
+// It never starts hosts or containers; the node package does the I/O the actions ask for.
+package protocol
