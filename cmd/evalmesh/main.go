@@ -31,6 +31,15 @@ var constructors []func(*globals) *cobra.Command
 
 func register(c func(*globals) *cobra.Command) { constructors = append(constructors, c) }
 
+// subconstructors adds subcommands to a top-level command from another file: the node's
+// `task add` lives apart from the offline `task pack`, say.
+var subconstructors = map[string][]func(*globals) *cobra.Command{}
+
+// registerSub adds a subcommand under the top-level command named parent.
+func registerSub(parent string, c func(*globals) *cobra.Command) {
+	subconstructors[parent] = append(subconstructors[parent], c)
+}
+
 // exitError makes the process exit with a code other than 1, or print nothing more.
 type exitError struct {
 	code int
@@ -60,7 +69,11 @@ that prints data takes --json.`,
 	root.PersistentFlags().StringVar(&g.homeFlag, "home", "", "node home directory (default $EVALMESH_HOME, else ~/.evalmesh)")
 	root.PersistentFlags().BoolVar(&g.jsonOut, "json", false, "print machine-readable JSON instead of text")
 	for _, c := range constructors {
-		root.AddCommand(c(g))
+		cmd := c(g)
+		for _, sub := range subconstructors[cmd.Name()] {
+			cmd.AddCommand(sub(g))
+		}
+		root.AddCommand(cmd)
 	}
 	return root
 }
