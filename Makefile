@@ -1,0 +1,17 @@
+# The two commands of the README. CGO is needed by go-nvml (it loads the NVIDIA library at run
+# time, so it builds without a GPU); the flag quiets its deprecation warnings.
+export CGO_CFLAGS ?= -Wno-deprecated-declarations
+GOTESTSUM := go run gotest.tools/gotestsum@v1.13.0
+
+.PHONY: demo test build fuzz
+
+# The main job on embedded defaults: example tasks x baseline agents, signed, verified, ranked.
+demo:
+	go run ./cmd/evalmesh demo
+
+# Every test, under the race detector; ends with gotestsum's summary.
+test:
+	$(GOTESTSUM) --format pkgname-and-test-fails -- -race -count=1 -timeout 20m ./...
+
+build:
+	go build -o evalmesh ./cmd/evalmesh
