@@ -114,8 +114,8 @@ func TestMeterEnergyAndUtilisation(t *testing.T) {
 	m.Poll()
 	fc.mu.Lock()
 	fc.util[a], fc.util[b] = 100, 20
-	fc.energy[a] += 250_000 // 250 J
-	fc.energy[b] += 1_500   // 1.5 J
+	fc.energy[a] += 250_000                  // 250 J
+	fc.energy[b] += 1_500                    // 1.5 J
 	fc.energy[inv.GPUs[0].UUID] += 9_999_999 // not this run's GPU
 	fc.mu.Unlock()
 	m.Poll()
