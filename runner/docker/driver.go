@@ -1,0 +1,280 @@
+package docker
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	errdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+
+	"github.com/evalmesh/evalmesh/runner"
+)
+
+// Options configure an Executor. The zero value is usable.
+type Options struct {
+	// Client talks to the engine; nil means client.FromEnv with API version negotiation
+	// (the engine may be older than this client).
+	Client *client.Client
+	// User is the uid:gid tasks run as; "" means DefaultUser. Workspace and output folders
+	// are handed to this user before the task starts.
+	User string
+	// TmpfsBytes sizes /tmp; 0 means DefaultTmpfsBytes.
+	TmpfsBytes int64
+	// StopGrace is how long a task gets between SIGTERM and SIGKILL when Wait stops it at its
+	// deadline; 0 means 10 s.
+	StopGrace time.Duration
+	// Now is the clock (tests inject one); nil means time.Now.
+	Now func() time.Time
+}
+
+// Executor runs tasks as Docker containers. Safe for concurrent use.
+type Executor struct {
+	cli   *client.Client
+	user  string
+	tmpfs int64
+	grace time.Duration
+	now   func() time.Time
+}
+
+var _ runner.Executor = (*Executor)(nil)
+
+// New connects to the engine (DOCKER_HOST etc. when opts.Client is nil) and checks that it
+// answers, so a node without Docker learns it at startup rather than at its first run.
+func New(opts Options) (*Executor, error) {
+	cli := opts.Client
+	if cli == nil {
+		var err error
+		cli, err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		if err != nil {
+			return nil, fmt.Errorf("docker executor: %w (set DOCKER_HOST or use --executor process)", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx); err != nil {
+		return nil, fmt.Errorf("docker executor: no Docker engine answers at %s: %w (start dockerd, set DOCKER_HOST, or use --executor process)", cli.DaemonHost(), err)
+	}
+	cli.NegotiateAPIVersion(ctx)
+	e := &Executor{cli: cli, user: opts.User, tmpfs: opts.TmpfsBytes, grace: opts.StopGrace, now: opts.Now}
+	if e.user == "" {
+		e.user = DefaultUser
+	}
+	if e.tmpfs <= 0 {
+		e.tmpfs = DefaultTmpfsBytes
+	}
+	if e.grace <= 0 {
+		e.grace = 10 * time.Second
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	return e, nil
+}
+
+// Client exposes the engine client (for image builds in tests and tools).
+func (e *Executor) Client() *client.Client { return e.cli }
+
+// Name implements runner.Executor.
+func (e *Executor) Name() string { return DriverName }
+
+// ResolveImage returns the local image ID (sha256:…) of ref, a reference or digest. It never
+// pulls: a missing image is an error that says how to provide it.
+func (e *Executor) ResolveImage(ctx context.Context, ref string) (string, error) {
+	if ref == "" {
+		return "", errors.New("docker executor: empty image reference")
+	}
+	info, err := e.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return "", fmt.Errorf("docker executor: image %q is not in the local engine and evalmesh never pulls; load it first (docker load -i IMAGE.tar, or the agent spec's image tar)", ref)
+		}
+		return "", fmt.Errorf("docker executor: inspect image %q: %w", ref, err)
+	}
+	return info.ID, nil
+}
+
+// LoadImage loads a `docker save` tar into the engine and returns the loaded image's ID.
+func (e *Executor) LoadImage(ctx context.Context, tarPath string) (string, error) {
+	f, err := os.Open(tarPath)
+	if err != nil {
+		return "", fmt.Errorf("docker executor: load image: %w", err)
+	}
+	defer f.Close()
+	resp, err := e.cli.ImageLoad(ctx, f, client.ImageLoadWithQuiet(true))
+	if err != nil {
+		return "", fmt.Errorf("docker executor: load image %s: %w", tarPath, err)
+	}
+	defer resp.Body.Close()
+	id, ref, err := parseLoadOutput(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("docker executor: load image %s: %w", tarPath, err)
+	}
+	if id != "" {
+		return id, nil
+	}
+	return e.ResolveImage(ctx, ref)
+}
+
+// parseLoadOutput reads the engine's JSON message stream from an image load and returns the
+// loaded image ID or, for a tagged image, its reference.
+func parseLoadOutput(r io.Reader) (id, ref string, err error) {
+	dec := json.NewDecoder(bufio.NewReader(r))
+	for {
+		var m struct {
+			Stream      string `json:"stream"`
+			Error       string `json:"error"`
+			ErrorDetail *struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&m); err == io.EOF {
+			break
+		} else if err != nil {
+			return "", "", fmt.Errorf("unreadable engine reply: %w", err)
+		}
+		if m.ErrorDetail != nil && m.ErrorDetail.Message != "" {
+			return "", "", errors.New(m.ErrorDetail.Message)
+		}
+		if m.Error != "" {
+			return "", "", errors.New(m.Error)
+		}
+		for _, line := range strings.Split(m.Stream, "\n") {
+			line = strings.TrimSpace(line)
+			if v, ok := strings.CutPrefix(line, "Loaded image ID: "); ok && id == "" {
+				id = v
+			} else if v, ok := strings.CutPrefix(line, "Loaded image: "); ok && ref == "" {
+				ref = v
+			}
+		}
+	}
+	if id == "" && ref == "" {
+		return "", "", errors.New("the engine did not say which image it loaded (is the file a `docker save` tar?)")
+	}
+	return id, ref, nil
+}
+
+// Start implements runner.Executor: it creates and starts the task's container.
+func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Handle, error) {
+	if cfg.ID == "" {
+		return nil, errors.New("docker executor: task config has no ID")
+	}
+	if cfg.LogPath == "" {
+		return nil, fmt.Errorf("docker executor: task %s has no log path", cfg.ID)
+	}
+	if _, err := e.ResolveImage(ctx, cfg.Image); err != nil {
+		return nil, fmt.Errorf("task %s: %w", cfg.ID, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.LogPath), 0o755); err != nil {
+		return nil, fmt.Errorf("docker executor: task %s: log folder: %w", cfg.ID, err)
+	}
+	for _, dir := range []string{cfg.WorkspaceDir, cfg.OutputDir} {
+		if dir == "" {
+			continue
+		}
+		if err := e.handOver(dir); err != nil {
+			return nil, fmt.Errorf("docker executor: task %s: %w", cfg.ID, err)
+		}
+	}
+	cc, hc, err := containerSpec(cfg, e.user, e.tmpfs)
+	if err != nil {
+		return nil, err
+	}
+	name := ContainerName(cfg.ID)
+	started := e.now()
+	created, err := e.cli.ContainerCreate(ctx, cc, hc, nil, nil, name)
+	if err != nil {
+		if errdefs.IsConflict(err) {
+			return nil, fmt.Errorf("docker executor: task %s: container %s already exists: Recover its saved handle, or Destroy it first: %w", cfg.ID, name, err)
+		}
+		return nil, fmt.Errorf("docker executor: task %s: create container: %w", cfg.ID, err)
+	}
+	if err := e.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = e.cli.ContainerRemove(rmCtx, created.ID, container.RemoveOptions{Force: true})
+		return nil, fmt.Errorf("docker executor: task %s: start container: %w", cfg.ID, err)
+	}
+	h := &runner.Handle{
+		Driver:      DriverName,
+		Config:      cfg,
+		Started:     started,
+		DriverState: encodeState(state{ContainerID: created.ID, Name: name}),
+	}
+	if cfg.Limits.WallClock > 0 {
+		h.Deadline = started.Add(cfg.Limits.WallClock)
+	}
+	return h, nil
+}
+
+// handOver creates dir and makes it writable by the task's user: chown when the node runs as
+// root, otherwise world-writable (the folder is the run's own, created for it).
+func (e *Executor) handOver(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	uid, gid, ok := parseUser(e.user)
+	if ok && os.Geteuid() == 0 {
+		return filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, uid, gid)
+		})
+	}
+	return os.Chmod(dir, 0o777)
+}
+
+func parseUser(u string) (uid, gid int, ok bool) {
+	a, b, found := strings.Cut(u, ":")
+	uid, err := strconv.Atoi(a)
+	if err != nil {
+		return 0, 0, false
+	}
+	gid = uid
+	if found {
+		if gid, err = strconv.Atoi(b); err != nil {
+			return 0, 0, false
+		}
+	}
+	return uid, gid, true
+}
+
+// Stop implements runner.Executor: SIGTERM, then SIGKILL after grace. Stopping a task that
+// already ended is not an error; stopping one whose container is gone returns ErrTaskLost.
+func (e *Executor) Stop(ctx context.Context, h *runner.Handle, grace time.Duration) error {
+	s, err := decodeState(h)
+	if err != nil {
+		return err
+	}
+	secs := int((grace + time.Second - 1) / time.Second)
+	if err := e.cli.ContainerStop(ctx, s.ContainerID, container.StopOptions{Timeout: &secs}); err != nil {
+		if errdefs.IsNotFound(err) {
+			return fmt.Errorf("task %s: %w", h.Config.ID, runner.ErrTaskLost)
+		}
+		return fmt.Errorf("docker executor: task %s: stop: %w", h.Config.ID, err)
+	}
+	return nil
+}
+
+// Destroy implements runner.Executor: it removes the container (idempotent).
+func (e *Executor) Destroy(ctx context.Context, h *runner.Handle) error {
+	s, err := decodeState(h)
+	if err != nil {
+		return err
+	}
+	err = e.cli.ContainerRemove(ctx, s.ContainerID, container.RemoveOptions{Force: true})
+	if err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("docker executor: task %s: remove container: %w", h.Config.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,200 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	errdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/evalmesh/evalmesh/runner"
+)
+
+// Recover implements runner.Executor: the container named in the handle still exists (running
+// or ended) → nil, and Wait works as before the restart; it is gone → ErrTaskLost. It changes
+// nothing, so calling it twice is harmless.
+func (e *Executor) Recover(ctx context.Context, h *runner.Handle) error {
+	s, err := decodeState(h)
+	if err != nil {
+		return err
+	}
+	info, err := e.cli.ContainerInspect(ctx, s.ContainerID)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return fmt.Errorf("task %s: container %s: %w", h.Config.ID, s.Name, runner.ErrTaskLost)
+		}
+		return fmt.Errorf("docker executor: task %s: inspect: %w", h.Config.ID, err)
+	}
+	if info.Config != nil && info.Config.Labels[LabelTaskID] != h.Config.ID {
+		return fmt.Errorf("task %s: container %s belongs to task %q: %w", h.Config.ID, s.ContainerID, info.Config.Labels[LabelTaskID], runner.ErrTaskLost)
+	}
+	return nil
+}
+
+// Wait implements runner.Executor. It copies the container's log into LogPath from its
+// beginning (so the file is complete even if an earlier Wait was cut short by a restart),
+// stops the container at the handle's deadline, and reports how it ended. Once the task has
+// ended, Wait returns the same result every time until Destroy. If ctx ends first, Wait
+// returns ctx.Err() and the task keeps running.
+func (e *Executor) Wait(ctx context.Context, h *runner.Handle) (*runner.ExitResult, error) {
+	s, err := decodeState(h)
+	if err != nil {
+		return nil, err
+	}
+	info, err := e.inspect(ctx, h, s)
+	if err != nil {
+		return nil, err
+	}
+
+	logCtx, stopLogs := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLogs()
+	logDone := make(chan error, 1)
+	go func() { logDone <- e.copyLogs(logCtx, h, s) }()
+
+	stoppedAtDeadline := false
+	if info.State.Running {
+		waitC, errC := e.cli.ContainerWait(ctx, s.ContainerID, container.WaitConditionNotRunning)
+		var deadline <-chan time.Time
+		if !h.Deadline.IsZero() {
+			t := time.NewTimer(max(h.Deadline.Sub(e.now()), 0))
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-waitC:
+		case err := <-errC:
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if errdefs.IsNotFound(err) {
+				return nil, fmt.Errorf("task %s: %w", h.Config.ID, runner.ErrTaskLost)
+			}
+			return nil, fmt.Errorf("docker executor: task %s: wait: %w", h.Config.ID, err)
+		case <-deadline:
+			stoppedAtDeadline = true
+			if err := e.Stop(ctx, h, e.grace); err != nil {
+				return nil, err
+			}
+			select {
+			case <-waitC:
+			case <-errC:
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	// The log stream ends shortly after the container; do not hang on a wedged engine.
+	select {
+	case err := <-logDone:
+		if err != nil {
+			return nil, err
+		}
+	case <-time.After(30 * time.Second):
+		stopLogs()
+		<-logDone
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if info, err = e.inspect(ctx, h, s); err != nil {
+		return nil, err
+	}
+	res := exitResult(info.State, h.Deadline)
+	if stoppedAtDeadline {
+		res.TimedOut = true
+	}
+	return res, nil
+}
+
+func (e *Executor) inspect(ctx context.Context, h *runner.Handle, s state) (container.InspectResponse, error) {
+	info, err := e.cli.ContainerInspect(ctx, s.ContainerID)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return info, fmt.Errorf("task %s: container %s: %w", h.Config.ID, s.Name, runner.ErrTaskLost)
+		}
+		return info, fmt.Errorf("docker executor: task %s: inspect: %w", h.Config.ID, err)
+	}
+	if info.State == nil {
+		return info, fmt.Errorf("docker executor: task %s: engine reported no container state", h.Config.ID)
+	}
+	return info, nil
+}
+
+// copyLogs rewrites LogPath with the container's whole log (stdout and stderr interleaved as
+// the engine stored them), following it until the container ends.
+func (e *Executor) copyLogs(ctx context.Context, h *runner.Handle, s state) error {
+	rc, err := e.cli.ContainerLogs(ctx, s.ContainerID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("docker executor: task %s: read logs: %w", h.Config.ID, err)
+	}
+	defer rc.Close()
+	f, err := os.OpenFile(h.Config.LogPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("docker executor: task %s: log file: %w", h.Config.ID, err)
+	}
+	_, cerr := stdcopy.StdCopy(f, f, rc)
+	serr := f.Sync()
+	if err := f.Close(); err != nil && serr == nil {
+		serr = err
+	}
+	if cerr != nil && ctx.Err() == nil {
+		return fmt.Errorf("docker executor: task %s: copy logs: %w", h.Config.ID, cerr)
+	}
+	if serr != nil {
+		return fmt.Errorf("docker executor: task %s: write log file: %w", h.Config.ID, serr)
+	}
+	return nil
+}
+
+// exitResult turns the engine's view of an ended container into an ExitResult. A container
+// killed by a signal exits with 128+signal; it counts as timed out when it ended at or after
+// the deadline, which also covers a node that stopped it at the deadline and then died
+// before it could report.
+func exitResult(st *container.State, deadline time.Time) *runner.ExitResult {
+	res := &runner.ExitResult{ExitCode: st.ExitCode, OOMKilled: st.OOMKilled}
+	if t, err := time.Parse(time.RFC3339Nano, st.FinishedAt); err == nil && !t.IsZero() && t.Year() > 1 {
+		res.Finished = t
+	}
+	if st.ExitCode > 128 && st.ExitCode < 128+65 {
+		res.Signal = st.ExitCode - 128
+	}
+	if st.Error != "" {
+		res.Err = st.Error
+	}
+	if !deadline.IsZero() && !res.Finished.IsZero() && !res.Finished.Before(deadline) && st.ExitCode != 0 && !st.OOMKilled {
+		res.TimedOut = true
+	}
+	return res
+}
+
+// Inspect implements runner.Executor.
+func (e *Executor) Inspect(ctx context.Context, h *runner.Handle) (*runner.TaskStatus, error) {
+	s, err := decodeState(h)
+	if err != nil {
+		return nil, err
+	}
+	info, err := e.inspect(ctx, h, s)
+	if err != nil {
+		return nil, err
+	}
+	ts := &runner.TaskStatus{Running: info.State.Running}
+	if !info.State.Running && info.State.Status != "created" {
+		ts.Exit = exitResult(info.State, h.Deadline)
+	}
+	if info.State.Running {
+		if st, err := e.cli.ContainerStatsOneShot(ctx, s.ContainerID); err == nil {
+			var v container.StatsResponse
+			if decodeErr := jsonDecode(st.Body, &v); decodeErr == nil {
+				ts.PeakMemoryBytes = int64(v.MemoryStats.MaxUsage)
+				ts.CPUSeconds = float64(v.CPUStats.CPUUsage.TotalUsage) / 1e9
+			}
+			st.Body.Close()
+		}
+	}
+	return ts, nil
+}
