@@ -1,0 +1,22 @@
+// Package process is the development executor: each task is a local subprocess. It exists so
+// evalmesh can be tried without Docker or GPUs and so tests run at CI speed; it is NOT an
+// isolation boundary. The agent runs as the node's user, sees the whole filesystem the node
+// sees and the host's network; only the folder layout (passed in EVALMESH_* variables instead
+// of mounts) matches the docker executor.
+//
+// What is enforced:
+//   - wall clock: Wait kills the task's whole process group at Handle.Deadline (TimedOut);
+//   - memory: RLIMIT_AS (address space, so a little stricter than resident memory), and a
+//     cgroup v1 memory group when /sys/fs/cgroup/memory is writable, which also reports
+//     OOM kills;
+//   - pids: a cgroup v1 pids group when /sys/fs/cgroup/pids is writable; RLIMIT_NPROC is not
+//     used because it counts every process of the user, not of the task;
+//   - CPU: a cgroup v1 cpu quota when /sys/fs/cgroup/cpu is writable; otherwise not enforced.
+//
+// The agent runs under /bin/sh as a tiny supervisor in its own session and process group: the
+// shell applies the rlimits, runs the agent, and records its exit status to a file next to
+// the log, so that after a node restart Recover (by PID plus the process start time from
+// /proc/PID/stat, so a reused PID is never mistaken for the task) can still report how the
+// task ended. A task that died without writing that file ends with the error
+// "exit status unknown after restart".
+package process
