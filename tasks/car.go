@@ -1,0 +1,249 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	mdag "github.com/ipfs/boxo/ipld/merkledag"
+	blocks "github.com/ipfs/go-block-format"
+	cid "github.com/ipfs/go-cid"
+	ipld "github.com/ipfs/go-ipld-format"
+	carv2 "github.com/ipld/go-car/v2"
+	carbs "github.com/ipld/go-car/v2/blockstore"
+	"github.com/ipld/go-car/v2/storage"
+)
+
+// WriteCAR writes a CARv1 with root as its only root and every block of the DAG under it,
+// each once, in depth-first order (what `ipfs dag export` writes).
+func WriteCAR(ctx context.Context, dag ipld.DAGService, root cid.Cid, w io.Writer) error {
+	car, err := storage.NewWritable(onlyWriter{w}, []cid.Cid{root}, carv2.WriteAsCarV1(true))
+	if err != nil {
+		return err
+	}
+	seen := cid.NewSet()
+	var walk func(c cid.Cid) error
+	walk = func(c cid.Cid) error {
+		if !seen.Visit(c) {
+			return nil
+		}
+		nd, err := dag.Get(ctx, c)
+		if err != nil {
+			return fmt.Errorf("block %s: %w", c, err)
+		}
+		if err := car.Put(ctx, c.KeyString(), nd.RawData()); err != nil {
+			return err
+		}
+		for _, l := range nd.Links() {
+			if err := walk(l.Cid); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(root); err != nil {
+		return err
+	}
+	return car.Finalize()
+}
+
+// onlyWriter hides io.WriterAt, so go-car streams from the current position.
+type onlyWriter struct{ w io.Writer }
+
+func (o onlyWriter) Write(b []byte) (int, error) { return o.w.Write(b) }
+
+// carGetter serves blocks from a CAR file. Blocks are not trusted: Unpack re-hashes them.
+type carGetter struct{ bs *carbs.ReadOnly }
+
+func (g carGetter) Get(ctx context.Context, c cid.Cid) (ipld.Node, error) {
+	blk, err := g.bs.Get(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	// Rebuild the block under the requested CID: the CAR index may be keyed by multihash.
+	blk, err = blocks.NewBlockWithCid(blk.RawData(), c)
+	if err != nil {
+		return nil, err
+	}
+	switch c.Prefix().Codec {
+	case cid.DagProtobuf:
+		return mdag.DecodeProtobufBlock(blk)
+	case cid.Raw:
+		return mdag.DecodeRawBlock(blk)
+	}
+	return nil, fmt.Errorf("block %s: codec 0x%x is not dag-pb or raw", c, c.Prefix().Codec)
+}
+
+func (g carGetter) GetMany(ctx context.Context, cs []cid.Cid) <-chan *ipld.NodeOption {
+	out := make(chan *ipld.NodeOption, len(cs))
+	for _, c := range cs {
+		nd, err := g.Get(ctx, c)
+		out <- &ipld.NodeOption{Node: nd, Err: err}
+	}
+	close(out)
+	return out
+}
+
+// OpenCAR opens a CAR file (v1 or v2) with exactly one root and returns a read-only
+// NodeGetter over its blocks. Call close when done.
+func OpenCAR(carPath string) (ng ipld.NodeGetter, root cid.Cid, close func() error, err error) {
+	bs, err := carbs.OpenReadOnly(carPath, carv2.ZeroLengthSectionAsEOF(true))
+	if err != nil {
+		return nil, cid.Undef, nil, fmt.Errorf("%s: not a readable CAR file: %w", carPath, err)
+	}
+	roots, err := bs.Roots()
+	if err != nil {
+		bs.Close()
+		return nil, cid.Undef, nil, fmt.Errorf("%s: %w", carPath, err)
+	}
+	if len(roots) != 1 {
+		bs.Close()
+		return nil, cid.Undef, nil, fmt.Errorf("%s: has %d roots; a bundle CAR has exactly one", carPath, len(roots))
+	}
+	return carGetter{bs}, roots[0], bs.Close, nil
+}
+
+// UnpackCAR unpacks the bundle in a CAR file into dir (see Unpack) and returns its root.
+func UnpackCAR(ctx context.Context, carPath string, dir string, opts UnpackOptions) (cid.Cid, error) {
+	ng, root, closeFn, err := OpenCAR(carPath)
+	if err != nil {
+		return cid.Undef, err
+	}
+	defer closeFn()
+	if err := Unpack(ctx, ng, root, dir, opts); err != nil {
+		return root, err
+	}
+	return root, nil
+}
+
+// CARWriterDAG is a DAGService that streams every added block into a CARv1 file, for
+// `evalmesh task pack --car` without a node: blocks go to disk as the importer makes
+// them, and SetRoot patches the header at the end (root CIDs of a bundle all have the
+// same length, so the header keeps its size).
+type CARWriterDAG struct {
+	f    *os.File
+	car  storage.WritableCar
+	kept map[cid.Cid]ipld.Node // dag-pb nodes, for the importer's own look-ups
+	path string
+}
+
+// placeholderRoot has the byte length of any CIDv1 sha2-256 dag-pb or raw CID.
+var placeholderRoot = func() cid.Cid {
+	c, _ := CidBuilder.Sum(nil)
+	return c
+}()
+
+// NewCARWriterDAG creates path and returns a DAGService writing into it.
+func NewCARWriterDAG(path string) (*CARWriterDAG, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	car, err := storage.NewWritable(onlyWriter{f}, []cid.Cid{placeholderRoot}, carv2.WriteAsCarV1(true))
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &CARWriterDAG{f: f, car: car, kept: map[cid.Cid]ipld.Node{}, path: path}, nil
+}
+
+// Finish writes root into the header, syncs and closes the file.
+func (d *CARWriterDAG) Finish(root cid.Cid) error {
+	if root.ByteLen() != placeholderRoot.ByteLen() {
+		d.f.Close()
+		return fmt.Errorf("root %s: unexpected CID length", root)
+	}
+	if err := d.car.Finalize(); err != nil {
+		d.f.Close()
+		return err
+	}
+	if err := d.f.Sync(); err != nil {
+		d.f.Close()
+		return err
+	}
+	if err := d.f.Close(); err != nil {
+		return err
+	}
+	return carv2.ReplaceRootsInFile(d.path, []cid.Cid{root})
+}
+
+// Abort closes and removes the file.
+func (d *CARWriterDAG) Abort() {
+	d.f.Close()
+	os.Remove(d.path)
+}
+
+func (d *CARWriterDAG) Get(ctx context.Context, c cid.Cid) (ipld.Node, error) {
+	if n, ok := d.kept[c]; ok {
+		return n, nil
+	}
+	return nil, ipld.ErrNotFound{Cid: c}
+}
+
+func (d *CARWriterDAG) GetMany(ctx context.Context, cs []cid.Cid) <-chan *ipld.NodeOption {
+	return getManyFrom(ctx, d, cs)
+}
+
+func (d *CARWriterDAG) Add(ctx context.Context, n ipld.Node) error {
+	if n.Cid().Prefix().Codec == cid.DagProtobuf {
+		d.kept[n.Cid()] = n
+	}
+	return d.car.Put(ctx, n.Cid().KeyString(), n.RawData())
+}
+
+func (d *CARWriterDAG) AddMany(ctx context.Context, ns []ipld.Node) error {
+	for _, n := range ns {
+		if err := d.Add(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *CARWriterDAG) Remove(context.Context, cid.Cid) error       { return nil }
+func (d *CARWriterDAG) RemoveMany(context.Context, []cid.Cid) error { return nil }
+
+// NewHashOnlyDAG returns a DAGService that keeps only the small dag-pb nodes (folders and
+// file link nodes) and drops raw leaves: enough to compute a root CID (`task pack`
+// without --car) in constant memory per byte of data.
+func NewHashOnlyDAG() ipld.DAGService { return &hashOnlyDAG{kept: map[cid.Cid]ipld.Node{}} }
+
+type hashOnlyDAG struct{ kept map[cid.Cid]ipld.Node }
+
+func (d *hashOnlyDAG) Get(ctx context.Context, c cid.Cid) (ipld.Node, error) {
+	if n, ok := d.kept[c]; ok {
+		return n, nil
+	}
+	return nil, ipld.ErrNotFound{Cid: c}
+}
+func (d *hashOnlyDAG) GetMany(ctx context.Context, cs []cid.Cid) <-chan *ipld.NodeOption {
+	return getManyFrom(ctx, d, cs)
+}
+func (d *hashOnlyDAG) Add(ctx context.Context, n ipld.Node) error {
+	if n.Cid().Prefix().Codec == cid.DagProtobuf {
+		d.kept[n.Cid()] = n
+	}
+	return nil
+}
+func (d *hashOnlyDAG) AddMany(ctx context.Context, ns []ipld.Node) error {
+	for _, n := range ns {
+		d.Add(ctx, n)
+	}
+	return nil
+}
+func (d *hashOnlyDAG) Remove(context.Context, cid.Cid) error       { return nil }
+func (d *hashOnlyDAG) RemoveMany(context.Context, []cid.Cid) error { return nil }
+
+func getManyFrom(ctx context.Context, g ipld.NodeGetter, cs []cid.Cid) <-chan *ipld.NodeOption {
+	out := make(chan *ipld.NodeOption, len(cs))
+	for _, c := range cs {
+		nd, err := g.Get(ctx, c)
+		out <- &ipld.NodeOption{Node: nd, Err: err}
+	}
+	close(out)
+	return out
+}
+
+var _ = errors.New

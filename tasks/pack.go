@@ -1,0 +1,181 @@
+package tasks
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	chunker "github.com/ipfs/boxo/chunker"
+	"github.com/ipfs/boxo/ipld/unixfs/importer/balanced"
+	"github.com/ipfs/boxo/ipld/unixfs/importer/helpers"
+	uio "github.com/ipfs/boxo/ipld/unixfs/io"
+	cid "github.com/ipfs/go-cid"
+	ipld "github.com/ipfs/go-ipld-format"
+	mh "github.com/multiformats/go-multihash"
+)
+
+// ChunkSize is kubo's default fixed-size chunker (size-262144).
+const ChunkSize = 256 << 10
+
+// CidBuilder is the CID prefix of every block a bundle is made of: CIDv1, dag-pb for
+// UnixFS nodes (raw for leaves, set by the importer), sha2-256 — what
+// `ipfs add --cid-version=1` uses.
+var CidBuilder cid.Builder = cid.Prefix{Version: 1, Codec: cid.DagProtobuf, MhType: mh.SHA2_256, MhLength: -1}
+
+// PackOptions tunes Pack.
+type PackOptions struct {
+	// Unchecked packs any folder (or file), not only a valid bundle.
+	Unchecked bool
+	// Progress, if set, is called with the number of file bytes read so far.
+	Progress func(bytesDone int64)
+}
+
+// Pack adds the folder dir to dag as a UnixFS DAG and returns its root CID, the same CID
+// `ipfs add -r --cid-version=1 dir` prints (kubo defaults: 256 KiB fixed chunks, raw
+// leaves, balanced layout with 174 links per node, basic directories that turn into
+// HAMT shards above 256 KiB of entries). Like kubo without --hidden, names starting
+// with "." are skipped. Symlinks, devices, sockets and pipes are refused: a bundle is
+// plain files and folders. Modes and mtimes are not stored.
+//
+// Unless opts.Unchecked, dir must be a valid bundle (Open).
+func Pack(ctx context.Context, dir string, dag ipld.DAGService, opts PackOptions) (cid.Cid, error) {
+	if !opts.Unchecked {
+		if _, err := Open(dir); err != nil {
+			return cid.Undef, fmt.Errorf("%w\n(pack refuses invalid bundles; --unchecked packs any folder)", err)
+		}
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return cid.Undef, err
+	}
+	p := &packer{ctx: ctx, dag: dag, progress: opts.Progress, buf: make([]byte, ChunkSize)}
+	var nd ipld.Node
+	switch {
+	case fi.IsDir():
+		nd, err = p.addDir(dir, ".")
+	case fi.Mode().IsRegular():
+		nd, err = p.addFile(dir, filepath.Base(dir))
+	default:
+		err = fmt.Errorf("%s: %s; pack takes a folder or a regular file", dir, describeMode(fi.Mode()))
+	}
+	if err != nil {
+		return cid.Undef, err
+	}
+	return nd.Cid(), nil
+}
+
+type packer struct {
+	ctx      context.Context
+	dag      ipld.DAGService
+	progress func(int64)
+	done     int64
+	buf      []byte
+}
+
+func describeMode(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "is a symlink (bundles hold no symlinks: copy the target in instead)"
+	case m&os.ModeDevice != 0:
+		return "is a device file"
+	case m&os.ModeNamedPipe != 0:
+		return "is a named pipe"
+	case m&os.ModeSocket != 0:
+		return "is a socket"
+	case m&os.ModeIrregular != 0:
+		return "is an irregular file"
+	}
+	return "is not a regular file or folder"
+}
+
+func (p *packer) addDir(abs, rel string) (ipld.Node, error) {
+	if err := p.ctx.Err(); err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(abs) // sorted by name, as kubo's walk
+	if err != nil {
+		return nil, err
+	}
+	d, err := uio.NewDirectory(p.dag, uio.WithCidBuilder(CidBuilder))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			continue // kubo's `ipfs add -r` skips hidden files unless --hidden
+		}
+		childAbs := filepath.Join(abs, name)
+		childRel := filepath.ToSlash(filepath.Join(rel, name))
+		var nd ipld.Node
+		switch t := e.Type(); {
+		case t.IsDir():
+			nd, err = p.addDir(childAbs, childRel)
+		case t.IsRegular():
+			nd, err = p.addFile(childAbs, childRel)
+		default:
+			return nil, fmt.Errorf("%s: %s", childRel, describeMode(t))
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := d.AddChild(p.ctx, name, nd); err != nil {
+			return nil, fmt.Errorf("%s: %w", childRel, err)
+		}
+	}
+	nd, err := d.GetNode()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.dag.Add(p.ctx, nd); err != nil {
+		return nil, err
+	}
+	return nd, nil
+}
+
+// countingReader reports progress as the chunker reads.
+type countingReader struct {
+	r io.Reader
+	p *packer
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	if n > 0 {
+		c.p.done += int64(n)
+		if c.p.progress != nil {
+			c.p.progress(c.p.done)
+		}
+	}
+	return n, err
+}
+
+func (p *packer) addFile(abs, rel string) (ipld.Node, error) {
+	f, err := os.Open(abs)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if p.progress != nil {
+		r = &countingReader{r: f, p: p}
+	}
+	params := helpers.DagBuilderParams{
+		Dagserv:    p.dag,
+		RawLeaves:  true,
+		Maxlinks:   helpers.DefaultLinksPerBlock,
+		CidBuilder: CidBuilder,
+	}
+	db, err := params.New(chunker.NewSizeSplitter(r, ChunkSize))
+	if err != nil {
+		return nil, err
+	}
+	nd, err := balanced.Layout(db)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", rel, err)
+	}
+	return nd, nil
+}
