@@ -1,0 +1,152 @@
+package attest
+
+import (
+	"cmp"
+	"slices"
+)
+
+// AgreeFunc reports whether two raw scores of metric agree within the metric's tolerance.
+// The scoring package owns tolerances; attest only asks.
+type AgreeFunc func(metric string, a, b float64) bool
+
+// Evidence proves equivocation: one principal (lab, or directly trusted node) signed two run
+// attestations for the same slot with different submissions. Both envelopes are kept so
+// anyone can re-verify the proof; neither run counts.
+type Evidence struct {
+	Slot        Slot   `json:"slot"`
+	Principal   string `json:"principal"`
+	A           string `json:"a"` // envelope IDs, A < B
+	B           string `json:"b"`
+	SubmissionA string `json:"submission_a"` // sha256 of each submission ("" for none)
+	SubmissionB string `json:"submission_b"`
+	EnvelopeA   []byte `json:"envelope_a"` // the envelopes as received
+	EnvelopeB   []byte `json:"envelope_b"`
+}
+
+// Disagreement records a re-score that does not confirm the run it re-checked.
+type Disagreement struct {
+	Run          string   `json:"run"`
+	Rescore      string   `json:"rescore"`
+	By           string   `json:"by"` // the re-scorer's principal
+	Metric       string   `json:"metric"`
+	RunValid     bool     `json:"run_valid"`
+	RescoreValid bool     `json:"rescore_valid"`
+	RunScore     *float64 `json:"run_score"`
+	RescoreScore *float64 `json:"rescore_score"`
+}
+
+// Outcome is what Reconcile makes of a set of verified envelopes. Every list is sorted by
+// envelope ID, so equal inputs give equal outputs whatever their order.
+type Outcome struct {
+	// Runs are the run attestations that count: not equivocating, not a duplicate.
+	Runs []*Verified
+	// Rescores maps a counted run's ID to the re-scores that agree with it.
+	Rescores map[string][]*Verified
+	// Equivocations are the proofs; the runs they name are in neither Runs nor Duplicates.
+	Equivocations []Evidence
+	// Disagreements are re-scores that contradict the run they name.
+	Disagreements []Disagreement
+	// Duplicates are further run attestations of a slot by the same principal with the same
+	// submission as a counted run (re-signed, re-published): not counted twice.
+	Duplicates []*Verified
+	// Orphans are re-scores of runs not in the set, or excluded by equivocation.
+	Orphans []*Verified
+	// Other holds statements that verified but do not count for the ledger.
+	Other []*Verified
+}
+
+// Reconcile sorts verified envelopes into counted runs, agreeing re-scores, equivocation
+// evidence and disagreements. It is a pure function of its inputs.
+func Reconcile(vs []*Verified, agree AgreeFunc) Outcome {
+	vs = slices.Clone(vs)
+	slices.SortFunc(vs, func(a, b *Verified) int { return cmp.Compare(a.ID, b.ID) })
+	vs = slices.CompactFunc(vs, func(a, b *Verified) bool { return a.ID == b.ID })
+
+	out := Outcome{Rescores: map[string][]*Verified{}}
+	type slotKey struct {
+		slot      Slot
+		principal string
+	}
+	groups := map[slotKey][]*Verified{}
+	var keys []slotKey
+	var rescores []*Verified
+	for _, v := range vs {
+		switch {
+		case v.Run != nil:
+			k := slotKey{v.Run.Slot, v.Principal()}
+			if _, ok := groups[k]; !ok {
+				keys = append(keys, k)
+			}
+			groups[k] = append(groups[k], v)
+		case v.Rescore != nil:
+			rescores = append(rescores, v)
+		default:
+			out.Other = append(out.Other, v)
+		}
+	}
+
+	// runOf maps every run ID whose submission is counted (the counted run and its
+	// duplicates) to the counted run.
+	runOf := map[string]*Verified{}
+	for _, k := range keys {
+		g := groups[k] // sorted by ID
+		first := g[0]
+		d0 := first.Statement.SubmissionDigest()
+		equivocal := false
+		for _, v := range g[1:] {
+			if d := v.Statement.SubmissionDigest(); d != d0 {
+				equivocal = true
+				out.Equivocations = append(out.Equivocations, Evidence{
+					Slot: k.slot, Principal: k.principal, A: first.ID, B: v.ID,
+					SubmissionA: d0, SubmissionB: d, EnvelopeA: first.Envelope, EnvelopeB: v.Envelope,
+				})
+			}
+		}
+		if equivocal {
+			continue
+		}
+		out.Runs = append(out.Runs, first)
+		runOf[first.ID] = first
+		for _, v := range g[1:] {
+			out.Duplicates = append(out.Duplicates, v)
+			runOf[v.ID] = first
+		}
+	}
+	slices.SortFunc(out.Runs, func(a, b *Verified) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out.Duplicates, func(a, b *Verified) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out.Equivocations, func(a, b Evidence) int {
+		return cmp.Or(cmp.Compare(a.A, b.A), cmp.Compare(a.B, b.B))
+	})
+
+	for _, r := range rescores {
+		run, ok := runOf[r.Rescore.Run]
+		if !ok {
+			out.Orphans = append(out.Orphans, r)
+			continue
+		}
+		if confirms(run.Run, r.Rescore, agree) {
+			out.Rescores[run.ID] = append(out.Rescores[run.ID], r)
+			continue
+		}
+		out.Disagreements = append(out.Disagreements, Disagreement{
+			Run: run.ID, Rescore: r.ID, By: r.Principal(), Metric: r.Rescore.Metric,
+			RunValid: run.Run.Valid, RescoreValid: r.Rescore.Valid,
+			RunScore: run.Run.Score, RescoreScore: r.Rescore.Score,
+		})
+	}
+	return out
+}
+
+// confirms: same metric, same validity, and for valid runs, scores within tolerance.
+func confirms(run *RunPredicate, rs *RescorePredicate, agree AgreeFunc) bool {
+	if run.Metric != rs.Metric || run.Valid != rs.Valid {
+		return false
+	}
+	if !run.Valid {
+		return true
+	}
+	if run.Score == nil || rs.Score == nil {
+		return false
+	}
+	return agree(run.Metric, *run.Score, *rs.Score)
+}

@@ -1,0 +1,295 @@
+package attest
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+)
+
+// Media and predicate types. The predicate URIs carry their version: a change to a predicate's
+// fields is a new URI, never a silent reinterpretation of signed bytes.
+const (
+	// PayloadType is the DSSE payloadType of every attestation (in-toto Statement v1).
+	PayloadType = "application/vnd.in-toto+json"
+	// StatementTypeV1 is the in-toto Statement v1 `_type`.
+	StatementTypeV1 = "https://in-toto.io/Statement/v1"
+	// PredicateRunV1 marks a run attestation (RunPredicate).
+	PredicateRunV1 = "https://evalmesh.dev/attestation/run/v1"
+	// PredicateRescoreV1 marks a re-score attestation (RescorePredicate).
+	PredicateRescoreV1 = "https://evalmesh.dev/attestation/rescore/v1"
+)
+
+// Subject annotation keys and roles.
+const (
+	// AnnotationCID holds the subject's IPFS CID (string).
+	AnnotationCID = "cid"
+	// AnnotationRole says what the subject is to a run: RoleSubmission or RoleLogs.
+	AnnotationRole = "role"
+	// RoleSubmission marks the submission file; equivocation compares its sha256.
+	RoleSubmission = "submission"
+	// RoleLogs marks the run's log archive.
+	RoleLogs = "logs"
+)
+
+// Subject is an in-toto ResourceDescriptor naming an artifact the statement is about.
+type Subject struct {
+	Name   string            `json:"name,omitempty"`
+	Digest map[string]string `json:"digest"`
+	// Annotations carries "cid" (the artifact's CID) and "role" (RoleSubmission, RoleLogs).
+	Annotations map[string]any `json:"annotations,omitempty"`
+}
+
+// Statement is an in-toto Statement v1. Predicate is kept as raw bytes: it is decoded by
+// predicate type, and never re-serialised for verification.
+type Statement struct {
+	Type          string          `json:"_type"`
+	Subject       []Subject       `json:"subject"`
+	PredicateType string          `json:"predicateType"`
+	Predicate     json.RawMessage `json:"predicate,omitempty"`
+}
+
+// Slot is one cell of a campaign (DESIGN §1): campaign, task bundle and agent CIDs, seed index.
+type Slot struct {
+	Campaign string `json:"campaign"`
+	Task     string `json:"task"`
+	Agent    string `json:"agent"`
+	Seed     int    `json:"seed"`
+}
+
+// String gives a stable key for the slot.
+func (s Slot) String() string {
+	return fmt.Sprintf("%s/%s/%s/%d", s.Campaign, s.Task, s.Agent, s.Seed)
+}
+
+// Hardware describes what a run ran on. GPU UUIDs are hashed so labs do not publish
+// inventory identifiers.
+type Hardware struct {
+	GPUModel      string   `json:"gpu_model"`
+	Driver        string   `json:"driver"`
+	GPUCount      int      `json:"gpu_count"`
+	GPUUUIDHashes []string `json:"gpu_uuid_hashes,omitempty"`
+}
+
+// ExitStatus is how the agent container ended.
+type ExitStatus struct {
+	Code      int    `json:"code"`
+	Signal    int    `json:"signal,omitempty"`
+	OOMKilled bool   `json:"oom_killed,omitempty"`
+	TimedOut  bool   `json:"timed_out,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// RunPredicate is the predicate of a run attestation (DESIGN §5).
+type RunPredicate struct {
+	Slot          Slot       `json:"slot"`
+	Node          string     `json:"node"` // peer ID of the signing node
+	Lab           string     `json:"lab"`  // lab ID of the node's certificate; "" for a directly trusted node
+	Hardware      Hardware   `json:"hardware"`
+	Start         time.Time  `json:"start"`
+	End           time.Time  `json:"end"`
+	WallSeconds   float64    `json:"wall_seconds"`
+	GPUSeconds    float64    `json:"gpu_seconds"`
+	EnergyJoules  float64    `json:"energy_joules"`
+	Exit          ExitStatus `json:"exit"`
+	Valid         bool       `json:"valid"`
+	InvalidReason string     `json:"invalid_reason,omitempty"`
+	Score         *float64   `json:"score"` // raw metric value; nil when not valid
+	Metric        string     `json:"metric"`
+	Evaluator     string     `json:"evaluator"`
+	Telemetry     any        `json:"telemetry,omitempty"` // utilisation samples, peak memory, ...
+}
+
+// RescorePredicate is a lab's independent re-check of another run's submission.
+type RescorePredicate struct {
+	Run       string   `json:"run"` // ID of the run attestation re-scored
+	Score     *float64 `json:"score"`
+	Valid     bool     `json:"valid"`
+	Metric    string   `json:"metric"`
+	Evaluator string   `json:"evaluator"`
+	Node      string   `json:"node"`
+	Lab       string   `json:"lab"`
+}
+
+// NewStatement builds the bytes of an in-toto Statement v1. The predicate is marshalled
+// as given; the result is what Sign signs, once.
+func NewStatement(subjects []Subject, predicateType string, predicate any) ([]byte, error) {
+	pred, err := json.Marshal(predicate)
+	if err != nil {
+		return nil, fmt.Errorf("marshal predicate: %w", err)
+	}
+	st := Statement{Type: StatementTypeV1, Subject: subjects, PredicateType: predicateType, Predicate: pred}
+	if err := st.validate(); err != nil {
+		return nil, err
+	}
+	if predicateType == PredicateRunV1 || predicateType == PredicateRescoreV1 {
+		if _, _, err := decodePredicate(predicateType, pred); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(st)
+}
+
+// ParseStatement decodes and checks an in-toto Statement v1 (not its predicate).
+func ParseStatement(b []byte) (*Statement, error) {
+	var st Statement
+	if err := strictUnmarshal(b, &st, false); err != nil {
+		return nil, fmt.Errorf("statement is not valid JSON of the in-toto Statement v1 shape: %w", err)
+	}
+	if err := st.validate(); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// SubmissionDigest returns the sha256 of the subject marked RoleSubmission, or "" if none.
+func (st *Statement) SubmissionDigest() string {
+	for _, s := range st.Subject {
+		if r, _ := s.Annotations[AnnotationRole].(string); r == RoleSubmission {
+			return s.Digest["sha256"]
+		}
+	}
+	return ""
+}
+
+func (st *Statement) validate() error {
+	if st.Type != StatementTypeV1 {
+		return fmt.Errorf("statement _type is %q, want %q", st.Type, StatementTypeV1)
+	}
+	if len(st.Subject) == 0 {
+		return errors.New("statement has no subject: list at least one artifact with a sha256 digest")
+	}
+	for i, s := range st.Subject {
+		if len(s.Digest) == 0 {
+			return fmt.Errorf("statement subject %d (%q) has no digest", i, s.Name)
+		}
+		for alg, d := range s.Digest {
+			if d == "" {
+				return fmt.Errorf("statement subject %d (%q): empty %s digest", i, s.Name, alg)
+			}
+			if alg == "sha256" {
+				if len(d) != 64 || !isLowerHex(d) {
+					return fmt.Errorf("statement subject %d (%q): sha256 digest %q is not 64 lowercase hex digits", i, s.Name, d)
+				}
+			}
+		}
+		if c, ok := s.Annotations[AnnotationCID]; ok {
+			if _, isStr := c.(string); !isStr {
+				return fmt.Errorf("statement subject %d (%q): annotation cid must be a string", i, s.Name)
+			}
+		}
+	}
+	if st.PredicateType == "" {
+		return errors.New("statement has no predicateType")
+	}
+	if len(st.Predicate) > 0 && (st.Predicate[0] != '{') {
+		return errors.New("statement predicate must be a JSON object")
+	}
+	return nil
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// decodePredicate decodes and checks an evalmesh predicate; exactly one result is non-nil.
+func decodePredicate(predicateType string, raw json.RawMessage) (*RunPredicate, *RescorePredicate, error) {
+	if len(raw) == 0 {
+		return nil, nil, fmt.Errorf("predicate %s is missing", predicateType)
+	}
+	switch predicateType {
+	case PredicateRunV1:
+		var p RunPredicate
+		if err := strictUnmarshal(raw, &p, true); err != nil {
+			return nil, nil, fmt.Errorf("run predicate: %w", err)
+		}
+		if err := p.validate(); err != nil {
+			return nil, nil, fmt.Errorf("run predicate: %w", err)
+		}
+		return &p, nil, nil
+	case PredicateRescoreV1:
+		var p RescorePredicate
+		if err := strictUnmarshal(raw, &p, true); err != nil {
+			return nil, nil, fmt.Errorf("rescore predicate: %w", err)
+		}
+		if err := p.validate(); err != nil {
+			return nil, nil, fmt.Errorf("rescore predicate: %w", err)
+		}
+		return nil, &p, nil
+	}
+	return nil, nil, fmt.Errorf("predicate type %s is not an evalmesh predicate", predicateType)
+}
+
+func (p *RunPredicate) validate() error {
+	switch {
+	case p.Slot.Campaign == "" || p.Slot.Task == "" || p.Slot.Agent == "":
+		return errors.New("slot needs campaign, task and agent")
+	case p.Slot.Seed < 0:
+		return fmt.Errorf("slot seed %d is negative", p.Slot.Seed)
+	case p.Node == "":
+		return errors.New("node (the signer's peer ID) is missing")
+	case p.Start.IsZero() || p.End.IsZero():
+		return errors.New("start and end are required")
+	case p.End.Before(p.Start):
+		return fmt.Errorf("end %s is before start %s", p.End.Format(time.RFC3339), p.Start.Format(time.RFC3339))
+	case p.WallSeconds < 0 || p.GPUSeconds < 0 || p.EnergyJoules < 0:
+		return errors.New("wall_seconds, gpu_seconds and energy_joules must not be negative")
+	case p.Hardware.GPUCount < 0:
+		return errors.New("hardware gpu_count is negative")
+	case p.Metric == "":
+		return errors.New("metric is missing")
+	case p.Evaluator == "":
+		return errors.New("evaluator is missing")
+	case p.Valid && p.Score == nil:
+		return errors.New("a valid run needs a score")
+	case !p.Valid && p.InvalidReason == "":
+		return errors.New("an invalid run needs invalid_reason")
+	}
+	if p.Score != nil && (math.IsNaN(*p.Score) || math.IsInf(*p.Score, 0)) {
+		return errors.New("score is not finite")
+	}
+	return nil
+}
+
+func (p *RescorePredicate) validate() error {
+	switch {
+	case p.Run == "":
+		return errors.New("run (the ID of the run attestation re-scored) is missing")
+	case p.Node == "":
+		return errors.New("node (the signer's peer ID) is missing")
+	case p.Metric == "":
+		return errors.New("metric is missing")
+	case p.Evaluator == "":
+		return errors.New("evaluator is missing")
+	case p.Valid && p.Score == nil:
+		return errors.New("a valid re-score needs a score")
+	}
+	return nil
+}
+
+// strictUnmarshal decodes exactly one JSON value; with noUnknown, unknown fields are an error
+// (a versioned predicate means what its version says, nothing more).
+func strictUnmarshal(b []byte, v any, noUnknown bool) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if noUnknown {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}

@@ -1,0 +1,286 @@
+package attest
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/evalmesh/evalmesh/internal/home"
+)
+
+// TrustFileVersion is the only trust-file version this code reads.
+const TrustFileVersion = 1
+
+// trustFile is the YAML shape of a trust file (docs/trust-format.md).
+type trustFile struct {
+	Version     int              `yaml:"version"`
+	Labs        []TrustedLab     `yaml:"labs"`
+	Nodes       []TrustedNode    `yaml:"nodes,omitempty"`
+	Revocations []map[string]any `yaml:"revocations,omitempty"`
+}
+
+// TrustedLab is a lab whose certified nodes are believed.
+type TrustedLab struct {
+	Name string `yaml:"name"`
+	// Key is the base64 raw 32-byte ed25519 lab public key.
+	Key string `yaml:"key"`
+	// ID, when given, must equal LabID(Key): a typo in either is caught.
+	ID string `yaml:"id,omitempty"`
+}
+
+// TrustedNode is a node believed directly, without a lab certificate.
+type TrustedNode struct {
+	Name   string `yaml:"name"`
+	PeerID string `yaml:"peer_id,omitempty"`
+	// Key is the base64 raw 32-byte ed25519 node key; either PeerID or Key (or both, agreeing).
+	Key string `yaml:"key,omitempty"`
+}
+
+// TrustStore is a parsed trust file: lab keys, directly trusted node keys, revocations.
+// Reading (Verify) is safe for concurrent use; the Add methods are not, so build the store,
+// then share it.
+type TrustStore struct {
+	file    trustFile
+	labs    map[string]labEntry    // by lab ID
+	nodes   map[string]TrustedNode // by peer ID
+	revoked map[revKey]time.Time   // (lab, node or cert ID) -> earliest effective time
+	revs    []*Revocation
+
+	certs *lru.Cache[[32]byte, *NodeCert]              // sha256 of a cert envelope's bytes -> checked cert
+	keys  *lru.Cache[[32]byte, *voi.ExpandedPublicKey] // raw key -> precomputed verification key
+}
+
+type labEntry struct {
+	name string
+	pub  ed25519.PublicKey
+}
+
+type revKey struct{ lab, subject string }
+
+// Cache sizes: a federation has tens of labs and hundreds of nodes; these hold them all.
+const (
+	certCacheSize = 4096
+	keyCacheSize  = 4096
+)
+
+// NewTrustStore returns an empty store (add labs and nodes to it).
+func NewTrustStore() *TrustStore {
+	t, _ := build(trustFile{Version: TrustFileVersion})
+	return t
+}
+
+// LoadTrust reads and parses a trust file.
+func LoadTrust(path string) (*TrustStore, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("trust file: %w", err)
+	}
+	t, err := ParseTrust(b)
+	if err != nil {
+		return nil, fmt.Errorf("trust file %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// ParseTrust parses trust-file YAML. Unknown fields are an error naming the field.
+func ParseTrust(b []byte) (*TrustStore, error) {
+	var f trustFile
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if f.Version != TrustFileVersion {
+		return nil, fmt.Errorf("version is %d; this evalmesh reads version %d (start the file with `version: 1`)", f.Version, TrustFileVersion)
+	}
+	return build(f)
+}
+
+func build(f trustFile) (*TrustStore, error) {
+	t := &TrustStore{
+		file:    f,
+		labs:    map[string]labEntry{},
+		nodes:   map[string]TrustedNode{},
+		revoked: map[revKey]time.Time{},
+	}
+	t.certs, _ = lru.New[[32]byte, *NodeCert](certCacheSize)
+	t.keys, _ = lru.New[[32]byte, *voi.ExpandedPublicKey](keyCacheSize)
+	for i, l := range f.Labs {
+		pub, err := decodeEd25519Pub(l.Key)
+		if err != nil {
+			return nil, fmt.Errorf("labs[%d] (%q): %w", i, l.Name, err)
+		}
+		id := LabID(pub)
+		if l.ID != "" && l.ID != id {
+			return nil, fmt.Errorf("labs[%d] (%q): id %s does not match its key, whose lab ID is %s", i, l.Name, l.ID, id)
+		}
+		t.labs[id] = labEntry{name: l.Name, pub: pub}
+	}
+	for i, n := range f.Nodes {
+		id, err := trustedNodeID(n)
+		if err != nil {
+			return nil, fmt.Errorf("nodes[%d] (%q): %w", i, n.Name, err)
+		}
+		t.nodes[id] = n
+	}
+	for i, rv := range f.Revocations {
+		raw, err := json.Marshal(rv)
+		if err != nil {
+			return nil, fmt.Errorf("revocations[%d]: %w", i, err)
+		}
+		r, err := ParseRevocation(raw)
+		if err != nil {
+			return nil, fmt.Errorf("revocations[%d]: %w", i, err)
+		}
+		t.addRevocation(r)
+	}
+	return t, nil
+}
+
+func trustedNodeID(n TrustedNode) (string, error) {
+	if n.PeerID == "" && n.Key == "" {
+		return "", errors.New("give peer_id or key")
+	}
+	var fromKey string
+	if n.Key != "" {
+		pub, err := decodeEd25519Pub(n.Key)
+		if err != nil {
+			return "", err
+		}
+		fromKey, err = peerIDFromEd25519(pub)
+		if err != nil {
+			return "", err
+		}
+	}
+	if n.PeerID != "" {
+		if _, err := nodePubKey(n.PeerID); err != nil {
+			return "", err
+		}
+		if fromKey != "" && fromKey != n.PeerID {
+			return "", fmt.Errorf("peer_id %s does not match key (peer ID %s)", n.PeerID, fromKey)
+		}
+		return n.PeerID, nil
+	}
+	return fromKey, nil
+}
+
+func (t *TrustStore) addRevocation(r *Revocation) {
+	t.revs = append(t.revs, r)
+	for _, s := range slices.Concat(r.Nodes, r.Certs) {
+		k := revKey{r.Lab, s}
+		if old, ok := t.revoked[k]; !ok || r.Time.Before(old) {
+			t.revoked[k] = r.Time
+		}
+	}
+}
+
+// AddLab trusts a lab key under name. Adding a key already present renames it.
+func (t *TrustStore) AddLab(name string, pub ed25519.PublicKey) (string, error) {
+	if len(pub) != ed25519.PublicKeySize {
+		return "", fmt.Errorf("lab key is %d bytes, want 32", len(pub))
+	}
+	id := LabID(pub)
+	entry := TrustedLab{Name: name, Key: base64.StdEncoding.EncodeToString(pub), ID: id}
+	i := slices.IndexFunc(t.file.Labs, func(l TrustedLab) bool { return l.Key == entry.Key })
+	if i >= 0 {
+		t.file.Labs[i] = entry
+	} else {
+		t.file.Labs = append(t.file.Labs, entry)
+	}
+	t.labs[id] = labEntry{name: name, pub: pub}
+	return id, nil
+}
+
+// AddNode trusts a node key directly (no certificate needed).
+func (t *TrustStore) AddNode(name string, pub ed25519.PublicKey) (string, error) {
+	if len(pub) != ed25519.PublicKeySize {
+		return "", fmt.Errorf("node key is %d bytes, want 32", len(pub))
+	}
+	id, err := peerIDFromEd25519(pub)
+	if err != nil {
+		return "", err
+	}
+	n := TrustedNode{Name: name, PeerID: id, Key: base64.StdEncoding.EncodeToString(pub)}
+	i := slices.IndexFunc(t.file.Nodes, func(x TrustedNode) bool { return x.PeerID == id })
+	if i >= 0 {
+		t.file.Nodes[i] = n
+	} else {
+		t.file.Nodes = append(t.file.Nodes, n)
+	}
+	t.nodes[id] = n
+	return id, nil
+}
+
+// AddRevocation records a verified revocation (its lab need not be trusted: it only ever
+// takes trust away).
+func (t *TrustStore) AddRevocation(r *Revocation) error {
+	var m map[string]any
+	if err := json.Unmarshal(r.Raw(), &m); err != nil {
+		return err
+	}
+	for _, old := range t.revs {
+		if old.ID == r.ID {
+			return nil
+		}
+	}
+	t.file.Revocations = append(t.file.Revocations, m)
+	t.addRevocation(r)
+	// Certificates checked before the revocation may now be revoked: they are re-checked
+	// on every use against t.revoked, so the cache stays valid.
+	return nil
+}
+
+// Labs lists the trusted labs.
+func (t *TrustStore) Labs() []TrustedLab { return slices.Clone(t.file.Labs) }
+
+// Nodes lists the directly trusted nodes.
+func (t *TrustStore) Nodes() []TrustedNode { return slices.Clone(t.file.Nodes) }
+
+// Revocations lists the revocations the store holds.
+func (t *TrustStore) Revocations() []*Revocation { return slices.Clone(t.revs) }
+
+// LabName returns the name a lab ID is trusted under, and whether it is trusted.
+func (t *TrustStore) LabName(id string) (string, bool) {
+	e, ok := t.labs[id]
+	return e.name, ok
+}
+
+const trustHeader = `# evalmesh trust file (docs/trust-format.md). An attestation is believed when its node
+# certificate is signed by a lab listed here (and is in its validity window and not revoked),
+# or when its signer is listed under nodes.
+`
+
+// Marshal writes the store as trust-file YAML.
+func (t *TrustStore) Marshal() ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString(trustHeader)
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(t.file); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Save writes the store to path atomically.
+func (t *TrustStore) Save(path string) error {
+	b, err := t.Marshal()
+	if err != nil {
+		return err
+	}
+	return home.WriteFileAtomic(path, b, 0o644)
+}

@@ -1,0 +1,294 @@
+package attest
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
+)
+
+// Reason says why an envelope was refused. The strings are stable: logs, the CLI and peers
+// show them.
+type Reason string
+
+const (
+	ReasonMalformedEnvelope  Reason = "malformed envelope"
+	ReasonPayloadType        Reason = "wrong payload type"
+	ReasonMalformedCert      Reason = "malformed node certificate"
+	ReasonBadCertSignature   Reason = "bad certificate signature"
+	ReasonUnknownLab         Reason = "unknown lab"
+	ReasonUnknownNode        Reason = "unknown node"
+	ReasonSignerMismatch     Reason = "signer does not match certificate"
+	ReasonCertExpired        Reason = "expired certificate"
+	ReasonCertNotYetValid    Reason = "certificate not yet valid"
+	ReasonCertRevoked        Reason = "revoked certificate"
+	ReasonBadSignature       Reason = "bad signature"
+	ReasonMalformedStatement Reason = "malformed statement"
+	ReasonMalformedPredicate Reason = "malformed evalmesh predicate"
+	ReasonPredicateSigner    Reason = "predicate names another node or lab"
+)
+
+// VerifyError is a refusal with its reason and the detail that names the bad input.
+type VerifyError struct {
+	Reason Reason
+	Detail string
+}
+
+func (e *VerifyError) Error() string {
+	if e.Detail == "" {
+		return string(e.Reason)
+	}
+	return string(e.Reason) + ": " + e.Detail
+}
+
+// Is lets errors.Is(err, &VerifyError{Reason: R}) match on the reason alone.
+func (e *VerifyError) Is(target error) bool {
+	t, ok := target.(*VerifyError)
+	return ok && t.Reason == e.Reason && (t.Detail == "" || t.Detail == e.Detail)
+}
+
+// ReasonOf returns the reason of a verification error, or "" for other errors.
+func ReasonOf(err error) Reason {
+	var ve *VerifyError
+	if errors.As(err, &ve) {
+		return ve.Reason
+	}
+	return ""
+}
+
+func refuse(r Reason, format string, args ...any) error {
+	return &VerifyError{Reason: r, Detail: fmt.Sprintf(format, args...)}
+}
+
+// intrinsic reasons depend only on the envelope bytes, never on the trust store or clock:
+// such refusals may be cached forever.
+func intrinsic(r Reason) bool {
+	switch r {
+	case ReasonMalformedEnvelope, ReasonPayloadType, ReasonMalformedCert, ReasonBadCertSignature,
+		ReasonSignerMismatch, ReasonBadSignature, ReasonMalformedStatement, ReasonMalformedPredicate,
+		ReasonPredicateSigner:
+		return true
+	}
+	return false
+}
+
+// Verified is an envelope whose signature chain and statement were accepted.
+type Verified struct {
+	ID        string // EnvelopeID of the bytes
+	Envelope  []byte // the bytes as received
+	Statement *Statement
+	Payload   []byte // the statement bytes that were signed
+	Node      string // signer's peer ID
+	Lab       string // lab ID from the certificate; "" for a directly trusted node
+	Cert      *NodeCert
+	// Counts is true for evalmesh predicates (run, re-score); other predicate types verify
+	// as signed statements but do not count for the ledger.
+	Counts  bool
+	Run     *RunPredicate
+	Rescore *RescorePredicate
+}
+
+// Principal is who answers for the envelope: its lab, or the node when trusted directly.
+func (v *Verified) Principal() string {
+	if v.Lab != "" {
+		return v.Lab
+	}
+	return v.Node
+}
+
+// Verify decides whether envelope is acceptable under trust at time now, and if not, why.
+// The signature is checked over the payload bytes as received.
+func Verify(envelope []byte, trust *TrustStore, now time.Time) (*Verified, error) {
+	p, err := prepare(envelope, trust, now)
+	if err != nil {
+		return nil, err
+	}
+	if !trust.verifyKey(p.pub, PAE(PayloadType, p.env.Payload), p.env.Sig) {
+		return nil, refuse(ReasonBadSignature, "envelope signature does not verify with node %s's key", p.v.Node)
+	}
+	return finish(p)
+}
+
+// prepared is an envelope decoded and whose signer is resolved, before its signature check.
+type prepared struct {
+	env *Envelope
+	pub ed25519.PublicKey
+	v   *Verified
+}
+
+func prepare(envelope []byte, trust *TrustStore, now time.Time) (*prepared, error) {
+	if trust == nil {
+		return nil, errors.New("no trust store")
+	}
+	env, err := DecodeEnvelope(envelope)
+	if err != nil {
+		return nil, refuse(ReasonMalformedEnvelope, "%v", err)
+	}
+	if env.PayloadType != PayloadType {
+		return nil, refuse(ReasonPayloadType, "payloadType %q, want %q", env.PayloadType, PayloadType)
+	}
+	v := &Verified{ID: EnvelopeID(envelope), Envelope: envelope, Payload: env.Payload}
+	var pub ed25519.PublicKey
+	if env.Cert != nil {
+		cert, err := trust.checkCert(env.Cert)
+		if err != nil {
+			return nil, err
+		}
+		if env.KeyID != "" && env.KeyID != cert.Node {
+			return nil, refuse(ReasonSignerMismatch, "keyid %s is not the certified node %s", env.KeyID, cert.Node)
+		}
+		if err := trust.certPolicy(cert, now); err != nil {
+			return nil, err
+		}
+		pub, _ = nodePubKey(cert.Node) // checked when the certificate was parsed
+		v.Node, v.Lab, v.Cert = cert.Node, cert.Lab, cert
+	} else {
+		if env.KeyID == "" {
+			return nil, refuse(ReasonUnknownNode, "envelope has neither a node certificate nor a keyid")
+		}
+		if _, ok := trust.nodes[env.KeyID]; !ok {
+			return nil, refuse(ReasonUnknownNode, "envelope has no node certificate and node %s is not trusted directly (add a lab certificate, or `evalmesh trust add --key`)", env.KeyID)
+		}
+		pub, err = nodePubKey(env.KeyID)
+		if err != nil {
+			return nil, refuse(ReasonUnknownNode, "%v", err)
+		}
+		v.Node = env.KeyID
+	}
+	return &prepared{env: env, pub: pub, v: v}, nil
+}
+
+// finish parses the (now authenticated) statement and its predicate.
+func finish(p *prepared) (*Verified, error) {
+	v := p.v
+	st, err := ParseStatement(p.env.Payload)
+	if err != nil {
+		return nil, refuse(ReasonMalformedStatement, "%v", err)
+	}
+	v.Statement = st
+	switch st.PredicateType {
+	case PredicateRunV1, PredicateRescoreV1:
+		run, rs, err := decodePredicate(st.PredicateType, st.Predicate)
+		if err != nil {
+			return nil, refuse(ReasonMalformedPredicate, "%v", err)
+		}
+		node, lab := "", ""
+		if run != nil {
+			node, lab = run.Node, run.Lab
+		} else {
+			node, lab = rs.Node, rs.Lab
+		}
+		if node != v.Node || lab != v.Lab {
+			return nil, refuse(ReasonPredicateSigner, "predicate says node %s lab %q, but the signer is node %s lab %q", node, lab, v.Node, v.Lab)
+		}
+		v.Run, v.Rescore, v.Counts = run, rs, true
+	}
+	return v, nil
+}
+
+// checkCert parses a certificate envelope and verifies its lab signature, once per distinct
+// certificate bytes; the trust policy is applied separately, on every use.
+func (t *TrustStore) checkCert(raw []byte) (*NodeCert, error) {
+	key := sha256.Sum256(raw)
+	if c, ok := t.certs.Get(key); ok {
+		return c, nil
+	}
+	c, sig, body, err := decodeNodeCert(raw)
+	if err != nil {
+		return nil, refuse(ReasonMalformedCert, "%v", err)
+	}
+	// Unknown labs are refused before spending a signature check on them.
+	if _, ok := t.labs[c.Lab]; !ok {
+		return nil, refuse(ReasonUnknownLab, "lab %s (certifying node %s) is not in the trust file; add it with `evalmesh trust add`", c.Lab, c.Node)
+	}
+	if !t.verifyKey(c.LabKey, PAE(CertPayloadType, body), sig) {
+		return nil, refuse(ReasonBadCertSignature, "certificate for node %s is not signed by lab %s", c.Node, c.Lab)
+	}
+	t.certs.Add(key, c)
+	return c, nil
+}
+
+// certPolicy applies the trust store to a signature-checked certificate at time now.
+func (t *TrustStore) certPolicy(c *NodeCert, now time.Time) error {
+	if _, ok := t.labs[c.Lab]; !ok {
+		return refuse(ReasonUnknownLab, "lab %s (certifying node %s) is not in the trust file; add it with `evalmesh trust add`", c.Lab, c.Node)
+	}
+	if now.Before(c.NotBefore) {
+		return refuse(ReasonCertNotYetValid, "certificate %s for node %s is valid from %s (now %s)", c.ID, c.Node, c.NotBefore.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	if !now.Before(c.NotAfter) {
+		return refuse(ReasonCertExpired, "certificate %s for node %s expired at %s (now %s)", c.ID, c.Node, c.NotAfter.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	for _, s := range [2]string{c.Node, c.ID} {
+		if at, ok := t.revoked[revKey{c.Lab, s}]; ok && !now.Before(at) {
+			return refuse(ReasonCertRevoked, "lab %s revoked %s at %s", c.Lab, s, at.Format(time.RFC3339))
+		}
+	}
+	return nil
+}
+
+// policy re-applies the trust store to an envelope verified earlier (the cache's hit path).
+func (t *TrustStore) policy(v *Verified, now time.Time) error {
+	if v.Cert != nil {
+		return t.certPolicy(v.Cert, now)
+	}
+	if _, ok := t.nodes[v.Node]; !ok {
+		return refuse(ReasonUnknownNode, "node %s is not trusted directly", v.Node)
+	}
+	return nil
+}
+
+// verifyKey checks an ed25519 signature under ZIP-215 rules (cofactored; see
+// docs/attestation-format.md) with a precomputed key, so single and batch verification agree
+// on every input and every node reaches the same verdict.
+func (t *TrustStore) verifyKey(pub ed25519.PublicKey, msg, sig []byte) bool {
+	xk := t.expanded(pub)
+	if xk == nil {
+		return false
+	}
+	return voi.VerifyExpandedWithOptions(xk, msg, sig, &zip215)
+}
+
+var zip215 = voi.Options{Verify: voi.VerifyOptionsZIP_215}
+
+func (t *TrustStore) expanded(pub ed25519.PublicKey) *voi.ExpandedPublicKey {
+	var k [32]byte
+	if len(pub) != 32 {
+		return nil
+	}
+	copy(k[:], pub)
+	if xk, ok := t.keys.Get(k); ok {
+		return xk
+	}
+	xk, err := voi.NewExpandedPublicKey(voi.PublicKey(pub))
+	if err != nil {
+		return nil
+	}
+	t.keys.Add(k, xk)
+	return xk
+}
+
+// verifySig is the store-less form (parsing a certificate or revocation on its own).
+func verifySig(pub ed25519.PublicKey, msg, sig []byte) bool {
+	if len(pub) != 32 {
+		return false
+	}
+	return voi.VerifyWithOptions(voi.PublicKey(pub), msg, sig, &zip215)
+}
+
+func peerIDFromEd25519(pub ed25519.PublicKey) (string, error) {
+	pk, err := crypto.UnmarshalEd25519PublicKey(pub)
+	if err != nil {
+		return "", err
+	}
+	id, err := peer.IDFromPublicKey(pk)
+	if err != nil {
+		return "", err
+	}
+	return id.String(), nil
+}
