@@ -1,0 +1,642 @@
+package scoring
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// SOTAPlayer is the Elo player that stands for the human state of the art: on every task
+// it has SOTARuns runs, all scoring the task's SOTA.
+const (
+	SOTAPlayer = "sota"
+	SOTARuns   = 10
+)
+
+// StatusSuccess is the status of a run that finished and was scored.
+const StatusSuccess = "SUCCESS"
+
+// Result is one run's outcome as the ledger sees it. A run is valid when Status is
+// "SUCCESS" and Score is a finite number.
+type Result struct {
+	Task          string
+	Agent         string
+	Seed          int
+	Status        string
+	Score         *float64
+	AttestationID string
+}
+
+func (r *Result) valid() bool {
+	return r.Status == StatusSuccess && r.Score != nil && !math.IsNaN(*r.Score) && !math.IsInf(*r.Score, 0)
+}
+
+// TaskInfo is what the ledger needs from a task's metadata.
+type TaskInfo struct {
+	Name           string
+	LowerIsBetter  bool
+	Optimum        float64
+	SOTA           float64
+	EstimatedWorst *float64
+}
+
+// Options is the scoring policy.
+type Options struct {
+	// Worst picks the normalized score's worst anchor: "population" (default, AIRS-Bench's
+	// reference: the worst valid score on the task in these results) or "estimated" (the
+	// task's estimated_worst_score, so newcomers cannot move everyone's scores).
+	Worst string
+	// BootstrapRounds for the Elo and normalized-score CIs; 0 means 100.
+	BootstrapRounds int
+}
+
+// Ledger is the leaderboard computed from a set of results. Its canonical JSON (without
+// the root) is what every node hashes; the root is the hex sha256 of those bytes.
+type Ledger struct {
+	InputsDigest string    `json:"inputs_digest"`
+	Policy       Policy    `json:"policy"`
+	Agents       []Agent   `json:"agents"`
+	Tasks        []TaskRow `json:"tasks"`
+
+	canonical []byte
+	root      string
+}
+
+// Policy records the options the ledger was computed with.
+type Policy struct {
+	Worst           string `json:"worst"`
+	BootstrapRounds int    `json:"bootstrap_rounds"`
+	Tie             string `json:"tie"`
+}
+
+// Agent is one leaderboard row. The sota player has the Elo fields only.
+type Agent struct {
+	Agent               string      `json:"agent"`
+	Elo                 float64     `json:"elo"`
+	EloMLE              float64     `json:"elo_mle"`
+	EloCI               [2]float64  `json:"elo_ci"`
+	Rank                int         `json:"rank"`
+	NormalizedScore     *float64    `json:"normalized_score,omitempty"`
+	NormalizedScoreCI   *[2]float64 `json:"normalized_score_ci,omitempty"`
+	LinearScore         *float64    `json:"linear_score,omitempty"`
+	ValidSubmissionRate *float64    `json:"valid_submission_rate,omitempty"`
+	Runs                int         `json:"runs,omitempty"`
+}
+
+// TaskRow says how one task was scored.
+type TaskRow struct {
+	Task          string   `json:"task"`
+	LowerIsBetter bool     `json:"lower_is_better"`
+	Optimum       float64  `json:"optimum"`
+	SOTA          float64  `json:"sota"`
+	Worst         *float64 `json:"worst"`
+	WorstSource   string   `json:"worst_source"`
+	Runs          int      `json:"runs"`
+	ValidRuns     int      `json:"valid_runs"`
+	Agents        int      `json:"agents"`
+}
+
+// Canonical returns the ledger's canonical JSON: fixed field order, compact, floats
+// rounded to 9 significant digits. Same inputs in any order give the same bytes.
+func (l *Ledger) Canonical() []byte { return slices.Clone(l.canonical) }
+
+// Root is the hex sha256 of Canonical().
+func (l *Ledger) Root() string { return l.root }
+
+// MarshalJSON prints {"ledger_root": …} followed by the canonical fields.
+func (l *Ledger) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString(`{"ledger_root":`)
+	rb, _ := json.Marshal(l.root)
+	b.Write(rb)
+	b.WriteByte(',')
+	b.Write(l.canonical[1:])
+	return b.Bytes(), nil
+}
+
+// ComputeLedger computes the leaderboard from results: per-task normalized scores and the
+// valid-submission rate per agent, and a Bradley–Terry Elo over all seed-vs-seed games per
+// task with the sota player, with bootstrap CIs. It is a pure function of the set of
+// results (their order does not matter), the metadata of the tasks they name, and opts.
+//
+// Errors: a result naming a task missing from tasks, two results for one (task, agent,
+// seed), an agent called "sota", an unknown opts.Worst, or "estimated" for a task without
+// an estimated worst score.
+func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, error) {
+	worstMode := opts.Worst
+	if worstMode == "" {
+		worstMode = "population"
+	}
+	if worstMode != "population" && worstMode != "estimated" {
+		return nil, fmt.Errorf("unknown worst anchor %q: use \"population\" or \"estimated\"", opts.Worst)
+	}
+	rounds := opts.BootstrapRounds
+	if rounds == 0 {
+		rounds = 100
+	}
+	if rounds < 0 || rounds > 100000 {
+		return nil, fmt.Errorf("bootstrap rounds %d out of range 1..100000", opts.BootstrapRounds)
+	}
+
+	taskByName := make(map[string]*TaskInfo, len(tasks))
+	for i := range tasks {
+		t := &tasks[i]
+		if _, dup := taskByName[t.Name]; dup {
+			return nil, fmt.Errorf("task %q listed twice in the task metadata", t.Name)
+		}
+		taskByName[t.Name] = t
+	}
+
+	rs := make([]Result, len(results))
+	copy(rs, results)
+	for i := range rs {
+		if _, ok := taskByName[rs[i].Task]; !ok {
+			return nil, fmt.Errorf("result for agent %q seed %d names unknown task %q: add its metadata to the task folder", rs[i].Agent, rs[i].Seed, rs[i].Task)
+		}
+		if rs[i].Agent == SOTAPlayer {
+			return nil, fmt.Errorf("task %q: agent name %q is reserved for the human-SOTA player", rs[i].Task, SOTAPlayer)
+		}
+	}
+	slices.SortFunc(rs, compareResults)
+	for i := 1; i < len(rs); i++ {
+		a, b := &rs[i-1], &rs[i]
+		if a.Task == b.Task && a.Agent == b.Agent && a.Seed == b.Seed {
+			return nil, fmt.Errorf("two results for task %q agent %q seed %d: keep one per slot", a.Task, a.Agent, a.Seed)
+		}
+	}
+
+	// Intern names: tasks in sorted order, agents sorted, sota last.
+	var taskNames, agentNames []string
+	for i := range rs {
+		if i == 0 || rs[i].Task != rs[i-1].Task {
+			taskNames = append(taskNames, rs[i].Task)
+		}
+	}
+	agentIdx := map[string]int{}
+	for i := range rs {
+		if _, ok := agentIdx[rs[i].Agent]; !ok {
+			agentIdx[rs[i].Agent] = 0
+			agentNames = append(agentNames, rs[i].Agent)
+		}
+	}
+	sort.Strings(agentNames)
+	for i, a := range agentNames {
+		agentIdx[a] = i
+	}
+	A := len(agentNames)
+	P := A + 1 // players: agents, then sota
+	usedTasks := make([]TaskInfo, len(taskNames))
+	for i, n := range taskNames {
+		usedTasks[i] = *taskByName[n]
+		if worstMode == "estimated" && usedTasks[i].EstimatedWorst == nil {
+			return nil, fmt.Errorf("task %q has no estimated_worst_score; use the population worst or add it to the metadata", n)
+		}
+	}
+
+	digest := inputsDigest(rs, usedTasks, worstMode, rounds)
+	l := &Ledger{
+		InputsDigest: hex.EncodeToString(digest[:]),
+		Policy:       Policy{Worst: worstMode, BootstrapRounds: rounds, Tie: "symmetric isclose: atol 1e-6, rtol 1e-5 of max(|a|,|b|)"},
+	}
+
+	// Group runs per task (rs is sorted by task, then agent).
+	type span struct{ lo, hi int }
+	taskSpans := make([]span, len(taskNames))
+	for ti, lo := 0, 0; ti < len(taskNames); ti++ {
+		hi := lo
+		for hi < len(rs) && rs[hi].Task == taskNames[ti] {
+			hi++
+		}
+		taskSpans[ti] = span{lo, hi}
+		lo = hi
+	}
+
+	// Per-task anchors, per-run normalized scores, per-(agent, task) validity.
+	nsSum := make([]float64, A)
+	linSum := make([]float64, A)
+	runs := make([]int, A)
+	vsrSum := make([]float64, A)
+	vsrTasks := make([]int, A)
+	nsByAgent := make([][]float64, A)
+	for ti, t := range usedTasks {
+		sp := taskSpans[ti]
+		row := TaskRow{Task: t.Name, LowerIsBetter: t.LowerIsBetter, Optimum: t.Optimum, SOTA: t.SOTA, Runs: sp.hi - sp.lo}
+		var worst float64
+		haveWorst := false
+		if worstMode == "estimated" {
+			worst, haveWorst = *t.EstimatedWorst, true
+			row.WorstSource = "estimated"
+		} else {
+			for i := sp.lo; i < sp.hi; i++ {
+				r := &rs[i]
+				if !r.valid() {
+					continue
+				}
+				s := *r.Score
+				if !haveWorst || (t.LowerIsBetter && s > worst) || (!t.LowerIsBetter && s < worst) {
+					worst, haveWorst = s, true
+				}
+			}
+			row.WorstSource = "population"
+			if !haveWorst {
+				row.WorstSource = "none"
+			}
+		}
+		if haveWorst {
+			w := worst
+			row.Worst = &w
+		}
+		prevAgent := -1
+		var seeds, valid int
+		flush := func() {
+			if prevAgent >= 0 && seeds > 0 {
+				vsrSum[prevAgent] += float64(valid) / float64(seeds)
+				vsrTasks[prevAgent]++
+				row.Agents++
+			}
+		}
+		for i := sp.lo; i < sp.hi; i++ {
+			r := &rs[i]
+			ai := agentIdx[r.Agent]
+			if ai != prevAgent {
+				flush()
+				prevAgent, seeds, valid = ai, 0, 0
+			}
+			seeds++
+			ok := r.valid()
+			var ns, lin float64
+			if ok {
+				valid++
+				row.ValidRuns++
+				if haveWorst {
+					ns = NormalizedScore(*r.Score, t.SOTA, worst, t.LowerIsBetter, true)
+					lin = LinearScore(*r.Score, t.SOTA, worst, true)
+				}
+			}
+			nsSum[ai] += ns
+			linSum[ai] += lin
+			runs[ai]++
+			nsByAgent[ai] = append(nsByAgent[ai], ns)
+		}
+		flush()
+		l.Tasks = append(l.Tasks, row)
+	}
+
+	// Games, aggregated per task into win/tie counts; tasks in parallel, integer sums.
+	games := aggregateGames(rs, usedTasks, func(ti int) (int, int) { return taskSpans[ti].lo, taskSpans[ti].hi }, agentIdx, P)
+
+	seed := sha256.Sum256(append([]byte("evalmesh ledger bootstrap v1\x00"), digest[:]...))
+	eps := epsFor(games)
+	theta, err := FitNewton(weights(games, eps), P, nil)
+	if err != nil {
+		return nil, err
+	}
+	mle := ToElo(theta)
+	boot, err := bootstrapElo(games, theta, rounds, seed)
+	if err != nil {
+		return nil, err
+	}
+
+	agents := make([]Agent, P)
+	for p := 0; p < P; p++ {
+		name := SOTAPlayer
+		if p < A {
+			name = agentNames[p]
+		}
+		col := make([]float64, rounds)
+		for r := 0; r < rounds; r++ {
+			col[r] = boot[r][p]
+		}
+		sort.Float64s(col)
+		agents[p] = Agent{
+			Agent:  name,
+			Elo:    round9(quantile(col, 0.5)),
+			EloMLE: round9(mle[p]),
+			EloCI:  [2]float64{round9(quantile(col, 0.025)), round9(quantile(col, 0.975))},
+		}
+	}
+	nsCI := bootstrapMeans(nsByAgent, rounds, seed)
+	for p := 0; p < A; p++ {
+		ns := round9(nsSum[p] / float64(runs[p]))
+		lin := round9(linSum[p] / float64(runs[p]))
+		vsr := round9(vsrSum[p] / float64(vsrTasks[p]))
+		ci := [2]float64{round9(nsCI[p][0]), round9(nsCI[p][1])}
+		agents[p].NormalizedScore = &ns
+		agents[p].NormalizedScoreCI = &ci
+		agents[p].LinearScore = &lin
+		agents[p].ValidSubmissionRate = &vsr
+		agents[p].Runs = runs[p]
+	}
+	// Rank: 1 + players whose lower bound is above this one's upper bound.
+	for p := range agents {
+		rank := 1
+		for q := range agents {
+			if q != p && agents[q].EloCI[0] > agents[p].EloCI[1] {
+				rank++
+			}
+		}
+		agents[p].Rank = rank
+	}
+	slices.SortStableFunc(agents, func(a, b Agent) int {
+		if c := cmp.Compare(b.Elo, a.Elo); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.EloMLE, a.EloMLE); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Agent, b.Agent)
+	})
+	l.Agents = agents
+
+	for i := range l.Tasks {
+		t := &l.Tasks[i]
+		t.Optimum, t.SOTA = round9(t.Optimum), round9(t.SOTA)
+		if t.Worst != nil {
+			w := round9(*t.Worst)
+			t.Worst = &w
+		}
+	}
+	type body struct {
+		InputsDigest string    `json:"inputs_digest"`
+		Policy       Policy    `json:"policy"`
+		Agents       []Agent   `json:"agents"`
+		Tasks        []TaskRow `json:"tasks"`
+	}
+	b, err := json.Marshal(body{l.InputsDigest, l.Policy, l.Agents, l.Tasks})
+	if err != nil {
+		return nil, fmt.Errorf("scoring: encoding the ledger: %v", err)
+	}
+	l.canonical = b
+	sum := sha256.Sum256(b)
+	l.root = hex.EncodeToString(sum[:])
+	return l, nil
+}
+
+func compareResults(a, b Result) int {
+	if c := cmp.Compare(a.Task, b.Task); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Agent, b.Agent); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Seed, b.Seed); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Status, b.Status); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(scoreKey(a.Score), scoreKey(b.Score)); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.AttestationID, b.AttestationID)
+}
+
+func scoreKey(s *float64) string {
+	if s == nil {
+		return "null"
+	}
+	return strconv.FormatFloat(*s, 'g', -1, 64)
+}
+
+// inputsDigest hashes the sorted results (every field, scores exactly), the metadata of
+// the tasks they use and the policy: the ledger changes whenever any input does, and the
+// bootstrap stream is seeded from it so every node draws the same resamples.
+func inputsDigest(rs []Result, tasks []TaskInfo, worst string, rounds int) [32]byte {
+	h := sha256.New()
+	var buf []byte
+	field := func(s string) {
+		buf = binary.AppendUvarint(buf, uint64(len(s)))
+		buf = append(buf, s...)
+	}
+	field("evalmesh ledger inputs v1")
+	field(worst)
+	field(strconv.Itoa(rounds))
+	for _, t := range tasks {
+		field(t.Name)
+		field(strconv.FormatBool(t.LowerIsBetter))
+		field(strconv.FormatFloat(t.Optimum, 'g', -1, 64))
+		field(strconv.FormatFloat(t.SOTA, 'g', -1, 64))
+		field(scoreKey(t.EstimatedWorst))
+	}
+	h.Write(buf)
+	for i := range rs {
+		buf = buf[:0]
+		r := &rs[i]
+		field(r.Task)
+		field(r.Agent)
+		field(strconv.Itoa(r.Seed))
+		field(r.Status)
+		field(scoreKey(r.Score))
+		field(r.AttestationID)
+		h.Write(buf)
+	}
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// aggregateGames counts the games of every task; tasks are split across goroutines and
+// each worker's integer counts are summed, so the result does not depend on scheduling.
+func aggregateGames(rs []Result, tasks []TaskInfo, span func(int) (int, int), agentIdx map[string]int, P int) *Games {
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(tasks)))
+	parts := make([]*Games, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		parts[w] = NewGames(P)
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for ti := w; ti < len(tasks); ti += workers {
+				lo, hi := span(ti)
+				addTaskGames(parts[w], taskRuns(rs[lo:hi], &tasks[ti], agentIdx, P))
+			}
+		}(w)
+	}
+	wg.Wait()
+	g := parts[0]
+	for _, p := range parts[1:] {
+		g.Add(p)
+	}
+	return g
+}
+
+// taskRuns builds each player's sorted goodness list for one task (rs sorted by agent),
+// with the sota player's SOTARuns runs at the SOTA score.
+func taskRuns(rs []Result, t *TaskInfo, agentIdx map[string]int, P int) []playerRuns {
+	sign := 1.0
+	if t.LowerIsBetter {
+		sign = -1
+	}
+	var out []playerRuns
+	for i := 0; i < len(rs); {
+		j := i
+		pr := playerRuns{player: agentIdx[rs[i].Agent]}
+		for j < len(rs) && rs[j].Agent == rs[i].Agent {
+			if rs[j].valid() {
+				pr.good = append(pr.good, sign**rs[j].Score)
+			} else {
+				pr.invalid++
+			}
+			j++
+		}
+		sort.Float64s(pr.good)
+		out = append(out, pr)
+		i = j
+	}
+	sota := playerRuns{player: P - 1, good: make([]float64, SOTARuns)}
+	for k := range sota.good {
+		sota.good[k] = sign * t.SOTA
+	}
+	return append(out, sota)
+}
+
+// bootstrapElo refits the ratings on resampled games. Resampling N games with replacement
+// and then counting them per (pair, outcome) cell gives cell counts that are
+// Multinomial(N; count_cell/N): each draw lands in a cell with probability equal to that
+// cell's share of the games, independently. So the counts can be drawn directly, cell by
+// cell as binomials conditioned on what is left — O(cells) per round instead of O(N).
+// Round r's random stream is ChaCha8 keyed by sha256(seed, r), so rounds may run in
+// parallel and still give every node the same draws.
+func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) ([][]float64, error) {
+	P := g.P
+	type cell struct {
+		idx int // into Wins (tie=false) or Ties (tie=true)
+		tie bool
+		n   int64
+	}
+	var cells []cell
+	for i, v := range g.Wins {
+		if v > 0 {
+			cells = append(cells, cell{i, false, v})
+		}
+	}
+	for i, v := range g.Ties {
+		if v > 0 {
+			cells = append(cells, cell{i, true, v})
+		}
+	}
+	total := g.Total()
+	out := make([][]float64, rounds)
+	errs := make([]error, rounds)
+	workers := min(runtime.GOMAXPROCS(0), rounds)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rg := NewGames(P)
+			for r := w; r < rounds; r += workers {
+				clear(rg.Wins)
+				clear(rg.Ties)
+				src := rand.NewChaCha8(roundSeed(seed, "elo", uint64(r)))
+				left, mass := total, total
+				for _, c := range cells {
+					if left == 0 {
+						break
+					}
+					var x int64
+					if c.n >= mass {
+						x = left
+					} else {
+						x = int64(distuv.Binomial{N: float64(left), P: float64(c.n) / float64(mass), Src: src}.Rand())
+					}
+					mass -= c.n
+					left -= x
+					if c.tie {
+						rg.Ties[c.idx] = x
+					} else {
+						rg.Wins[c.idx] = x
+					}
+				}
+				theta, err := FitNewton(weights(rg, epsFor(rg)), P, start)
+				out[r], errs[r] = ToElo(theta), err
+			}
+		}(w)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// bootstrapMeans gives each agent's 2.5 % / 97.5 % bootstrap interval of the mean of its
+// per-run normalized scores (runs resampled with replacement), one ChaCha8 stream per agent.
+func bootstrapMeans(vals [][]float64, rounds int, seed [32]byte) [][2]float64 {
+	out := make([][2]float64, len(vals))
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(vals)))
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			means := make([]float64, rounds)
+			for a := w; a < len(vals); a += workers {
+				v := vals[a]
+				rng := rand.New(rand.NewChaCha8(roundSeed(seed, "ns", uint64(a))))
+				n := uint64(len(v))
+				for r := range means {
+					var s float64
+					for range v {
+						s += v[rng.Uint64N(n)]
+					}
+					means[r] = s / float64(n)
+				}
+				sort.Float64s(means)
+				out[a] = [2]float64{quantile(means, 0.025), quantile(means, 0.975)}
+			}
+		}(w)
+	}
+	wg.Wait()
+	return out
+}
+
+func roundSeed(seed [32]byte, purpose string, r uint64) [32]byte {
+	var b []byte
+	b = append(b, seed[:]...)
+	b = append(b, purpose...)
+	b = binary.BigEndian.AppendUint64(b, r)
+	return sha256.Sum256(b)
+}
+
+// quantile is numpy's default (linear) quantile of sorted v.
+func quantile(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	pos := q * float64(len(v)-1)
+	lo := int(math.Floor(pos))
+	hi := int(math.Ceil(pos))
+	if lo == hi {
+		return v[lo]
+	}
+	return v[lo] + (v[hi]-v[lo])*(pos-float64(lo))
+}
+
+// round9 rounds to 9 significant digits (DESIGN §7) and folds −0 and non-finite values
+// so the JSON is always valid and stable.
+func round9(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0
+	}
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 9, 64), 64)
+	if r == 0 {
+		return 0
+	}
+	return r
+}
