@@ -1,0 +1,603 @@
+package runner
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/runner/gpu"
+	"github.com/evalmesh/evalmesh/tasks"
+)
+
+// LocalCampaign is the campaign of a run started by hand (`evalmesh run`), outside any
+// signed campaign.
+const LocalCampaign = "local"
+
+// Runner executes runs for one node home. Fill the fields, then call Run; after a restart
+// call Recover before starting new runs. Safe for concurrent Run calls.
+type Runner struct {
+	Home home.Home
+	// Executors by name ("docker", "process"); Executor picks the one new runs use.
+	Executors map[string]Executor
+	Executor  string
+	// GPUs is the NVML source; nil runs CPU-only. AllowedGPUs is the lab's allow-list.
+	GPUs        gpu.Source
+	AllowedGPUs []string
+	// AllowNetwork is the lab's policy: an agent gets a network only if its spec asks and
+	// this allows.
+	AllowNetwork bool
+	// Key signs attestations; Cert (optional) is the node's lab certificate; Lab its lab ID.
+	Key  crypto.PrivKey
+	Cert *attest.NodeCert
+	Lab  string
+	// SelfExe replaces a command's first word "evalmesh" for the process executor (so the
+	// example agents need no build); empty means os.Executable().
+	SelfExe string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// PollInterval is how often GPU telemetry and Progress are sampled; 0 means 2 s.
+	PollInterval time.Duration
+	// Progress, if set, is called at every phase change and poll (the CLI's status line).
+	Progress func(Progress)
+	// StopGrace is how long an agent gets between SIGTERM and SIGKILL on cancellation.
+	StopGrace time.Duration
+
+	invOnce sync.Once
+	inv     gpu.Inventory
+	invErr  error
+}
+
+// Progress is a snapshot for a live status line.
+type Progress struct {
+	RunID   string
+	Phase   Phase
+	Elapsed time.Duration
+	// GPUUtil is the mean utilisation of the run's GPUs at the last poll (-1: no GPUs).
+	GPUUtil float64
+}
+
+// Request names one slot to run.
+type Request struct {
+	TaskDir string
+	// TaskCID is the bundle's CID; empty means compute it (tasks.Pack into memory).
+	TaskCID string
+	Agent   *AgentSpec
+	Seed    int
+	// Campaign is the campaign CID, or "" for LocalCampaign.
+	Campaign string
+}
+
+// Outcome is a finished run.
+type Outcome struct {
+	RunID         string              `json:"run_id"`
+	AttestationID string              `json:"attestation_id"`
+	Valid         bool                `json:"valid"`
+	Score         *float64            `json:"score"`
+	Metric        string              `json:"metric"`
+	InvalidReason string              `json:"invalid_reason,omitempty"`
+	Predicate     attest.RunPredicate `json:"predicate"`
+	Envelope      []byte              `json:"-"`
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (r *Runner) inventory() (gpu.Inventory, error) {
+	r.invOnce.Do(func() {
+		if r.GPUs == nil {
+			r.inv = gpu.Inventory{CPUOnly: true, GPUs: []gpu.Info{}}
+			return
+		}
+		r.inv, r.invErr = r.GPUs.Inventory()
+	})
+	return r.inv, r.invErr
+}
+
+func (r *Runner) executor(name string) (Executor, error) {
+	ex, ok := r.Executors[name]
+	if !ok || ex == nil {
+		return nil, fmt.Errorf("executor %q is not available on this node (have %s)", name, strings.Join(sortedKeys(r.Executors), ", "))
+	}
+	return ex, nil
+}
+
+func (r *Runner) progress(st *RunState, util float64) {
+	if r.Progress != nil {
+		r.Progress(Progress{RunID: st.ID, Phase: st.Phase, Elapsed: r.now().Sub(st.Start), GPUUtil: util})
+	}
+}
+
+// newRunID is sortable by start time and unique: UTC time plus 8 random hex digits.
+func newRunID(t time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return t.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}
+
+// Run executes one slot end to end: GPUs, agent task, evaluation apart from the agent,
+// signed attestation. Errors that leave no attestation (bad bundle, no free GPU, executor
+// failure) are returned; an agent that crashes, times out or writes a bad submission is an
+// attested invalid run, not an error.
+func (r *Runner) Run(ctx context.Context, req Request) (*Outcome, error) {
+	if req.Agent == nil {
+		return nil, errors.New("run: no agent spec")
+	}
+	if err := req.Agent.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := tasks.Open(req.TaskDir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := r.executor(r.Executor); err != nil {
+		return nil, err
+	}
+	if r.Executor == "docker" && req.Agent.Image == "" {
+		return nil, fmt.Errorf("agent %s has no image: the docker executor needs image: sha256:… (or use --executor process)", req.Agent.Name)
+	}
+	if r.Key == nil {
+		return nil, errors.New("run: no signing key (load the node identity first)")
+	}
+	taskDir, err := filepath.Abs(req.TaskDir)
+	if err != nil {
+		return nil, err
+	}
+	taskCID := req.TaskCID
+	if taskCID == "" {
+		if taskCID, err = BundleCID(ctx, taskDir); err != nil {
+			return nil, err
+		}
+	}
+	campaign := req.Campaign
+	if campaign == "" {
+		campaign = LocalCampaign
+	}
+	inv, err := r.inventory()
+	if err != nil {
+		return nil, err
+	}
+	need := b.Meta.Limits.GPUs
+	if need == 0 {
+		need = req.Agent.Resources.GPUs
+	}
+
+	start := r.now()
+	st := &RunState{
+		ID: newRunID(start), Phase: PhaseStarting, Executor: r.Executor,
+		TaskDir: taskDir, TaskCID: taskCID, Campaign: campaign,
+		Agent: *req.Agent, AgentCID: req.Agent.CID(), Seed: req.Seed, Start: start,
+	}
+	// Allocate under the home's lock, and record the GPUs before releasing it.
+	unlock, err := lockRuns(r.Home)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := ListRuns(r.Home)
+	if err == nil {
+		st.GPUs, err = gpu.Allocate(inv, r.AllowedGPUs, busyGPUs(runs), need)
+	}
+	if err == nil {
+		err = r.makeRunDir(st)
+	}
+	if err == nil {
+		err = saveState(r.Home, st, r.now())
+	}
+	unlock()
+	if err != nil {
+		return nil, fmt.Errorf("run %s/%s: %w", b.Meta.Name, req.Agent.Name, err)
+	}
+	return r.drive(ctx, st, b, nil)
+}
+
+func (r *Runner) makeRunDir(st *RunState) error {
+	dir := RunDir(r.Home, st.ID)
+	for _, d := range []string{"workspace", "output", "logs", "eval"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fail marks the run failed (no attestation) and frees its GPUs.
+func (r *Runner) fail(st *RunState, err error) error {
+	st.Phase, st.Error = PhaseFailed, err.Error()
+	if serr := saveState(r.Home, st, r.now()); serr != nil {
+		return errors.Join(err, serr)
+	}
+	r.progress(st, -1)
+	return err
+}
+
+// drive moves a run from its saved phase to the end. meter is non-nil when resuming.
+func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter *gpu.Meter) (*Outcome, error) {
+	ex, err := r.executor(st.Executor)
+	if err != nil {
+		return nil, r.fail(st, err)
+	}
+	dir := RunDir(r.Home, st.ID)
+	if st.Phase == PhaseStarting {
+		meter = gpu.StartMeter(r.GPUs, st.GPUs)
+		st.Telemetry = meter.T
+		cfg, err := r.agentTask(st, b, ex)
+		if err != nil {
+			return nil, r.fail(st, err)
+		}
+		h, err := ex.Start(ctx, cfg)
+		if err != nil {
+			return nil, r.fail(st, fmt.Errorf("start agent %s: %w", st.Agent.Name, err))
+		}
+		st.AgentHandle, st.Phase = h, PhaseAgent
+		if err := saveState(r.Home, st, r.now()); err != nil {
+			_ = ex.Stop(context.Background(), h, 0)
+			_ = ex.Destroy(context.Background(), h)
+			return nil, r.fail(st, err)
+		}
+	}
+	if st.Phase == PhaseAgent {
+		if meter == nil {
+			meter = gpu.ResumeMeter(r.GPUs, st.GPUs, st.Telemetry)
+		}
+		exit, err := r.waitAgent(ctx, ex, st, meter)
+		if err != nil {
+			return nil, err // context cancelled: the run stays in PhaseAgent for Recover
+		}
+		st.Telemetry = meter.Finish()
+		st.AgentExit = exit
+		// The agent's task is gone before private/ is touched.
+		if err := ex.Destroy(ctx, st.AgentHandle); err != nil {
+			return nil, r.fail(st, fmt.Errorf("destroy agent task: %w", err))
+		}
+		st.Phase = PhaseEvaluating
+		if err := saveState(r.Home, st, r.now()); err != nil {
+			return nil, r.fail(st, err)
+		}
+		r.progress(st, meter.Last)
+	}
+	if st.Phase == PhaseEvaluating {
+		if _, err := os.Stat(filepath.Join(dir, statementFile)); err != nil {
+			if err := r.evaluateAndState(ctx, ex, st, b); err != nil {
+				return nil, r.fail(st, err)
+			}
+		}
+		st.Phase = PhaseSigning
+		if err := saveState(r.Home, st, r.now()); err != nil {
+			return nil, r.fail(st, err)
+		}
+		r.progress(st, -1)
+	}
+	if st.Phase == PhaseSigning || st.Phase == PhaseDone {
+		return r.sign(st)
+	}
+	return nil, fmt.Errorf("run %s: phase %q: %s", st.ID, st.Phase, st.Error)
+}
+
+// resolveCommand maps a first word "evalmesh" to this binary for the process executor.
+func (r *Runner) resolveCommand(cmd []string, ex Executor) ([]string, error) {
+	out := append([]string(nil), cmd...)
+	if ex.Name() == "docker" || len(out) == 0 || out[0] != "evalmesh" {
+		return out, nil
+	}
+	self := r.SelfExe
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("cannot find this evalmesh binary to run %q: %w", strings.Join(cmd, " "), err)
+		}
+	}
+	out[0] = self
+	return out, nil
+}
+
+func (r *Runner) agentTask(st *RunState, b *tasks.Bundle, ex Executor) (TaskConfig, error) {
+	dir := RunDir(r.Home, st.ID)
+	cmd, err := r.resolveCommand(st.Agent.Command, ex)
+	if err != nil {
+		return TaskConfig{}, err
+	}
+	env := map[string]string{}
+	for k, v := range st.Agent.Env {
+		env[k] = v
+	}
+	env[EnvSeed] = fmt.Sprint(st.Seed)
+	lim := b.Meta.Limits
+	limits := Limits{
+		MemoryBytes: lim.MemoryBytes,
+		NanoCPUs:    int64(lim.CPUs * 1e9),
+		PIDs:        lim.PIDs,
+		WallClock:   time.Duration(lim.WallClockSeconds) * time.Second,
+	}
+	if m := st.Agent.Resources.MemoryBytes; m > 0 && (limits.MemoryBytes == 0 || m < limits.MemoryBytes) {
+		limits.MemoryBytes = m
+	}
+	return TaskConfig{
+		ID:           st.ID + "-agent",
+		Image:        st.Agent.Image,
+		Command:      cmd,
+		Env:          env,
+		PublicDir:    b.PublicDir(),
+		WorkspaceDir: filepath.Join(dir, "workspace"),
+		OutputDir:    filepath.Join(dir, "output"),
+		PromptPath:   b.PromptPath(),
+		GPUs:         st.GPUs,
+		Network:      st.Agent.WantsNetwork() && r.AllowNetwork,
+		Limits:       limits,
+		LogPath:      filepath.Join(dir, "logs", "agent.log"),
+	}, nil
+}
+
+// waitAgent waits for the agent while polling telemetry. If ctx ends first the task is left
+// running (a restarted node re-attaches to it) and ctx's error is returned.
+func (r *Runner) waitAgent(ctx context.Context, ex Executor, st *RunState, meter *gpu.Meter) (*ExitResult, error) {
+	type result struct {
+		exit *ExitResult
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		e, err := ex.Wait(ctx, st.AgentHandle)
+		done <- result{e, err}
+	}()
+	interval := r.PollInterval
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	util := func() float64 {
+		if len(st.GPUs) == 0 {
+			return -1
+		}
+		return meter.Last
+	}
+	meter.Poll()
+	r.progress(st, util())
+	for {
+		select {
+		case res := <-done:
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if res.err != nil {
+				if errors.Is(res.err, ErrTaskLost) {
+					return &ExitResult{ExitCode: -1, Err: res.err.Error(), Finished: r.now()}, nil
+				}
+				return &ExitResult{ExitCode: -1, Err: res.err.Error(), Finished: r.now()}, nil
+			}
+			return res.exit, nil
+		case <-t.C:
+			meter.Poll()
+			st.Telemetry = meter.T
+			r.progress(st, util())
+		}
+	}
+}
+
+// exitReason says in words how the agent ended.
+func exitReason(e *ExitResult) string {
+	switch {
+	case e == nil:
+		return "agent did not run"
+	case e.TimedOut:
+		return "killed at the task's wall-clock limit"
+	case e.OOMKilled:
+		return "killed for exceeding its memory limit"
+	case e.Err != "":
+		return "executor: " + e.Err
+	case e.Signal != 0:
+		return fmt.Sprintf("killed by signal %d", e.Signal)
+	case e.ExitCode != 0:
+		return fmt.Sprintf("exited with status %d", e.ExitCode)
+	}
+	return ""
+}
+
+// evaluateAndState scores the submission, builds the statement and writes statement.json.
+func (r *Runner) evaluateAndState(ctx context.Context, ex Executor, st *RunState, b *tasks.Bundle) error {
+	dir := RunDir(r.Home, st.ID)
+	ev, err := r.evaluate(ctx, ex, st, b)
+	if err != nil {
+		return err
+	}
+	// Logs archive: agent and evaluator logs, deterministic tar.
+	logs, err := tarLogs(filepath.Join(dir, "logs"))
+	if err != nil {
+		return err
+	}
+	var subjects []attest.Subject
+	if ev.submission != nil {
+		c, err := storeObject(r.Home, ev.submission)
+		if err != nil {
+			return err
+		}
+		subjects = append(subjects, subject(b.Meta.Submission.File, ev.submission, c, attest.RoleSubmission))
+	}
+	lc, err := storeObject(r.Home, logs)
+	if err != nil {
+		return err
+	}
+	subjects = append(subjects, subject("logs.tar", logs, lc, attest.RoleLogs))
+
+	inv, _ := r.inventory()
+	node, err := peer.IDFromPrivateKey(r.Key)
+	if err != nil {
+		return err
+	}
+	hashes := make([]string, 0, len(st.GPUs))
+	for _, g := range st.GPUs {
+		hashes = append(hashes, gpu.HashUUID(g))
+	}
+	end := r.now()
+	agentEnd := end
+	if st.AgentExit != nil && !st.AgentExit.Finished.IsZero() {
+		agentEnd = st.AgentExit.Finished
+	}
+	wall := agentEnd.Sub(st.Start)
+	if wall < 0 {
+		wall = 0
+	}
+	exit := attest.ExitStatus{Reason: exitReason(st.AgentExit)}
+	if e := st.AgentExit; e != nil {
+		exit.Code, exit.Signal, exit.OOMKilled, exit.TimedOut = e.ExitCode, e.Signal, e.OOMKilled, e.TimedOut
+	}
+	pred := attest.RunPredicate{
+		Slot:          attest.Slot{Campaign: st.Campaign, Task: st.TaskCID, Agent: st.AgentCID, Seed: st.Seed},
+		Node:          node.String(),
+		Lab:           r.Lab,
+		Hardware:      attest.Hardware{GPUModel: inv.Model(st.GPUs), Driver: inv.Driver, GPUCount: len(st.GPUs), GPUUUIDHashes: hashes},
+		Start:         st.Start,
+		End:           end,
+		WallSeconds:   wall.Seconds(),
+		GPUSeconds:    gpu.GPUSeconds(wall, len(st.GPUs)),
+		EnergyJoules:  st.Telemetry.EnergyJoules,
+		Exit:          exit,
+		Valid:         ev.valid,
+		InvalidReason: ev.reason,
+		Score:         ev.score,
+		Metric:        b.Meta.Metric.Name,
+		Evaluator:     ev.evaluator,
+		Telemetry:     telemetryView(st.Telemetry),
+	}
+	if pred.Hardware.GPUModel == "" {
+		pred.Hardware.GPUModel = "cpu"
+	}
+	stmt, err := attest.NewStatement(subjects, attest.PredicateRunV1, pred)
+	if err != nil {
+		return fmt.Errorf("build statement: %w", err)
+	}
+	_, err = writeOnce(filepath.Join(dir, statementFile), stmt)
+	return err
+}
+
+// telemetryView is the attested telemetry (without the raw energy counters).
+func telemetryView(t gpu.Telemetry) map[string]any {
+	return map[string]any{
+		"samples":           t.Samples,
+		"util_mean_percent": t.UtilMeanPercent,
+		"util_max_percent":  t.UtilMaxPercent,
+		"peak_memory_bytes": t.PeakMemoryBytes,
+	}
+}
+
+func subject(name string, data []byte, c, role string) attest.Subject {
+	sum := sha256.Sum256(data)
+	return attest.Subject{
+		Name:        name,
+		Digest:      map[string]string{"sha256": hex.EncodeToString(sum[:])},
+		Annotations: map[string]any{attest.AnnotationCID: c, attest.AnnotationRole: role},
+	}
+}
+
+// storeObject writes data to HOME/objects/<cid> (once) and returns the CID.
+func storeObject(h home.Home, data []byte) (string, error) {
+	c := RawCID(data)
+	if err := os.MkdirAll(ObjectsDir(h), 0o755); err != nil {
+		return "", err
+	}
+	_, err := writeOnce(filepath.Join(ObjectsDir(h), c), data)
+	return c, err
+}
+
+// tarLogs archives the *.log files of dir in name order with zeroed times and owners, so
+// the same logs always give the same archive and CID.
+func tarLogs(dir string) ([]byte, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		hdr := &tar.Header{Name: e.Name(), Mode: 0o644, Size: int64(len(data)), ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// sign signs statement.json once. If attestation.json exists it is returned as is: a run is
+// never signed twice. Ed25519 signing is deterministic, so a crash between signing and
+// writing re-creates the very same envelope and ID.
+func (r *Runner) sign(st *RunState) (*Outcome, error) {
+	dir := RunDir(r.Home, st.ID)
+	envPath := filepath.Join(dir, attestationFile)
+	env, err := os.ReadFile(envPath)
+	if err != nil {
+		stmt, rerr := os.ReadFile(filepath.Join(dir, statementFile))
+		if rerr != nil {
+			return nil, r.fail(st, fmt.Errorf("no statement to sign: %w", rerr))
+		}
+		signed, _, serr := attest.Sign(r.Key, r.Cert, stmt)
+		if serr != nil {
+			return nil, r.fail(st, fmt.Errorf("sign: %w", serr))
+		}
+		if env, err = writeOnce(envPath, signed); err != nil {
+			return nil, err
+		}
+	}
+	id := attest.EnvelopeID(env)
+	if err := os.MkdirAll(r.Home.AttestationsDir(), 0o755); err != nil {
+		return nil, err
+	}
+	if _, err := writeOnce(filepath.Join(r.Home.AttestationsDir(), id+".json"), env); err != nil {
+		return nil, err
+	}
+	st.AttestationID, st.Phase = id, PhaseDone
+	if err := saveState(r.Home, st, r.now()); err != nil {
+		return nil, err
+	}
+	r.progress(st, -1)
+	return outcomeOf(st.ID, id, env)
+}
+
+func outcomeOf(runID, id string, env []byte) (*Outcome, error) {
+	e, err := attest.DecodeEnvelope(env)
+	if err != nil {
+		return nil, err
+	}
+	stmt, err := attest.ParseStatement(e.Payload)
+	if err != nil {
+		return nil, err
+	}
+	var p attest.RunPredicate
+	if err := jsonUnmarshal(stmt.Predicate, &p); err != nil {
+		return nil, err
+	}
+	return &Outcome{RunID: runID, AttestationID: id, Valid: p.Valid, Score: p.Score, Metric: p.Metric,
+		InvalidReason: p.InvalidReason, Predicate: p, Envelope: env}, nil
+}

@@ -1,0 +1,182 @@
+package runner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/runner/gpu"
+)
+
+// Phase is where a run stands. The order is the pipeline's; Done and Failed are final.
+type Phase string
+
+const (
+	PhaseStarting   Phase = "starting"   // GPUs held, agent not started (or its handle not saved)
+	PhaseAgent      Phase = "agent"      // agent task started; AgentHandle saved
+	PhaseEvaluating Phase = "evaluating" // agent ended and destroyed; scoring the submission
+	PhaseSigning    Phase = "signing"    // statement.json written; signing it
+	PhaseDone       Phase = "done"       // attestation.json written
+	PhaseFailed     Phase = "failed"     // ended without an attestation (Error says why)
+)
+
+// Final reports whether the run holds nothing any more (its GPUs are free).
+func (p Phase) Final() bool { return p == PhaseDone || p == PhaseFailed }
+
+// RunState is HOME/runs/<run-id>/state.json, rewritten atomically at every phase change so a
+// restarted node knows what each run was doing and which GPUs it held.
+type RunState struct {
+	ID       string    `json:"id"`
+	Phase    Phase     `json:"phase"`
+	Executor string    `json:"executor"`
+	TaskDir  string    `json:"task_dir"`
+	TaskCID  string    `json:"task_cid"`
+	Campaign string    `json:"campaign"`
+	Agent    AgentSpec `json:"agent"`
+	AgentCID string    `json:"agent_cid"`
+	Seed     int       `json:"seed"`
+	GPUs     []string  `json:"gpus,omitempty"`
+	Start    time.Time `json:"start"`
+	// AgentHandle is saved right after Start, before waiting, so Recover can re-attach.
+	AgentHandle *Handle       `json:"agent_handle,omitempty"`
+	AgentExit   *ExitResult   `json:"agent_exit,omitempty"`
+	Telemetry   gpu.Telemetry `json:"telemetry"`
+	// AttestationID is set once attestation.json exists.
+	AttestationID string    `json:"attestation_id,omitempty"`
+	Error         string    `json:"error,omitempty"`
+	Updated       time.Time `json:"updated"`
+}
+
+// Files of a run folder.
+const (
+	stateFile       = "state.json"
+	statementFile   = "statement.json"
+	attestationFile = "attestation.json"
+	lockFile        = ".lock"
+)
+
+// RunDir is a run's folder.
+func RunDir(h home.Home, runID string) string { return filepath.Join(h.RunsDir(), runID) }
+
+// ObjectsDir holds the submissions and log archives of runs, each named by its CID.
+func ObjectsDir(h home.Home) string { return filepath.Join(h.Dir, "objects") }
+
+func saveState(h home.Home, st *RunState, now time.Time) error {
+	st.Updated = now.UTC()
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return home.WriteFileAtomic(filepath.Join(RunDir(h, st.ID), stateFile), b, 0o644)
+}
+
+// LoadState reads a run's state.
+func LoadState(h home.Home, runID string) (*RunState, error) {
+	b, err := os.ReadFile(filepath.Join(RunDir(h, runID), stateFile))
+	if err != nil {
+		return nil, err
+	}
+	var st RunState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("run %s: state.json is corrupt: %w", runID, err)
+	}
+	return &st, nil
+}
+
+// ListRuns returns every run's state in ID order; unreadable folders are skipped.
+func ListRuns(h home.Home) ([]*RunState, error) {
+	ents, err := os.ReadDir(h.RunsDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*RunState
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		st, err := LoadState(h, e.Name())
+		if err != nil {
+			continue
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// busyGPUs is the set of GPUs held by runs that are not final.
+func busyGPUs(runs []*RunState) map[string]bool {
+	busy := map[string]bool{}
+	for _, r := range runs {
+		if r.Phase.Final() {
+			continue
+		}
+		for _, g := range r.GPUs {
+			busy[g] = true
+		}
+	}
+	return busy
+}
+
+// lockRuns takes an exclusive lock on HOME/runs so that two evalmesh processes sharing a
+// home never hand the same GPU to two runs. The lock dies with the process.
+func lockRuns(h home.Home) (unlock func(), err error) {
+	if err := os.MkdirAll(h.RunsDir(), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(h.RunsDir(), lockFile), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}
+
+// writeOnce creates path with data atomically (temp file, fsync, link) unless it exists.
+// It returns the bytes now at path: data if it wrote them, the existing content otherwise.
+// This is what keeps a run to one statement and one attestation across crashes.
+func writeOnce(path string, data []byte) ([]byte, error) {
+	if old, err := os.ReadFile(path); err == nil {
+		return old, nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return nil, err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return nil, err
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return os.ReadFile(path)
+		}
+		return nil, err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return data, nil
+}
