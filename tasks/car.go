@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -246,4 +245,42 @@ func getManyFrom(ctx context.Context, g ipld.NodeGetter, cs []cid.Cid) <-chan *i
 	return out
 }
 
-var _ = errors.New
+// NewMemDAG returns an in-memory DAGService holding every block (tests, small bundles).
+func NewMemDAG() ipld.DAGService { return &memDAG{m: map[cid.Cid]ipld.Node{}} }
+
+type memDAG struct{ m map[cid.Cid]ipld.Node }
+
+func (d *memDAG) Get(ctx context.Context, c cid.Cid) (ipld.Node, error) {
+	if n, ok := d.m[c]; ok {
+		return n, nil
+	}
+	return nil, ipld.ErrNotFound{Cid: c}
+}
+func (d *memDAG) GetMany(ctx context.Context, cs []cid.Cid) <-chan *ipld.NodeOption {
+	return getManyFrom(ctx, d, cs)
+}
+func (d *memDAG) Add(ctx context.Context, n ipld.Node) error { d.m[n.Cid()] = n; return nil }
+func (d *memDAG) AddMany(ctx context.Context, ns []ipld.Node) error {
+	for _, n := range ns {
+		d.m[n.Cid()] = n
+	}
+	return nil
+}
+func (d *memDAG) Remove(ctx context.Context, c cid.Cid) error { delete(d.m, c); return nil }
+func (d *memDAG) RemoveMany(ctx context.Context, cs []cid.Cid) error {
+	for _, c := range cs {
+		delete(d.m, c)
+	}
+	return nil
+}
+
+// CopyBundle packs the folder src in memory and unpacks it into dir with every Unpack
+// check: a copy that refuses what a CAR would be refused for. It returns the root CID.
+func CopyBundle(ctx context.Context, src, dir string, opts UnpackOptions) (cid.Cid, error) {
+	dag := NewMemDAG()
+	root, err := Pack(ctx, src, dag, PackOptions{Unchecked: true})
+	if err != nil {
+		return cid.Undef, err
+	}
+	return root, Unpack(ctx, dag, root, dir, opts)
+}

@@ -1,0 +1,352 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/evalmesh/evalmesh/scoring"
+	"github.com/evalmesh/evalmesh/tasks"
+)
+
+func init() { register(newTaskCmd) }
+
+func newTaskCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "task",
+		Short: "Make, check, pack and unpack task bundles",
+		Long: `A task bundle is a folder — task.yaml, prompt.md, public/, private/, and optionally
+evaluate/ and source/ — identified by its IPFS CID (docs/bundle-format.md).
+
+Typical flow for an AIRS-Bench task:
+
+  evalmesh task import airs-bench/airsbench/tasks/rad/MathQuestionAnsweringSVAMPAccuracy \
+      --data /data/prepared/svamp --out bundles/svamp
+  evalmesh task check bundles/svamp
+  evalmesh task pack bundles/svamp --car svamp.car
+  evalmesh task inspect svamp.car --json
+  evalmesh task unpack svamp.car /tmp/svamp`,
+	}
+	cmd.AddCommand(newTaskImportCmd(g), newTaskPackCmd(g), newTaskCheckCmd(g), newTaskInspectCmd(g), newTaskUnpackCmd(g))
+	return cmd
+}
+
+func newTaskImportCmd(g *globals) *cobra.Command {
+	var out, data string
+	cmd := &cobra.Command{
+		Use:   "import AIRS_TASK_DIR --out DIR",
+		Short: "Turn an AIRS-Bench task folder into a bundle",
+		Long: `Import an upstream AIRS-Bench task folder (airsbench/tasks/rad/<Task>/: metadata.yaml,
+project_description.md, prepare.py, evaluate_prepare.py, evaluate.py, …) as a bundle:
+metadata.yaml becomes task.yaml, project_description.md becomes prompt.md, and every upstream
+file is kept unchanged under source/.
+
+--data DIR places data already prepared with the task's prepare.py / evaluate_prepare.py:
+DIR/train, DIR/test (and DIR/validation) go to public/, DIR/test_with_labels to private/.
+Without --data, public/ and private/ are empty.
+
+Example:
+  evalmesh task import rad/MathQuestionAnsweringSVAMPAccuracy --data /data/svamp --out svamp`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return fmt.Errorf("--out DIR is required: where to write the bundle")
+			}
+			m, err := tasks.ImportAIRS(args[0], out, tasks.ImportOptions{DataDir: data})
+			if err != nil {
+				return err
+			}
+			if g.jsonOut {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"dir": out, "name": m.Name, "metric": m.Metric, "labels": m.Evaluator.Labels})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "imported %s into %s\n", m.Name, out)
+			if m.Evaluator.Labels == "" {
+				fmt.Fprintln(cmd.OutOrStdout(), "note: no labels CSV in the bundle yet (use --data with test_with_labels/); `task check` will say what is missing")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "folder to create (must not exist, or be empty)")
+	cmd.Flags().StringVar(&data, "data", "", "prepared data folder with train/, test/, test_with_labels/")
+	return cmd
+}
+
+// progressFor returns a progress callback drawing a bar on stderr when stderr is a
+// terminal and the job is large enough to be worth one; else nil, and a finish func.
+func progressFor(stderr io.Writer, total int64, what string) (func(int64), func()) {
+	f, ok := stderr.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) || total < 64<<20 {
+		return nil, func() {}
+	}
+	bar := progressbar.DefaultBytes(total, what)
+	return func(n int64) { bar.Set64(n) }, func() { bar.Finish(); fmt.Fprintln(f) }
+}
+
+func treeSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if i, err := d.Info(); err == nil {
+				n += i.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+func newTaskPackCmd(g *globals) *cobra.Command {
+	var carPath string
+	var unchecked bool
+	cmd := &cobra.Command{
+		Use:   "pack DIR [--car FILE]",
+		Short: "Print a bundle's root CID (kubo-compatible), optionally writing a CAR",
+		Long: `Pack a bundle folder as a UnixFS DAG and print its root CID: CIDv1, raw leaves, sha2-256,
+256 KiB chunks, balanced layout — the same CID as ` + "`ipfs add -r --cid-version=1 DIR`" + `.
+Names starting with "." are skipped (as kubo does without --hidden); symlinks and special
+files are refused. The bundle is validated first; --unchecked packs any folder.
+
+Example:
+  evalmesh task pack bundles/svamp --car svamp.car`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := context.Background()
+			progress, finish := progressFor(cmd.ErrOrStderr(), treeSize(args[0]), "packing")
+			opts := tasks.PackOptions{Unchecked: unchecked, Progress: progress}
+			var c fmt.Stringer
+			if carPath != "" {
+				w, err := tasks.NewCARWriterDAG(carPath)
+				if err != nil {
+					return err
+				}
+				root, err := tasks.Pack(ctx, args[0], w, opts)
+				finish()
+				if err != nil {
+					w.Abort()
+					return err
+				}
+				if err := w.Finish(root); err != nil {
+					return err
+				}
+				c = root
+			} else {
+				root, err := tasks.Pack(ctx, args[0], tasks.NewHashOnlyDAG(), opts)
+				finish()
+				if err != nil {
+					return err
+				}
+				c = root
+			}
+			if g.jsonOut {
+				out := map[string]string{"cid": c.String()}
+				if carPath != "" {
+					out["car"] = carPath
+				}
+				return printJSON(cmd.OutOrStdout(), out)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), c)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&carPath, "car", "", "also write every block into this CARv1 file")
+	cmd.Flags().BoolVar(&unchecked, "unchecked", false, "pack any folder, not only a valid bundle")
+	return cmd
+}
+
+// scoreCSV adapts scoring.ScoreCSV to tasks.ScoreFunc.
+func scoreCSV(metric string, submission, labels []byte, header []string, rows int, cols []string) (float64, error) {
+	return scoring.ScoreCSV(metric, submission, labels, scoring.CSVSpec{Header: header, Rows: rows, ScoringColumns: cols})
+}
+
+func newTaskCheckCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "check PATH",
+		Short: "Validate a bundle and run its gold-submission check",
+		Long: `Check a bundle folder: layout, every task.yaml field (each problem names the field and
+what is expected), files pack would refuse or skip. When the bundle has a gold submission
+(gold_submission.csv at the root, or under evaluate/ or source/) and evaluator.labels, the
+gold must score exactly metric.optimal_score and a permuted gold (rows shuffled with a
+fixed seed; plus any gold_submission_permuted*.csv beside it) strictly worse.
+
+Exits 1 when there is any problem.
+
+Example:
+  evalmesh task check bundles/svamp --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r := tasks.Check(args[0], tasks.CheckOptions{Score: scoreCSV})
+			w := cmd.OutOrStdout()
+			if g.jsonOut {
+				if err := printJSON(w, r); err != nil {
+					return err
+				}
+			} else {
+				printCheck(w, r)
+			}
+			if !r.OK {
+				return &exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	return cmd
+}
+
+func printCheck(w io.Writer, r *tasks.CheckReport) {
+	name := r.Name
+	if name == "" {
+		name = r.Dir
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintln(w, "problem:", p)
+	}
+	for _, x := range r.Warnings {
+		fmt.Fprintln(w, "warning:", x)
+	}
+	if gc := r.Gold; gc != nil {
+		if gc.Score != nil {
+			fmt.Fprintf(w, "gold %s: %s = %v (optimum %v)\n", gc.Submission, gc.Metric, *gc.Score, gc.Optimal)
+		}
+		for _, p := range gc.Permuted {
+			if p.Score != nil {
+				fmt.Fprintf(w, "permuted (%s): %v, strictly worse: %v\n", p.Source, *p.Score, p.OK)
+			} else {
+				fmt.Fprintf(w, "permuted (%s): %s\n", p.Source, p.Error)
+			}
+		}
+	}
+	if r.OK {
+		fmt.Fprintf(w, "%s: ok\n", name)
+	} else {
+		fmt.Fprintf(w, "%s: %d problem(s)\n", name, len(r.Problems))
+	}
+}
+
+func newTaskInspectCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "inspect PATH|CAR",
+		Short: "Show a bundle's metadata and CID, from a folder or a CAR file",
+		Long: `Inspect a bundle folder (its CID is computed as pack does) or a CAR file (checked as
+unpack would, then task.yaml is read from inside it; nothing is written).
+
+Example:
+  evalmesh task inspect svamp.car --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			info, err := tasks.Inspect(context.Background(), args[0])
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if g.jsonOut {
+				return printJSON(w, info)
+			}
+			dir := "higher is better"
+			if info.Metric.LowerIsBetter {
+				dir = "lower is better"
+			}
+			fmt.Fprintf(w, "name:      %s (version %s)\n", info.Name, info.Version)
+			fmt.Fprintf(w, "cid:       %s\n", info.CID)
+			fmt.Fprintf(w, "category:  %s — %s\n", info.Category, info.ResearchProblem)
+			fmt.Fprintf(w, "metric:    %s (%s, optimum %v)\n", info.Metric.Name, dir, info.Metric.OptimalScore)
+			fmt.Fprintf(w, "sota:      %v — %s (%d)\n", info.SOTA.Score, info.SOTA.Paper, info.SOTA.Year)
+			fmt.Fprintf(w, "dataset:   %s %s (train %s, test %s)\n", info.Dataset.ID, info.Dataset.Config, info.Dataset.Splits.Train, info.Dataset.Splits.Test)
+			fmt.Fprintf(w, "size:      %d bytes\n", info.Size)
+			return nil
+		},
+	}
+	return cmd
+}
+
+// parseSize reads 123, 64GiB, 10MB, 1.5G (binary multiples for K/M/G/T with or without
+// "iB"; decimal for "KB"/"MB"/…).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := float64(1)
+	units := []struct {
+		suf string
+		m   float64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1},
+	}
+	for _, u := range units {
+		if strings.HasSuffix(strings.ToUpper(t), strings.ToUpper(u.suf)) {
+			mult = u.m
+			t = strings.TrimSpace(t[:len(t)-len(u.suf)])
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 || v*mult > 1<<62 {
+		return 0, fmt.Errorf("size %q: expected bytes like 1073741824, 64GiB or 500MB", s)
+	}
+	return int64(v * mult), nil
+}
+
+func newTaskUnpackCmd(g *globals) *cobra.Command {
+	var maxSize string
+	cmd := &cobra.Command{
+		Use:   "unpack CAR|PATH DIR",
+		Short: "Safely unpack a bundle CAR (or copy a bundle folder) into a new folder",
+		Long: `Unpack a bundle from a CAR file into DIR, which must not exist (or be empty). The whole DAG
+is checked before anything is written: every block is re-hashed; absolute names, "..",
+names with "/", symlinks, duplicate names, device or unknown UnixFS types and a declared
+size over --max-size are refused, naming the offending path. Files are written into a
+temporary folder beside DIR and renamed at the end, so a refusal leaves no partial DIR.
+
+Given a folder instead of a CAR, the folder is packed in memory and unpacked the same
+way: a checked copy.
+
+Example:
+  evalmesh task unpack svamp.car /tmp/svamp --max-size 10GiB`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ms, err := parseSize(maxSize)
+			if err != nil {
+				return err
+			}
+			ctx := context.Background()
+			src, dir := args[0], args[1]
+			fi, err := os.Stat(src)
+			if err != nil {
+				return err
+			}
+			progress, finish := progressFor(cmd.ErrOrStderr(), fi.Size(), "unpacking")
+			opts := tasks.UnpackOptions{MaxSize: ms, Progress: progress}
+			var root string
+			if fi.IsDir() {
+				c, err := tasks.CopyBundle(ctx, src, dir, opts)
+				finish()
+				if err != nil {
+					return err
+				}
+				root = c.String()
+			} else {
+				c, err := tasks.UnpackCAR(ctx, src, dir, opts)
+				finish()
+				if err != nil {
+					return err
+				}
+				root = c.String()
+			}
+			if g.jsonOut {
+				return printJSON(cmd.OutOrStdout(), map[string]string{"cid": root, "dir": dir})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "unpacked %s into %s\n", root, dir)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&maxSize, "max-size", "64GiB", "refuse bundles whose files declare more bytes than this")
+	return cmd
+}

@@ -1,0 +1,99 @@
+package tasks
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	mdag "github.com/ipfs/boxo/ipld/merkledag"
+	uio "github.com/ipfs/boxo/ipld/unixfs/io"
+	cid "github.com/ipfs/go-cid"
+	ipld "github.com/ipfs/go-ipld-format"
+)
+
+// Info is what `evalmesh task inspect` shows: the metadata plus the bundle's identity.
+type Info struct {
+	CID    string `json:"cid"`
+	Source string `json:"source"` // "folder" or "car"
+	Path   string `json:"path"`
+	// Size is the total declared size of the bundle's files in bytes.
+	Size int64 `json:"size"`
+	*Meta
+}
+
+// Inspect reads a bundle folder or a CAR file. For a folder it computes the CID (as Pack
+// does, without storing blocks); for a CAR it reads task.yaml out of the DAG without
+// unpacking, after checking the whole DAG as Unpack would.
+func Inspect(ctx context.Context, p string) (*Info, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir() {
+		b, err := Open(p)
+		if err != nil {
+			return nil, err
+		}
+		c, err := Pack(ctx, p, NewHashOnlyDAG(), PackOptions{Unchecked: true})
+		if err != nil {
+			return nil, err
+		}
+		var size int64
+		filepath.WalkDir(p, func(_ string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				if i, err := d.Info(); err == nil {
+					size += i.Size()
+				}
+			}
+			return nil
+		})
+		return &Info{CID: c.String(), Source: "folder", Path: p, Size: size, Meta: b.Meta}, nil
+	}
+	ng, root, closeFn, err := OpenCAR(p)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFn()
+	m, size, err := MetaFromDAG(ctx, ng, root)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	return &Info{CID: root.String(), Source: "car", Path: p, Size: size, Meta: m}, nil
+}
+
+// MetaFromDAG checks the DAG under root as Unpack would (names, types, declared size),
+// then reads and validates its task.yaml. It returns the declared size too.
+func MetaFromDAG(ctx context.Context, ng ipld.NodeGetter, root cid.Cid) (*Meta, int64, error) {
+	p, err := plan(ctx, ng, root, UnpackOptions{MaxSize: 1<<63 - 1})
+	if err != nil {
+		return nil, 0, err
+	}
+	vg := verifyingGetter{ng}
+	rootNd, err := vg.Get(ctx, root)
+	if err != nil {
+		return nil, 0, err
+	}
+	d, err := uio.NewDirectoryFromNode(mdag.NewReadOnlyDagService(vg), rootNd)
+	if err != nil {
+		return nil, 0, err
+	}
+	nd, err := d.Find(ctx, MetaFile)
+	if err != nil {
+		return nil, 0, fmt.Errorf("no %s at the root of %s: not a bundle", MetaFile, root)
+	}
+	r, err := uio.NewDagReader(ctx, nd, vg)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", MetaFile, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxMetaSize+1))
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", MetaFile, err)
+	}
+	m, err := ParseMeta(data)
+	if err != nil {
+		return nil, 0, err
+	}
+	return m, int64(p.total), nil
+}
