@@ -1,0 +1,449 @@
+package xfer
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/ipfs/boxo/blockstore"
+	blocks "github.com/ipfs/go-block-format"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Stats describes a finished (or failed) Fetch.
+type Stats struct {
+	Blocks  int64
+	Bytes   int64
+	PerPeer map[peer.ID]PeerStats
+	// Dropped holds, for each peer dropped during the transfer, why.
+	Dropped map[peer.ID]error
+}
+
+// PeerStats counts what one peer delivered (verified blocks only).
+type PeerStats struct {
+	Blocks, Bytes int64
+}
+
+// FetchOption tunes FetchWithStats.
+type FetchOption func(*fetchConfig)
+
+type fetchConfig struct {
+	batchBytes int64
+	onBlock    func(peer.ID) // test hook: called after each verified block, in the receiving goroutine
+}
+
+// WithBatchBytes sets the estimated size of the work one request covers when the DAG is split
+// across several peers (default: a quarter of the DAG's share per peer, within 8..256 MiB).
+// Smaller batches rebalance faster when peers differ in speed; each costs one round trip.
+func WithBatchBytes(n int64) FetchOption {
+	return func(c *fetchConfig) { c.batchBytes = n }
+}
+
+// Fetch gets every block of the DAG under root from the given peers (split across them),
+// verifying each block against its CID as it arrives and writing it to bs. A peer that sends a
+// block not matching its CID, lacks a block, or disappears is dropped for this transfer and
+// what it still owed is fetched from the others. progress, if not nil, is called with the
+// number of bytes of each verified block (a delta, not a total), never concurrently.
+func Fetch(ctx context.Context, h host.Host, root cid.Cid, peers []peer.ID, bs blockstore.Blockstore, progress func(int64)) error {
+	_, err := FetchWithStats(ctx, h, root, peers, bs, progress)
+	return err
+}
+
+// pend is work not yet received: a subtree root (or a single block) and its estimated size.
+type pend struct {
+	c    cid.Cid
+	mode Mode
+	size uint64
+}
+
+// fatalError stops the whole transfer: retrying on another peer cannot help.
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+func (e *fatalError) Unwrap() error { return e.err }
+
+type fetcher struct {
+	h        host.Host
+	cfg      fetchConfig
+	progress func(int64)
+	store    *storer
+
+	mu    sync.Mutex
+	stats Stats
+}
+
+// FetchWithStats is Fetch that also reports per-peer figures and why peers were dropped.
+func FetchWithStats(ctx context.Context, h host.Host, root cid.Cid, peers []peer.ID, bs blockstore.Blockstore, progress func(int64), opts ...FetchOption) (Stats, error) {
+	f := &fetcher{h: h, progress: progress, stats: Stats{PerPeer: map[peer.ID]PeerStats{}, Dropped: map[peer.ID]error{}}}
+	for _, o := range opts {
+		o(&f.cfg)
+	}
+	if !root.Defined() {
+		return f.stats, errors.New("xfer: fetch: undefined root CID")
+	}
+	live := dedupPeers(peers, h.ID())
+	if len(live) == 0 {
+		return f.stats, fmt.Errorf("xfer: fetching %s: no peers to fetch from (connect to a peer that has it first)", root)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f.store = newStorer(ctx, cancel, bs)
+	err := f.run(ctx, root, live)
+	serr := f.store.finish()
+	if serr != nil {
+		err = fmt.Errorf("xfer: fetching %s: storing blocks: %w", root, serr)
+	} else if err != nil {
+		err = fmt.Errorf("xfer: fetching %s: %w", root, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats, err
+}
+
+func dedupPeers(peers []peer.ID, self peer.ID) []peer.ID {
+	var out []peer.ID
+	seen := map[peer.ID]bool{self: true}
+	for _, p := range peers {
+		if p != "" && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (f *fetcher) drop(p peer.ID, err error) {
+	f.mu.Lock()
+	f.stats.Dropped[p] = err
+	f.mu.Unlock()
+}
+
+// run fetches everything; it returns when the DAG is complete or no peer can supply the rest.
+func (f *fetcher) run(ctx context.Context, root cid.Cid, live []peer.ID) error {
+	frontier := []pend{{c: root, mode: ModeDAG}}
+	if len(live) > 1 {
+		// Fetch the top of the DAG block by block until there are enough subtrees to spread.
+		for depth := 0; depth < 4 && len(frontier) > 0 && len(frontier) < 8*len(live); depth++ {
+			for i := range frontier {
+				frontier[i].mode = ModeBlock
+			}
+			var children []pend
+			var err error
+			children, live, err = f.fetchAnywhere(ctx, frontier, live)
+			if err != nil {
+				return err
+			}
+			frontier = children
+		}
+		for i := range frontier {
+			frontier[i].mode = ModeDAG
+		}
+	}
+	return f.pool(ctx, frontier, live)
+}
+
+// fetchAnywhere gets items from the first live peer that can serve them all, dropping peers
+// that fail, and returns the children of ModeBlock items.
+func (f *fetcher) fetchAnywhere(ctx context.Context, items []pend, live []peer.ID) ([]pend, []peer.ID, error) {
+	var children []pend
+	for len(items) > 0 {
+		if len(live) == 0 {
+			return nil, nil, f.noPeersLeft(items)
+		}
+		p := live[0]
+		kids, rest, err := f.runBatch(ctx, p, items)
+		children = append(children, kids...)
+		if err == nil {
+			break
+		}
+		var fe *fatalError
+		if errors.As(err, &fe) || ctx.Err() != nil {
+			return nil, nil, err
+		}
+		f.drop(p, err)
+		live = live[1:]
+		items = rest
+	}
+	return children, live, nil
+}
+
+func (f *fetcher) noPeersLeft(items []pend) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var why []string
+	for p, err := range f.stats.Dropped {
+		why = append(why, fmt.Sprintf("%s: %v", p, err))
+	}
+	sort.Strings(why)
+	return fmt.Errorf("block %s (and %d more subtrees) not fetched: every peer failed (%s); connect to another peer that has it and retry",
+		items[0].c, len(items)-1, strings.Join(why, "; "))
+}
+
+type batchResult struct {
+	p    peer.ID
+	rest []pend
+	err  error
+}
+
+// pool hands batches of subtrees to idle peers until the queue drains.
+func (f *fetcher) pool(ctx context.Context, queue []pend, live []peer.ID) error {
+	target := f.cfg.batchBytes
+	if target <= 0 {
+		var total uint64
+		for _, q := range queue {
+			total += q.size
+		}
+		target = min(max(int64(total)/int64(4*len(live)), 8<<20), 256<<20)
+	}
+	if len(live) == 1 {
+		target = 1 << 62
+	}
+	results := make(chan batchResult)
+	idle := append([]peer.ID(nil), live...)
+	inflight := 0
+	var fatal error
+	for {
+		for fatal == nil && len(idle) > 0 && len(queue) > 0 {
+			n, sum := 0, int64(0)
+			for n < len(queue) && n < MaxRequestItems && (n == 0 || sum < target) {
+				sum += int64(max(queue[n].size, 1))
+				n++
+			}
+			batch := queue[:n:n]
+			queue = queue[n:]
+			p := idle[0]
+			idle = idle[1:]
+			inflight++
+			go func() {
+				_, rest, err := f.runBatch(ctx, p, batch)
+				results <- batchResult{p, rest, err}
+			}()
+		}
+		if inflight == 0 {
+			if fatal != nil {
+				return fatal
+			}
+			if len(queue) == 0 {
+				return nil
+			}
+			return f.noPeersLeft(queue)
+		}
+		r := <-results
+		inflight--
+		if r.err == nil {
+			idle = append(idle, r.p)
+			continue
+		}
+		var fe *fatalError
+		if errors.As(r.err, &fe) || ctx.Err() != nil {
+			if fatal == nil {
+				fatal = r.err
+				if ctx.Err() != nil && !errors.As(r.err, &fe) {
+					fatal = ctx.Err()
+				}
+			}
+			continue
+		}
+		f.drop(r.p, r.err)
+		queue = append(r.rest, queue...)
+	}
+}
+
+// runBatch requests items from p and receives them in protocol order. It returns the links of
+// ModeBlock items, and on failure the items (subtree roots) not yet received.
+func (f *fetcher) runBatch(ctx context.Context, p peer.ID, items []pend) (children, rest []pend, err error) {
+	type entry struct {
+		pend
+		dag bool
+	}
+	stack := make([]entry, 0, len(items))
+	for i := len(items) - 1; i >= 0; i-- {
+		stack = append(stack, entry{items[i], items[i].mode == ModeDAG})
+	}
+	remaining := func() []pend {
+		out := make([]pend, 0, len(stack))
+		for i := len(stack) - 1; i >= 0; i-- {
+			e := stack[i].pend
+			if stack[i].dag {
+				e.mode = ModeDAG
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+
+	s, err := f.h.NewStream(ctx, p, ProtocolID)
+	if err != nil {
+		return children, remaining(), fmt.Errorf("opening stream: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { s.Reset() })
+	defer stop()
+	reqItems := make([]Item, len(items))
+	for i, it := range items {
+		reqItems[i] = Item{Mode: it.mode, Cid: it.c}
+	}
+	if _, err := s.Write(AppendRequest(nil, reqItems)); err != nil {
+		s.Reset()
+		return children, remaining(), fmt.Errorf("sending request: %w", err)
+	}
+	_ = s.CloseWrite()
+	r := bufio.NewReaderSize(s, 1<<20)
+	seen := make(map[string]struct{})
+	var nb, nbytes int64
+	defer func() {
+		f.mu.Lock()
+		ps := f.stats.PerPeer[p]
+		ps.Blocks += nb
+		ps.Bytes += nbytes
+		f.stats.PerPeer[p] = ps
+		f.stats.Blocks += nb
+		f.stats.Bytes += nbytes
+		f.mu.Unlock()
+	}()
+	for len(stack) > 0 {
+		e := stack[len(stack)-1]
+		k := e.c.KeyString()
+		if _, ok := seen[k]; ok {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		var data []byte
+		if isIdentity(e.c) {
+			if data, err = identityData(e.c); err != nil {
+				return nil, nil, &fatalError{fmt.Errorf("block %s: %w", e.c, err)}
+			}
+		} else {
+			data, err = readFrame(r)
+			if err != nil {
+				s.Reset()
+				if err == errEnd {
+					err = errors.New("response ended early")
+				}
+				return children, remaining(), fmt.Errorf("receiving block %s: %w", e.c, err)
+			}
+			if err := Verify(e.c, data); err != nil {
+				s.Reset()
+				return children, remaining(), fmt.Errorf("sent a block that does not match its CID %s", e.c)
+			}
+		}
+		stack = stack[:len(stack)-1]
+		seen[k] = struct{}{}
+		if e.dag || e.mode == ModeBlock {
+			links, err := Links(e.c, data)
+			if err != nil {
+				s.Reset()
+				return nil, nil, &fatalError{err}
+			}
+			if e.dag {
+				for i := len(links) - 1; i >= 0; i-- {
+					stack = append(stack, entry{pend{c: links[i].Cid, mode: ModeDAG, size: links[i].Size}, true})
+				}
+			} else {
+				for _, l := range links {
+					children = append(children, pend{c: l.Cid, mode: ModeDAG, size: l.Size})
+				}
+			}
+		}
+		if isIdentity(e.c) {
+			continue
+		}
+		blk, _ := blocks.NewBlockWithCid(data, e.c)
+		if err := f.store.put(ctx, blk); err != nil {
+			s.Reset()
+			return nil, nil, &fatalError{err}
+		}
+		nb++
+		nbytes += int64(len(data))
+		if f.progress != nil {
+			f.mu.Lock()
+			f.progress(int64(len(data)))
+			f.mu.Unlock()
+		}
+		if f.cfg.onBlock != nil {
+			f.cfg.onBlock(p)
+		}
+	}
+	if _, err := readFrame(r); err != errEnd {
+		s.Reset()
+		// Everything asked for arrived and was verified, so nothing is owed.
+		if err == nil {
+			err = errors.New("sent more blocks than asked for")
+		}
+		return children, nil, fmt.Errorf("after the last block: %w", err)
+	}
+	_ = s.Close()
+	return children, nil, nil
+}
+
+// storer writes verified blocks in batches from one goroutine, so that receiving and hashing
+// overlap with the blockstore's work.
+type storer struct {
+	bs     blockstore.Blockstore
+	ch     chan blocks.Block
+	done   chan struct{}
+	cancel context.CancelFunc
+	err    error // set before done closes
+}
+
+const (
+	storeBatchBytes  = 16 << 20
+	storeBatchBlocks = 1024
+)
+
+func newStorer(ctx context.Context, cancel context.CancelFunc, bs blockstore.Blockstore) *storer {
+	s := &storer{bs: bs, ch: make(chan blocks.Block, 256), done: make(chan struct{}), cancel: cancel}
+	go s.loop(context.WithoutCancel(ctx))
+	return s
+}
+
+func (s *storer) loop(ctx context.Context) {
+	defer close(s.done)
+	batch := make([]blocks.Block, 0, storeBatchBlocks)
+	for b := range s.ch {
+		if s.err != nil {
+			continue // drain so senders never block
+		}
+		batch = append(batch[:0], b)
+		size := len(b.RawData())
+	fill:
+		for size < storeBatchBytes && len(batch) < storeBatchBlocks {
+			select {
+			case nb, ok := <-s.ch:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, nb)
+				size += len(nb.RawData())
+			default:
+				break fill
+			}
+		}
+		if err := s.bs.PutMany(ctx, batch); err != nil {
+			s.err = err
+			s.cancel()
+		}
+		clear(batch)
+	}
+}
+
+func (s *storer) put(ctx context.Context, b blocks.Block) error {
+	select {
+	case s.ch <- b:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// finish waits for every queued block to be written and returns the first store error.
+func (s *storer) finish() error {
+	close(s.ch)
+	<-s.done
+	return s.err
+}

@@ -1,0 +1,204 @@
+package xfer
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ipfs/boxo/blockstore"
+	"github.com/ipfs/go-cid"
+	ipld "github.com/ipfs/go-ipld-format"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+)
+
+// Server answers /evalmesh/xfer/1.0.0 requests from a blockstore.
+type Server struct {
+	h   host.Host
+	bs  blockstore.Blockstore
+	cfg serverConfig
+	sem chan struct{}
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type serverConfig struct {
+	maxStreams     int
+	requestTimeout time.Duration
+	writeTimeout   time.Duration
+}
+
+// ServerOption configures a Server.
+type ServerOption func(*serverConfig)
+
+// WithMaxStreams bounds how many requests are served at once (default 16); further streams
+// wait for a slot.
+func WithMaxStreams(n int) ServerOption {
+	return func(c *serverConfig) {
+		if n > 0 {
+			c.maxStreams = n
+		}
+	}
+}
+
+// WithTimeouts sets how long a requester may take to send its request (default 30 s) and how
+// long one buffered write may block on a requester that stopped reading (default 60 s).
+func WithTimeouts(request, write time.Duration) ServerOption {
+	return func(c *serverConfig) {
+		if request > 0 {
+			c.requestTimeout = request
+		}
+		if write > 0 {
+			c.writeTimeout = write
+		}
+	}
+}
+
+// serverBufSize is the write buffer: large writes amortize yamux frames and noise records.
+const serverBufSize = 1 << 20
+
+// NewServer registers the stream handler on h serving DAGs from bs.
+func NewServer(h host.Host, bs blockstore.Blockstore, opts ...ServerOption) *Server {
+	cfg := serverConfig{maxStreams: 16, requestTimeout: 30 * time.Second, writeTimeout: 60 * time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{h: h, bs: bs, cfg: cfg, sem: make(chan struct{}, cfg.maxStreams), ctx: ctx, cancel: cancel}
+	h.SetStreamHandler(ProtocolID, s.handle)
+	return s
+}
+
+// Close removes the stream handler and waits for the requests being served to stop.
+func (s *Server) Close() error {
+	s.h.RemoveStreamHandler(ProtocolID)
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) handle(st network.Stream) {
+	s.wg.Add(1)
+	defer s.wg.Done()
+	select {
+	case s.sem <- struct{}{}:
+	case <-s.ctx.Done():
+		st.Reset()
+		return
+	}
+	defer func() { <-s.sem }()
+
+	stop := context.AfterFunc(s.ctx, func() { st.Reset() })
+	defer stop()
+
+	_ = st.SetReadDeadline(time.Now().Add(s.cfg.requestTimeout))
+	items, err := ReadRequest(bufio.NewReaderSize(st, 4096))
+	if err != nil {
+		w := bufio.NewWriter(st)
+		_ = writeErrorFrame(w, "bad request: "+err.Error())
+		_ = w.Flush()
+		_ = st.Close()
+		return
+	}
+	_ = st.SetReadDeadline(time.Time{})
+	w := bufio.NewWriterSize(&deadlineWriter{st: st, d: s.cfg.writeTimeout}, serverBufSize)
+	if err := serve(s.ctx, s.bs, items, w); err != nil {
+		var pe *PeerError
+		if errors.As(err, &pe) {
+			_ = writeErrorFrame(w, pe.Msg)
+			_ = w.Flush()
+			_ = st.Close()
+			return
+		}
+		st.Reset()
+		return
+	}
+	if err := w.WriteByte(frameEnd); err != nil {
+		st.Reset()
+		return
+	}
+	if err := w.Flush(); err != nil {
+		st.Reset()
+		return
+	}
+	_ = st.Close()
+}
+
+// deadlineWriter arms a write deadline before each (large, buffered) write so that a
+// requester that stops reading cannot pin a server slot forever.
+type deadlineWriter struct {
+	st network.Stream
+	d  time.Duration
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	_ = w.st.SetWriteDeadline(time.Now().Add(w.d))
+	return w.st.Write(p)
+}
+
+// serve writes the blocks for items in protocol order. A block the store cannot produce or
+// walk becomes a *PeerError (sent to the requester); write failures are returned as is.
+func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio.Writer) error {
+	seen := make(map[string]struct{})
+	// stack holds CIDs still to send, top at the end; a dag item pushes its children in
+	// reverse so that the first child is sent next.
+	type entry struct {
+		c   cid.Cid
+		dag bool
+	}
+	stack := make([]entry, 0, len(items))
+	for i := len(items) - 1; i >= 0; i-- {
+		stack = append(stack, entry{items[i].Cid, items[i].Mode == ModeDAG})
+	}
+	for len(stack) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		e := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		k := e.c.KeyString()
+		if _, ok := seen[k]; ok {
+			continue
+		}
+		seen[k] = struct{}{}
+		var data []byte
+		if isIdentity(e.c) {
+			d, err := identityData(e.c)
+			if err != nil {
+				return &PeerError{Msg: fmt.Sprintf("block %s: %v", e.c, err)}
+			}
+			data = d
+		} else {
+			blk, err := bs.Get(ctx, e.c)
+			if err != nil {
+				if ipld.IsNotFound(err) {
+					return &PeerError{Msg: fmt.Sprintf("block %s: not found", e.c)}
+				}
+				return &PeerError{Msg: fmt.Sprintf("block %s: %v", e.c, err)}
+			}
+			data = blk.RawData()
+			if len(data) > MaxBlockSize {
+				return &PeerError{Msg: fmt.Sprintf("block %s: %d bytes, over the %d limit", e.c, len(data), MaxBlockSize)}
+			}
+			if err := writeBlockFrame(w, data); err != nil {
+				return err
+			}
+		}
+		if !e.dag {
+			continue
+		}
+		links, err := Links(e.c, data)
+		if err != nil {
+			return &PeerError{Msg: err.Error()}
+		}
+		for i := len(links) - 1; i >= 0; i-- {
+			stack = append(stack, entry{links[i].Cid, true})
+		}
+	}
+	return nil
+}

@@ -1,0 +1,387 @@
+package xfer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/evalmesh/evalmesh/node/xfer/xfertest"
+	"github.com/ipfs/boxo/blockstore"
+	blocks "github.com/ipfs/go-block-format"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mh "github.com/multiformats/go-multihash"
+)
+
+type node struct {
+	h   host.Host
+	bs  blockstore.Blockstore
+	srv *Server
+}
+
+func newNode(t *testing.T, bs blockstore.Blockstore) *node {
+	t.Helper()
+	h, err := xfertest.NewHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs == nil {
+		bs = xfertest.MemBlockstore()
+	}
+	n := &node{h: h, bs: bs, srv: NewServer(h, bs)}
+	t.Cleanup(func() {
+		n.srv.Close()
+		h.Close()
+	})
+	return n
+}
+
+func connect(t *testing.T, a *node, others ...*node) []peer.ID {
+	t.Helper()
+	var ids []peer.ID
+	for _, o := range others {
+		if err := xfertest.Connect(context.Background(), a.h, o.h); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, o.h.ID())
+	}
+	return ids
+}
+
+func randBytes(seed uint64, n int) []byte {
+	b := make([]byte, n)
+	r := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)})
+	r.Read(b)
+	return b
+}
+
+// addFile imports n random bytes into every given store and returns the root.
+func addFile(t *testing.T, seed uint64, n int, stores ...blockstore.Blockstore) cid.Cid {
+	t.Helper()
+	data := randBytes(seed, n)
+	var root cid.Cid
+	for _, bs := range stores {
+		c, err := xfertest.AddFile(xfertest.DAGService(bs), bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		root = c
+	}
+	return root
+}
+
+// requireComplete checks that dst holds every block of root's DAG in src, byte for byte.
+func requireComplete(t *testing.T, src, dst blockstore.Blockstore, root cid.Cid) {
+	t.Helper()
+	ctx := context.Background()
+	cids, err := xfertest.AllCIDs(ctx, src, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cids {
+		want, err := src.Get(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := dst.Get(ctx, c)
+		if err != nil {
+			t.Fatalf("block %s missing after fetch: %v", c, err)
+		}
+		if !bytes.Equal(want.RawData(), got.RawData()) {
+			t.Fatalf("block %s differs after fetch", c)
+		}
+	}
+}
+
+// requireAllVerified checks that every block in bs hashes to its key: nothing unverified was stored.
+func requireAllVerified(t *testing.T, bs blockstore.Blockstore) int {
+	t.Helper()
+	ctx := context.Background()
+	ch, err := bs.AllKeysChan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for c := range ch {
+		b, err := bs.Get(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Verify(c, b.RawData()); err != nil {
+			t.Fatalf("store holds a bad block: %v", err)
+		}
+		n++
+	}
+	return n
+}
+
+func TestFetchOnePeer(t *testing.T) {
+	tests := []struct {
+		name  string
+		build func(t *testing.T, bs blockstore.Blockstore) cid.Cid
+	}{
+		{"single raw block", func(t *testing.T, bs blockstore.Blockstore) cid.Cid { return addFile(t, 1, 100, bs) }},
+		{"empty file", func(t *testing.T, bs blockstore.Blockstore) cid.Cid { return addFile(t, 1, 0, bs) }},
+		{"two-level file", func(t *testing.T, bs blockstore.Blockstore) cid.Cid { return addFile(t, 2, 3<<20+17, bs) }},
+		{"three-level file", func(t *testing.T, bs blockstore.Blockstore) cid.Cid { return addFile(t, 3, 175<<18, bs) }},
+		{"directory with duplicate files", func(t *testing.T, bs blockstore.Blockstore) cid.Cid {
+			return addTree(t, bs, map[string][]byte{
+				"a":       randBytes(4, 5000),
+				"b/c":     randBytes(4, 5000), // same content as a
+				"b/d":     randBytes(5, 600<<10),
+				"b/e/f":   randBytes(5, 600<<10),
+				"b/empty": nil,
+			})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			seed, getter := newNode(t, nil), newNode(t, nil)
+			root := tt.build(t, seed.bs)
+			peers := connect(t, getter, seed)
+			var got atomic.Int64
+			st, err := FetchWithStats(context.Background(), getter.h, root, peers, getter.bs, func(n int64) { got.Add(n) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireComplete(t, seed.bs, getter.bs, root)
+			if got.Load() != st.Bytes || st.PerPeer[seed.h.ID()].Bytes != st.Bytes {
+				t.Fatalf("progress saw %d bytes, stats %+v", got.Load(), st)
+			}
+		})
+	}
+}
+
+// addTree imports files (path → content) as a UnixFS directory via a temp dir.
+func addTree(t *testing.T, bs blockstore.Blockstore, files map[string][]byte) cid.Cid {
+	t.Helper()
+	dir := t.TempDir()
+	for p, data := range files {
+		writeFile(t, dir, p, data)
+	}
+	c, err := xfertest.AddDir(context.Background(), xfertest.DAGService(bs), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestFetchTwoPeers(t *testing.T) {
+	a, b, getter := newNode(t, nil), newNode(t, nil), newNode(t, nil)
+	root := addFile(t, 7, 16<<20, a.bs, b.bs)
+	peers := connect(t, getter, a, b)
+	st, err := FetchWithStats(context.Background(), getter.h, root, peers, getter.bs, nil, WithBatchBytes(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireComplete(t, a.bs, getter.bs, root)
+	for _, n := range []*node{a, b} {
+		if st.PerPeer[n.h.ID()].Blocks == 0 {
+			t.Errorf("peer %s delivered nothing; want the DAG split across both: %+v", n.h.ID(), st.PerPeer)
+		}
+	}
+	if len(st.Dropped) != 0 {
+		t.Errorf("peers dropped: %v", st.Dropped)
+	}
+}
+
+func TestPeerDisappearsMidTransfer(t *testing.T) {
+	a, b, getter := newNode(t, nil), newNode(t, nil), newNode(t, nil)
+	root := addFile(t, 8, 32<<20, a.bs, b.bs)
+	peers := connect(t, getter, a, b)
+	var once sync.Once
+	hook := func(p peer.ID) {
+		if p == b.h.ID() {
+			// Closing b's host in b's receiving goroutine: the rest of b's stream is lost.
+			once.Do(func() { b.h.Close() })
+		}
+	}
+	st, err := FetchWithStats(context.Background(), getter.h, root, peers, getter.bs, nil,
+		WithBatchBytes(1<<20), func(c *fetchConfig) { c.onBlock = hook })
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireComplete(t, a.bs, getter.bs, root)
+	if _, ok := st.Dropped[b.h.ID()]; !ok {
+		t.Fatalf("peer b closed mid-transfer but was not dropped: %+v", st)
+	}
+	if st.PerPeer[b.h.ID()].Blocks == 0 {
+		t.Fatalf("b delivered nothing before closing; the test did not exercise a mid-transfer loss")
+	}
+}
+
+// corruptStore flips a byte of every block it returns for which bad(c) holds.
+type corruptStore struct {
+	blockstore.Blockstore
+	bad func(cid.Cid) bool
+}
+
+func (s corruptStore) Get(ctx context.Context, c cid.Cid) (blocks.Block, error) {
+	b, err := s.Blockstore.Get(ctx, c)
+	if err != nil || !s.bad(c) {
+		return b, err
+	}
+	d := bytes.Clone(b.RawData())
+	if len(d) == 0 {
+		d = []byte{1}
+	} else {
+		d[len(d)/2] ^= 0xff
+	}
+	return blocks.NewBlockWithCid(d, c)
+}
+
+func TestCorruptPeerIsDropped(t *testing.T) {
+	tests := []struct {
+		name string
+		bad  func(cid.Cid) bool
+	}{
+		{"every block", func(cid.Cid) bool { return true }},
+		{"leaves only", func(c cid.Cid) bool { return c.Type() == cid.Raw }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			good := newNode(t, nil)
+			evilBS := xfertest.MemBlockstore()
+			evil := newNode(t, corruptStore{evilBS, tt.bad})
+			getter := newNode(t, nil)
+			root := addFile(t, 9, 8<<20, good.bs, evilBS)
+			// The evil peer is first, so it is asked first.
+			peers := connect(t, getter, evil, good)
+			st, err := FetchWithStats(context.Background(), getter.h, root, peers, getter.bs, nil, WithBatchBytes(1<<20))
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireComplete(t, good.bs, getter.bs, root)
+			why, ok := st.Dropped[evil.h.ID()]
+			if !ok || !strings.Contains(why.Error(), "does not match its CID") {
+				t.Fatalf("evil peer not dropped for a bad block: %+v", st.Dropped)
+			}
+			if st.PerPeer[evil.h.ID()].Bytes != 0 && tt.name == "every block" {
+				t.Fatalf("stats credit the evil peer with verified bytes: %+v", st.PerPeer)
+			}
+			requireAllVerified(t, getter.bs)
+		})
+	}
+}
+
+func TestAllPeersBad(t *testing.T) {
+	evilBS1, evilBS2 := xfertest.MemBlockstore(), xfertest.MemBlockstore()
+	all := func(cid.Cid) bool { return true }
+	e1, e2 := newNode(t, corruptStore{evilBS1, all}), newNode(t, corruptStore{evilBS2, all})
+	getter := newNode(t, nil)
+	root := addFile(t, 10, 2<<20, evilBS1, evilBS2)
+	peers := connect(t, getter, e1, e2)
+	err := Fetch(context.Background(), getter.h, root, peers, getter.bs, nil)
+	if err == nil {
+		t.Fatal("fetch from two corrupt peers succeeded")
+	}
+	for _, want := range []string{root.String(), "does not match its CID", "every peer failed", e1.h.ID().String(), e2.h.ID().String()} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if n := requireAllVerified(t, getter.bs); n != 0 {
+		t.Errorf("%d blocks stored from corrupt peers", n)
+	}
+}
+
+func TestPeerLacksBlocks(t *testing.T) {
+	partial, getter := newNode(t, nil), newNode(t, nil)
+	full := xfertest.MemBlockstore()
+	root := addFile(t, 11, 1<<20, full)
+	// partial has the root only.
+	rb, err := full.Get(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := partial.bs.Put(context.Background(), rb); err != nil {
+		t.Fatal(err)
+	}
+	peers := connect(t, getter, partial)
+	err = Fetch(context.Background(), getter.h, root, peers, getter.bs, nil)
+	if err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("want a not-found error naming the block, got %v", err)
+	}
+}
+
+func TestNoPeers(t *testing.T) {
+	getter := newNode(t, nil)
+	c := addFile(t, 12, 10, xfertest.MemBlockstore())
+	err := Fetch(context.Background(), getter.h, c, nil, getter.bs, nil)
+	if err == nil || !strings.Contains(err.Error(), "no peers") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// failingStore fails every write, as a full disk does.
+type failingStore struct{ blockstore.Blockstore }
+
+var errDiskFull = errors.New("no space left on device")
+
+func (failingStore) Put(context.Context, blocks.Block) error        { return errDiskFull }
+func (failingStore) PutMany(context.Context, []blocks.Block) error { return errDiskFull }
+
+func TestStoreFailureStopsFetch(t *testing.T) {
+	seed, getter := newNode(t, nil), newNode(t, nil)
+	root := addFile(t, 13, 4<<20, seed.bs)
+	peers := connect(t, getter, seed)
+	st, err := FetchWithStats(context.Background(), getter.h, root, peers, failingStore{getter.bs}, nil)
+	if !errors.Is(err, errDiskFull) || !strings.Contains(err.Error(), "storing blocks") {
+		t.Fatalf("want the store error, got %v", err)
+	}
+	if len(st.Dropped) != 0 {
+		t.Fatalf("a local store failure must not blame peers: %v", st.Dropped)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	seed, getter := newNode(t, nil), newNode(t, nil)
+	root := addFile(t, 14, 8<<20, seed.bs)
+	peers := connect(t, getter, seed)
+	ctx, cancel := context.WithCancel(context.Background())
+	var once sync.Once
+	err := Fetch(ctx, getter.h, root, peers, getter.bs, func(int64) { once.Do(cancel) })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("want context.Canceled, got %v", err)
+	}
+}
+
+// TestServerCloseWaits checks that Close returns only after in-flight requests stop, and that
+// a closed server no longer answers.
+func TestServerClosed(t *testing.T) {
+	seed, getter := newNode(t, nil), newNode(t, nil)
+	root := addFile(t, 15, 1<<20, seed.bs)
+	peers := connect(t, getter, seed)
+	if err := seed.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := Fetch(ctx, getter.h, root, peers, getter.bs, nil)
+	if err == nil || !strings.Contains(err.Error(), "every peer failed") {
+		t.Fatalf("want failure from a closed server, got %v", err)
+	}
+}
+
+func TestVerify(t *testing.T) {
+	data := []byte("hello")
+	sum, _ := mh.Sum(data, mh.SHA2_256, -1)
+	c := cid.NewCidV1(cid.Raw, sum)
+	if err := Verify(c, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(c, []byte("hellp")); err == nil {
+		t.Fatal("corrupt data verified")
+	}
+	id, _ := mh.Sum(data, mh.IDENTITY, -1)
+	if err := Verify(cid.NewCidV1(cid.Raw, id), data); err != nil {
+		t.Fatal(err)
+	}
+}
