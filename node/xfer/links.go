@@ -82,7 +82,6 @@ func collectLinks(n datamodel.Node, out *[]Link, depth int) {
 	}
 }
 
-
 var errPB = errors.New("malformed dag-pb")
 
 // pbLinks parses the Links (field 2) of a dag-pb PBNode and, in each, Hash (field 1) and

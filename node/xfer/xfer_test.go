@@ -325,7 +325,7 @@ type failingStore struct{ blockstore.Blockstore }
 
 var errDiskFull = errors.New("no space left on device")
 
-func (failingStore) Put(context.Context, blocks.Block) error        { return errDiskFull }
+func (failingStore) Put(context.Context, blocks.Block) error       { return errDiskFull }
 func (failingStore) PutMany(context.Context, []blocks.Block) error { return errDiskFull }
 
 func TestStoreFailureStopsFetch(t *testing.T) {
