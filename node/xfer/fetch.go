@@ -48,8 +48,9 @@ func WithBatchBytes(n int64) FetchOption {
 // Fetch gets every block of the DAG under root from the given peers (split across them),
 // verifying each block against its CID as it arrives and writing it to bs. A peer that sends a
 // block not matching its CID, lacks a block, or disappears is dropped for this transfer and
-// what it still owed is fetched from the others. progress, if not nil, is called with the
-// number of bytes of each verified block (a delta, not a total), never concurrently.
+// what it still owed is fetched from the others. progress, if not nil, is called after each
+// verified block with the total block bytes received so far (as tasks.PackOptions.Progress
+// counts), never concurrently.
 func Fetch(ctx context.Context, h host.Host, root cid.Cid, peers []peer.ID, bs blockstore.Blockstore, progress func(int64)) error {
 	_, err := FetchWithStats(ctx, h, root, peers, bs, progress)
 	return err
@@ -74,8 +75,9 @@ type fetcher struct {
 	progress func(int64)
 	store    *storer
 
-	mu    sync.Mutex
-	stats Stats
+	mu       sync.Mutex
+	stats    Stats
+	received int64 // progress total, under mu
 }
 
 // FetchWithStats is Fetch that also reports per-peer figures and why peers were dropped.
@@ -362,7 +364,8 @@ func (f *fetcher) runBatch(ctx context.Context, p peer.ID, items []pend) (childr
 		nbytes += int64(len(data))
 		if f.progress != nil {
 			f.mu.Lock()
-			f.progress(int64(len(data)))
+			f.received += int64(len(data))
+			f.progress(f.received)
 			f.mu.Unlock()
 		}
 		if f.cfg.onBlock != nil {

@@ -147,7 +147,12 @@ func TestFetchOnePeer(t *testing.T) {
 			root := tt.build(t, seed.bs)
 			peers := connect(t, getter, seed)
 			var got atomic.Int64
-			st, err := FetchWithStats(context.Background(), getter.h, root, peers, getter.bs, func(n int64) { got.Add(n) })
+			st, err := FetchWithStats(context.Background(), getter.h, root, peers, getter.bs, func(n int64) {
+				if n < got.Load() {
+					t.Errorf("progress went from %d to %d", got.Load(), n)
+				}
+				got.Store(n)
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
