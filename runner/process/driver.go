@@ -40,6 +40,8 @@ type Executor struct {
 
 	mu       sync.Mutex
 	children map[int]*child // by PID, for tasks this Executor started
+
+	attached func() // test hook: Wait is watching a recovered task
 }
 
 // child is a task started by this Executor: its exit is learnt from wait(2).

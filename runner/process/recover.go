@@ -76,6 +76,9 @@ func (e *Executor) Wait(ctx context.Context, h *runner.Handle) (*runner.ExitResu
 		pollCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		done = e.pollExit(pollCtx, s)
+		if e.attached != nil {
+			e.attached()
+		}
 	}
 
 	timedOut := false

@@ -1,0 +1,174 @@
+// Package testagents builds the test agent program (./agent) for the executor tests and
+// benchmarks: as a static binary for the process executor and as a FROM scratch image for
+// the docker executor. Both are cached by content hash, so repeated test runs do not rebuild.
+package testagents
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/client"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// srcDir is the folder of the agent program.
+func srcDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "agent")
+}
+
+// Binary returns the path of the static agent binary, building it once per source version
+// (cached under the user cache folder, keyed by a hash of the source and the Go version).
+func Binary(tb testing.TB) string {
+	tb.Helper()
+	binOnce.Do(func() { binPath, binErr = buildBinary() })
+	if binErr != nil {
+		tb.Fatalf("build test agent: %v", binErr)
+	}
+	return binPath
+}
+
+func buildBinary() (string, error) {
+	src, err := os.ReadFile(filepath.Join(srcDir(), "main.go"))
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	h.Write(src)
+	h.Write([]byte(runtime.Version() + runtime.GOOS + runtime.GOARCH))
+	key := hex.EncodeToString(h.Sum(nil))[:16]
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "evalmesh-testagents", key)
+	out := filepath.Join(dir, "agent")
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tmp := filepath.Join(dir, fmt.Sprintf(".agent-%d", os.Getpid()))
+	cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, ".")
+	cmd.Dir = srcDir()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, b)
+	}
+	// World-readable and executable: the docker executor runs agents as nobody.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", err
+	}
+	return out, os.Rename(tmp, out)
+}
+
+// DockerClient returns a client for the local engine, or skips the test when none answers.
+func DockerClient(tb testing.TB) *client.Client {
+	tb.Helper()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		tb.Skipf("skipping: no Docker client: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx); err != nil {
+		tb.Skipf("skipping: no Docker engine answers at %s: %v", cli.DaemonHost(), err)
+	}
+	cli.NegotiateAPIVersion(ctx)
+	tb.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+var imgMu sync.Mutex
+
+// Image returns the reference of a FROM scratch image holding only the agent at /agent,
+// building it when the engine lacks it. The tag is the binary's content hash.
+func Image(tb testing.TB, cli *client.Client) string {
+	tb.Helper()
+	bin := Binary(tb)
+	imgMu.Lock()
+	defer imgMu.Unlock()
+	ref, err := buildImage(cli, bin)
+	if err != nil {
+		tb.Fatalf("build test agent image: %v", err)
+	}
+	return ref
+}
+
+func buildImage(cli *client.Client, bin string) (string, error) {
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	ref := "evalmesh-testagent:" + hex.EncodeToString(sum[:])[:16]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := cli.ImageInspect(ctx, ref); err == nil {
+		return ref, nil
+	}
+	dockerfile := "FROM scratch\nCOPY agent /agent\nENTRYPOINT [\"/agent\"]\n"
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range []struct {
+		name string
+		mode int64
+		data []byte
+	}{{"Dockerfile", 0o644, []byte(dockerfile)}, {"agent", 0o755, b}} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: time.Unix(0, 0)}); err != nil {
+			return "", err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return "", err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return "", err
+	}
+	resp, err := cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{
+		Tags: []string{ref}, Remove: true, ForceRemove: true, Version: build.BuilderV1,
+	})
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var m struct {
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&m); err == io.EOF {
+			break
+		} else if err != nil {
+			return "", err
+		}
+		if m.Error != "" {
+			return "", errors.New(m.Error)
+		}
+	}
+	if _, err := cli.ImageInspect(ctx, ref); err != nil {
+		return "", fmt.Errorf("image %s missing after build: %w", ref, err)
+	}
+	return ref, nil
+}
