@@ -1,7 +1,6 @@
 package attest
 
 import (
-	"crypto/sha256"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -33,7 +32,7 @@ func NewCache(size int) (*Cache, error) {
 
 // Verify is attest.Verify with memory.
 func (c *Cache) Verify(envelope []byte, trust *TrustStore, now time.Time) (*Verified, error) {
-	key := sha256.Sum256(envelope)
+	key := sumKey(envelope)
 	if e, ok := c.lru.Get(key); ok {
 		if e.err != nil {
 			return nil, e.err
@@ -43,7 +42,7 @@ func (c *Cache) Verify(envelope []byte, trust *TrustStore, now time.Time) (*Veri
 		}
 		return e.v, nil
 	}
-	v, err := Verify(envelope, trust, now)
+	v, err := verifyDigest(envelope, key, trust, now)
 	c.remember(key, v, err)
 	return v, err
 }

@@ -73,10 +73,29 @@ func DecodeEnvelope(b []byte) (*Envelope, error) {
 	if len(b) > MaxEnvelopeSize {
 		return nil, fmt.Errorf("envelope is %d bytes, over the %d-byte limit", len(b), MaxEnvelopeSize)
 	}
+	w, ok := fastEnvelope(b)
+	if !ok {
+		if err := json.Unmarshal(b, &w); err != nil {
+			return nil, fmt.Errorf("not a DSSE JSON envelope: %w", err)
+		}
+	}
+	return envelopeFromWire(w)
+}
+
+// decodeEnvelopeReference decodes with encoding/json only: the reference the fast path is
+// fuzzed against.
+func decodeEnvelopeReference(b []byte) (*Envelope, error) {
+	if len(b) > MaxEnvelopeSize {
+		return nil, fmt.Errorf("envelope is %d bytes, over the %d-byte limit", len(b), MaxEnvelopeSize)
+	}
 	var w wireEnvelope
 	if err := json.Unmarshal(b, &w); err != nil {
 		return nil, fmt.Errorf("not a DSSE JSON envelope: %w", err)
 	}
+	return envelopeFromWire(w)
+}
+
+func envelopeFromWire(w wireEnvelope) (*Envelope, error) {
 	if w.PayloadType == nil || w.Payload == nil || w.Signatures == nil {
 		return nil, errors.New("DSSE envelope needs payloadType, payload and signatures")
 	}
@@ -111,15 +130,18 @@ func DecodeEnvelope(b []byte) (*Envelope, error) {
 
 // DecodeBase64 accepts standard and URL-safe base64, padded or not (DSSE allows either).
 func DecodeBase64(s string) ([]byte, error) {
-	enc := base64.RawStdEncoding
+	// Strict: non-zero padding bits would let one signature hide behind many encodings.
+	enc := base64.RawStdEncoding.Strict()
 	if strings.ContainsAny(s, "-_") {
-		enc = base64.RawURLEncoding
+		enc = base64.RawURLEncoding.Strict()
 	}
 	if strings.HasSuffix(s, "=") {
 		if len(s)%4 != 0 {
 			return nil, errors.New("base64 padding is wrong")
 		}
-		s = strings.TrimRight(s, "=")
+		s = strings.TrimSuffix(s, "=")
+		s = strings.TrimSuffix(s, "=") // at most two pad characters
+
 	}
 	b, err := enc.DecodeString(s)
 	if err != nil {

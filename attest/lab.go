@@ -224,6 +224,7 @@ type NodeCert struct {
 	Lab       string // lab ID, derived from LabKey
 	LabKey    ed25519.PublicKey
 	Node      string // the node's peer ID
+	NodeKey   ed25519.PublicKey
 	NotBefore time.Time
 	NotAfter  time.Time
 	raw       []byte
@@ -296,7 +297,8 @@ func decodeNodeCert(b []byte) (c *NodeCert, sig, body []byte, err error) {
 	if e.KeyID != "" && e.KeyID != cb.Lab {
 		return nil, nil, nil, fmt.Errorf("node certificate keyid %s is not its lab %s", e.KeyID, cb.Lab)
 	}
-	if _, err := nodePubKey(cb.Node); err != nil {
+	nodeKey, err := nodePubKey(cb.Node)
+	if err != nil {
 		return nil, nil, nil, fmt.Errorf("node certificate node: %w", err)
 	}
 	if !cb.NotAfter.After(cb.NotBefore) {
@@ -304,7 +306,7 @@ func decodeNodeCert(b []byte) (c *NodeCert, sig, body []byte, err error) {
 	}
 	d := sha256.Sum256(e.Payload)
 	return &NodeCert{
-		ID: idOfDigest(d), Lab: cb.Lab, LabKey: pub, Node: cb.Node,
+		ID: idOfDigest(d), Lab: cb.Lab, LabKey: pub, Node: cb.Node, NodeKey: nodeKey,
 		NotBefore: cb.NotBefore, NotAfter: cb.NotAfter, raw: slices.Clone(b),
 	}, e.Sig, e.Payload, nil
 }

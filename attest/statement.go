@@ -211,7 +211,7 @@ func decodePredicate(predicateType string, raw json.RawMessage) (*RunPredicate, 
 	switch predicateType {
 	case PredicateRunV1:
 		var p RunPredicate
-		if err := strictUnmarshal(raw, &p, true); err != nil {
+		if err := strictUnmarshal(raw, &p, false); err != nil {
 			return nil, nil, fmt.Errorf("run predicate: %w", err)
 		}
 		if err := p.validate(); err != nil {
@@ -220,7 +220,7 @@ func decodePredicate(predicateType string, raw json.RawMessage) (*RunPredicate, 
 		return &p, nil, nil
 	case PredicateRescoreV1:
 		var p RescorePredicate
-		if err := strictUnmarshal(raw, &p, true); err != nil {
+		if err := strictUnmarshal(raw, &p, false); err != nil {
 			return nil, nil, fmt.Errorf("rescore predicate: %w", err)
 		}
 		if err := p.validate(); err != nil {
@@ -278,13 +278,15 @@ func (p *RescorePredicate) validate() error {
 	return nil
 }
 
-// strictUnmarshal decodes exactly one JSON value; with noUnknown, unknown fields are an error
-// (a versioned predicate means what its version says, nothing more).
+// strictUnmarshal decodes exactly one JSON value. Unknown fields are ignored, as in-toto
+// requires (minor predicate versions add fields without changing predicateType), unless
+// noUnknown is set (evalmesh's own certificate and revocation bodies).
 func strictUnmarshal(b []byte, v any, noUnknown bool) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if noUnknown {
-		dec.DisallowUnknownFields()
+	if !noUnknown {
+		return json.Unmarshal(b, v)
 	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ type TrustedNode struct {
 type TrustStore struct {
 	file    trustFile
 	labs    map[string]labEntry    // by lab ID
-	nodes   map[string]TrustedNode // by peer ID
+	nodes   map[string]ed25519.PublicKey // by peer ID
 	revoked map[revKey]time.Time   // (lab, node or cert ID) -> earliest effective time
 	revs    []*Revocation
 
@@ -111,7 +111,7 @@ func build(f trustFile) (*TrustStore, error) {
 	t := &TrustStore{
 		file:    f,
 		labs:    map[string]labEntry{},
-		nodes:   map[string]TrustedNode{},
+		nodes:   map[string]ed25519.PublicKey{},
 		revoked: map[revKey]time.Time{},
 	}
 	t.certs, _ = lru.New[[32]byte, *NodeCert](certCacheSize)
@@ -132,7 +132,7 @@ func build(f trustFile) (*TrustStore, error) {
 		if err != nil {
 			return nil, fmt.Errorf("nodes[%d] (%q): %w", i, n.Name, err)
 		}
-		t.nodes[id] = n
+		t.nodes[id], _ = nodePubKey(id) // checked by trustedNodeID
 	}
 	for i, rv := range f.Revocations {
 		raw, err := json.Marshal(rv)
@@ -218,7 +218,7 @@ func (t *TrustStore) AddNode(name string, pub ed25519.PublicKey) (string, error)
 	} else {
 		t.file.Nodes = append(t.file.Nodes, n)
 	}
-	t.nodes[id] = n
+	t.nodes[id] = slices.Clone(pub)
 	return id, nil
 }
 

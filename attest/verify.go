@@ -104,7 +104,11 @@ func (v *Verified) Principal() string {
 // Verify decides whether envelope is acceptable under trust at time now, and if not, why.
 // The signature is checked over the payload bytes as received.
 func Verify(envelope []byte, trust *TrustStore, now time.Time) (*Verified, error) {
-	p, err := prepare(envelope, trust, now)
+	return verifyDigest(envelope, sumKey(envelope), trust, now)
+}
+
+func verifyDigest(envelope []byte, digest [32]byte, trust *TrustStore, now time.Time) (*Verified, error) {
+	p, err := prepare(envelope, digest, trust, now)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +125,7 @@ type prepared struct {
 	v   *Verified
 }
 
-func prepare(envelope []byte, trust *TrustStore, now time.Time) (*prepared, error) {
+func prepare(envelope []byte, digest [32]byte, trust *TrustStore, now time.Time) (*prepared, error) {
 	if trust == nil {
 		return nil, errors.New("no trust store")
 	}
@@ -132,7 +136,7 @@ func prepare(envelope []byte, trust *TrustStore, now time.Time) (*prepared, erro
 	if env.PayloadType != PayloadType {
 		return nil, refuse(ReasonPayloadType, "payloadType %q, want %q", env.PayloadType, PayloadType)
 	}
-	v := &Verified{ID: EnvelopeID(envelope), Envelope: envelope, Payload: env.Payload}
+	v := &Verified{ID: idOfDigest(digest), Envelope: envelope, Payload: env.Payload}
 	var pub ed25519.PublicKey
 	if env.Cert != nil {
 		cert, err := trust.checkCert(env.Cert)
@@ -145,20 +149,17 @@ func prepare(envelope []byte, trust *TrustStore, now time.Time) (*prepared, erro
 		if err := trust.certPolicy(cert, now); err != nil {
 			return nil, err
 		}
-		pub, _ = nodePubKey(cert.Node) // checked when the certificate was parsed
+		pub = cert.NodeKey
 		v.Node, v.Lab, v.Cert = cert.Node, cert.Lab, cert
 	} else {
 		if env.KeyID == "" {
 			return nil, refuse(ReasonUnknownNode, "envelope has neither a node certificate nor a keyid")
 		}
-		if _, ok := trust.nodes[env.KeyID]; !ok {
+		k, ok := trust.nodes[env.KeyID]
+		if !ok {
 			return nil, refuse(ReasonUnknownNode, "envelope has no node certificate and node %s is not trusted directly (add a lab certificate, or `evalmesh trust add --key`)", env.KeyID)
 		}
-		pub, err = nodePubKey(env.KeyID)
-		if err != nil {
-			return nil, refuse(ReasonUnknownNode, "%v", err)
-		}
-		v.Node = env.KeyID
+		pub, v.Node = k, env.KeyID
 	}
 	return &prepared{env: env, pub: pub, v: v}, nil
 }
@@ -166,17 +167,12 @@ func prepare(envelope []byte, trust *TrustStore, now time.Time) (*prepared, erro
 // finish parses the (now authenticated) statement and its predicate.
 func finish(p *prepared) (*Verified, error) {
 	v := p.v
-	st, err := ParseStatement(p.env.Payload)
+	st, run, rs, err := DecodeStatement(p.env.Payload)
 	if err != nil {
-		return nil, refuse(ReasonMalformedStatement, "%v", err)
+		return nil, err
 	}
 	v.Statement = st
-	switch st.PredicateType {
-	case PredicateRunV1, PredicateRescoreV1:
-		run, rs, err := decodePredicate(st.PredicateType, st.Predicate)
-		if err != nil {
-			return nil, refuse(ReasonMalformedPredicate, "%v", err)
-		}
+	if run != nil || rs != nil {
 		node, lab := "", ""
 		if run != nil {
 			node, lab = run.Node, run.Lab
@@ -191,10 +187,29 @@ func finish(p *prepared) (*Verified, error) {
 	return v, nil
 }
 
+// DecodeStatement parses an in-toto Statement v1 and, for the evalmesh predicate types, its
+// predicate (exactly one of run, rescore is then non-nil; both are nil for other types).
+// Errors are *VerifyError with ReasonMalformedStatement or ReasonMalformedPredicate.
+func DecodeStatement(b []byte) (*Statement, *RunPredicate, *RescorePredicate, error) {
+	st, err := ParseStatement(b)
+	if err != nil {
+		return nil, nil, nil, refuse(ReasonMalformedStatement, "%v", err)
+	}
+	switch st.PredicateType {
+	case PredicateRunV1, PredicateRescoreV1:
+		run, rs, err := decodePredicate(st.PredicateType, st.Predicate)
+		if err != nil {
+			return nil, nil, nil, refuse(ReasonMalformedPredicate, "%v", err)
+		}
+		return st, run, rs, nil
+	}
+	return st, nil, nil, nil
+}
+
 // checkCert parses a certificate envelope and verifies its lab signature, once per distinct
 // certificate bytes; the trust policy is applied separately, on every use.
 func (t *TrustStore) checkCert(raw []byte) (*NodeCert, error) {
-	key := sha256.Sum256(raw)
+	key := sumKey(raw)
 	if c, ok := t.certs.Get(key); ok {
 		return c, nil
 	}
@@ -292,3 +307,5 @@ func peerIDFromEd25519(pub ed25519.PublicKey) (string, error) {
 	}
 	return id.String(), nil
 }
+
+func sumKey(b []byte) [32]byte { return sha256.Sum256(b) }
