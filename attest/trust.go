@@ -52,9 +52,9 @@ type TrustedNode struct {
 // then share it.
 type TrustStore struct {
 	file    trustFile
-	labs    map[string]labEntry    // by lab ID
+	labs    map[string]labEntry          // by lab ID
 	nodes   map[string]ed25519.PublicKey // by peer ID
-	revoked map[revKey]time.Time   // (lab, node or cert ID) -> earliest effective time
+	revoked map[revKey]time.Time         // (lab, node or cert ID) -> earliest effective time
 	revs    []*Revocation
 
 	certs *lru.Cache[[32]byte, *NodeCert]              // sha256 of a cert envelope's bytes -> checked cert
