@@ -159,12 +159,15 @@ func (r *Runner) evaluateInTask(ctx context.Context, ex Executor, st *RunState, 
 		Command:      cmd,
 		Env:          env,
 		WorkspaceDir: work,
-		ExtraMounts: []Mount{
-			{Source: b.PrivateDir(), Target: EvaluatorPrivateDir},
-			{Source: subDir, Target: EvaluatorSubmissionDir},
-		},
 		Limits:  Limits{WallClock: EvaluatorWallClock, MemoryBytes: m.Limits.MemoryBytes},
 		LogPath: logPath,
+	}
+	if ex.Name() == "docker" {
+		// A subprocess gets the host paths in Env instead.
+		cfg.ExtraMounts = []Mount{
+			{Source: b.PrivateDir(), Target: EvaluatorPrivateDir},
+			{Source: subDir, Target: EvaluatorSubmissionDir},
+		}
 	}
 	h, err := ex.Start(ctx, cfg)
 	if err != nil {

@@ -260,8 +260,13 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 			meter = gpu.ResumeMeter(r.GPUs, st.GPUs, st.Telemetry)
 		}
 		exit, err := r.waitAgent(ctx, ex, st, meter)
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // the run stays in PhaseAgent: a restarted node re-attaches
+		}
 		if err != nil {
-			return nil, err // context cancelled: the run stays in PhaseAgent for Recover
+			// The executor lost the task: not the agent's doing, so no attestation.
+			_ = ex.Destroy(context.Background(), st.AgentHandle)
+			return nil, r.fail(st, fmt.Errorf("agent task: %w", err))
 		}
 		st.Telemetry = meter.Finish()
 		st.AgentExit = exit
@@ -379,13 +384,7 @@ func (r *Runner) waitAgent(ctx context.Context, ex Executor, st *RunState, meter
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			if res.err != nil {
-				if errors.Is(res.err, ErrTaskLost) {
-					return &ExitResult{ExitCode: -1, Err: res.err.Error(), Finished: r.now()}, nil
-				}
-				return &ExitResult{ExitCode: -1, Err: res.err.Error(), Finished: r.now()}, nil
-			}
-			return res.exit, nil
+			return res.exit, res.err
 		case <-t.C:
 			meter.Poll()
 			st.Telemetry = meter.T

@@ -1,0 +1,104 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/evalmesh/evalmesh/tasks"
+)
+
+// Recovered is what Recover did with one unfinished run.
+type Recovered struct {
+	RunID   string
+	Outcome *Outcome // set when the run ended with an attestation
+	Err     error    // set when the run was marked failed (or could not be finished)
+}
+
+// Recover finishes or fails every run a previous process of this node left unfinished
+// (Nomad's RecoverTask shape): a run whose attestation exists is only marked done (never
+// signed again); a run whose agent task still exists is re-attached and carried on; a run
+// whose agent task is gone, or that never recorded its task, is marked failed and its GPUs
+// are released. Runs are handled one after another; RecoverRun handles one.
+func (r *Runner) Recover(ctx context.Context) ([]Recovered, error) {
+	runs, err := ListRuns(r.Home)
+	if err != nil {
+		return nil, err
+	}
+	var out []Recovered
+	for _, st := range runs {
+		if st.Phase.Final() {
+			continue
+		}
+		o, err := r.recoverRun(ctx, st)
+		out = append(out, Recovered{RunID: st.ID, Outcome: o, Err: err})
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+	}
+	return out, nil
+}
+
+// RecoverRun recovers the one run with this ID (see Recover).
+func (r *Runner) RecoverRun(ctx context.Context, runID string) (*Outcome, error) {
+	st, err := LoadState(r.Home, runID)
+	if err != nil {
+		return nil, err
+	}
+	if st.Phase == PhaseFailed {
+		return nil, fmt.Errorf("run %s failed: %s", st.ID, st.Error)
+	}
+	return r.recoverRun(ctx, st)
+}
+
+func (r *Runner) recoverRun(ctx context.Context, st *RunState) (*Outcome, error) {
+	dir := RunDir(r.Home, st.ID)
+	// An attestation on disk is final, whatever state.json says.
+	if _, err := os.Stat(filepath.Join(dir, attestationFile)); err == nil {
+		st.Phase = PhaseSigning
+		return r.sign(st)
+	}
+	if _, err := os.Stat(filepath.Join(dir, statementFile)); err == nil {
+		st.Phase = PhaseSigning
+		return r.sign(st)
+	}
+	ex, err := r.executor(st.Executor)
+	if err != nil {
+		return nil, r.fail(st, fmt.Errorf("recover: %w", err))
+	}
+	switch st.Phase {
+	case PhaseStarting:
+		// The agent may have been started but its handle was never saved: remove any
+		// leftover by its task ID, and fail the run rather than guess.
+		if st.AgentHandle == nil {
+			cfg, cerr := r.placeholderConfig(st)
+			if cerr == nil {
+				h := &Handle{Driver: ex.Name(), Config: cfg}
+				_ = ex.Stop(ctx, h, 0)
+				_ = ex.Destroy(ctx, h)
+			}
+		}
+		return nil, r.fail(st, errors.New("node restarted before the agent task was recorded"))
+	case PhaseAgent:
+		if err := ex.Recover(ctx, st.AgentHandle); err != nil {
+			_ = ex.Destroy(ctx, st.AgentHandle)
+			return nil, r.fail(st, fmt.Errorf("agent task lost after a node restart: %w", err))
+		}
+	}
+	b, err := tasks.Open(st.TaskDir)
+	if err != nil {
+		if st.AgentHandle != nil && st.Phase == PhaseAgent {
+			_ = ex.Stop(ctx, st.AgentHandle, 0)
+			_ = ex.Destroy(ctx, st.AgentHandle)
+		}
+		return nil, r.fail(st, fmt.Errorf("recover: bundle: %w", err))
+	}
+	return r.drive(ctx, st, b, nil)
+}
+
+func (r *Runner) placeholderConfig(st *RunState) (TaskConfig, error) {
+	dir := RunDir(r.Home, st.ID)
+	return TaskConfig{ID: st.ID + "-agent", LogPath: filepath.Join(dir, "logs", "agent.log")}, nil
+}
