@@ -35,6 +35,9 @@ type Options struct {
 	StopGrace time.Duration
 	// Now is the clock (tests inject one); nil means time.Now.
 	Now func() time.Time
+	// NoInit runs the agent itself as PID 1 instead of under the engine's docker-init (for
+	// engines installed without it). PID 1 ignores SIGTERM unless it handles it.
+	NoInit bool
 }
 
 // Executor runs tasks as Docker containers. Safe for concurrent use.
@@ -44,6 +47,7 @@ type Executor struct {
 	tmpfs int64
 	grace time.Duration
 	now   func() time.Time
+	init  bool
 }
 
 var _ runner.Executor = (*Executor)(nil)
@@ -65,7 +69,7 @@ func New(opts Options) (*Executor, error) {
 		return nil, fmt.Errorf("docker executor: no Docker engine answers at %s: %w (start dockerd, set DOCKER_HOST, or use --executor process)", cli.DaemonHost(), err)
 	}
 	cli.NegotiateAPIVersion(ctx)
-	e := &Executor{cli: cli, user: opts.User, tmpfs: opts.TmpfsBytes, grace: opts.StopGrace, now: opts.Now}
+	e := &Executor{cli: cli, user: opts.User, tmpfs: opts.TmpfsBytes, grace: opts.StopGrace, now: opts.Now, init: !opts.NoInit}
 	if e.user == "" {
 		e.user = DefaultUser
 	}
@@ -185,7 +189,7 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 			return nil, fmt.Errorf("docker executor: task %s: %w", cfg.ID, err)
 		}
 	}
-	cc, hc, err := containerSpec(cfg, e.user, e.tmpfs)
+	cc, hc, err := containerSpec(cfg, e.user, e.tmpfs, e.init)
 	if err != nil {
 		return nil, err
 	}

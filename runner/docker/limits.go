@@ -61,7 +61,7 @@ func ContainerName(taskID string) string {
 // containerSpec builds the container and host configuration for a task. It is pure so the
 // isolation settings (including GPU device requests, which cannot be exercised without a
 // GPU) are unit-tested.
-func containerSpec(cfg runner.TaskConfig, user string, tmpfsBytes int64) (*container.Config, *container.HostConfig, error) {
+func containerSpec(cfg runner.TaskConfig, user string, tmpfsBytes int64, init bool) (*container.Config, *container.HostConfig, error) {
 	env := map[string]string{}
 	for k, v := range cfg.Env {
 		env[k] = v
@@ -154,6 +154,11 @@ func containerSpec(cfg runner.TaskConfig, user string, tmpfsBytes int64) (*conta
 		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d", tmpfsBytes)},
 		LogConfig:      container.LogConfig{Type: "json-file"},
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+	}
+	if init {
+		// A real PID 1 (the engine's docker-init): signals reach the agent with their default
+		// action, so a stopped agent reports the signal, and orphans are reaped.
+		hc.Init = &init
 	}
 	if l := cfg.Limits; l.MemoryBytes > 0 {
 		hc.Memory = l.MemoryBytes

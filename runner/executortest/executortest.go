@@ -210,8 +210,12 @@ func Run(t *testing.T, env Env) {
 			t.Fatalf("Stop: %v", err)
 		}
 		res := Wait(t, ex, h)
+		// The test agent has no SIGTERM handler, so it dies of the signal.
 		if res.Signal == 0 || res.TimedOut || res.Successful() {
 			t.Fatalf("result after Stop = %+v, want killed by a signal, not timed out", res)
+		}
+		if log := Log(t, h); strings.Contains(log, "done sleeping") {
+			t.Errorf("agent finished its sleep despite Stop:\n%s", log)
 		}
 	})
 	t.Run("RecoverRunningAfterRestart", func(t *testing.T) {
