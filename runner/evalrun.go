@@ -159,8 +159,8 @@ func (r *Runner) evaluateInTask(ctx context.Context, ex Executor, st *RunState, 
 		Command:      cmd,
 		Env:          env,
 		WorkspaceDir: work,
-		Limits:  Limits{WallClock: EvaluatorWallClock, MemoryBytes: m.Limits.MemoryBytes},
-		LogPath: logPath,
+		Limits:       Limits{WallClock: EvaluatorWallClock, MemoryBytes: m.Limits.MemoryBytes},
+		LogPath:      logPath,
 	}
 	if ex.Name() == "docker" {
 		// A subprocess gets the host paths in Env instead.
