@@ -1,0 +1,206 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/ipfs/boxo/blockservice"
+	"github.com/ipfs/boxo/ipld/merkledag"
+	blocks "github.com/ipfs/go-block-format"
+	"github.com/ipfs/go-cid"
+)
+
+// maxWantBatch bounds how many CIDs one bitswap session request asks for at once.
+const maxWantBatch = 1024
+
+// ErrTooLarge is wrapped when a bundle declares more bytes than max_bundle_size allows.
+var ErrTooLarge = errors.New("bundle over max_bundle_size")
+
+// errStalled is the cancel cause when no block arrived for StallTimeout.
+var errStalled = errors.New("stalled")
+
+// DeclaredSize is the size a DAG's root claims for the whole DAG: the root block plus the
+// cumulative sizes its links carry (dag-pb Tsize); for a raw block, its length. A peer can
+// lie about it, so Fetch also stops once more bytes than this arrive.
+func DeclaredSize(root blocks.Block) (int64, error) {
+	switch root.Cid().Type() {
+	case cid.Raw:
+		return int64(len(root.RawData())), nil
+	case cid.DagProtobuf:
+		nd, err := merkledag.DecodeProtobuf(root.RawData())
+		if err != nil {
+			return 0, fmt.Errorf("root %s: %w", root.Cid(), err)
+		}
+		total := int64(len(root.RawData()))
+		for _, l := range nd.Links() {
+			total += int64(l.Size)
+		}
+		return total, nil
+	default:
+		return 0, fmt.Errorf("root %s: codec %#x is not a UnixFS bundle (want dag-pb or raw)", root.Cid(), root.Cid().Type())
+	}
+}
+
+// link is a child CID with the cumulative size its parent declares for it.
+type link struct {
+	c     cid.Cid
+	tsize uint64
+}
+
+// blockLinks returns the links of a block (dag-pb), or none (raw).
+func blockLinks(b blocks.Block) ([]link, error) {
+	switch b.Cid().Type() {
+	case cid.Raw:
+		return nil, nil
+	case cid.DagProtobuf:
+		nd, err := merkledag.DecodeProtobuf(b.RawData())
+		if err != nil {
+			return nil, fmt.Errorf("block %s: %w", b.Cid(), err)
+		}
+		out := make([]link, 0, len(nd.Links()))
+		for _, l := range nd.Links() {
+			out = append(out, link{l.Cid, l.Size})
+		}
+		return out, nil
+	default:
+		return nil, fmt.Errorf("block %s: codec %#x is not part of a UnixFS bundle", b.Cid(), b.Cid().Type())
+	}
+}
+
+// Fetch makes every block of the DAG under root local, asking connected peers for what is
+// missing. Each block is checked against its CID on arrival (bitswap rehashes what it
+// receives; a block whose bytes do not hash to a wanted CID is never delivered, so a peer
+// serving corrupt data simply does not count as having sent the block and the session asks
+// others). progress, if set, gets the bytes made local so far and the declared total.
+//
+// Fetch refuses a DAG whose declared size exceeds max_bundle_size, and fails with a message
+// naming the missing block when no peer sends anything for StallTimeout.
+func (n *Node) Fetch(ctx context.Context, root cid.Cid, progress func(done, total int64)) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var last atomic.Int64
+	last.Store(time.Now().UnixNano())
+	go func() {
+		tick := time.NewTicker(n.opts.StallTimeout / 10)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if time.Since(time.Unix(0, last.Load())) > n.opts.StallTimeout {
+					cancel(errStalled)
+					return
+				}
+			}
+		}
+	}()
+	wrap := func(err error, what string) error {
+		if context.Cause(ctx) == errStalled {
+			return fmt.Errorf("fetch %s: no connected peer sent %s for %s (%d peers connected); connect to a node that has it with `evalmesh connect ADDR`", root, what, n.opts.StallTimeout, len(n.host.Network().Peers()))
+		}
+		return fmt.Errorf("fetch %s: %s: %w", root, what, err)
+	}
+
+	sess := blockservice.NewSession(ctx, n.bserv)
+	rootBlk, err := sess.GetBlock(ctx, root)
+	if err != nil {
+		return wrap(err, "root block "+root.String())
+	}
+	last.Store(time.Now().UnixNano())
+	total, err := DeclaredSize(rootBlk)
+	if err != nil {
+		return err
+	}
+	if max := n.cfg.MaxBundleSize; max > 0 && total > max {
+		return fmt.Errorf("fetch %s: declares %d bytes: %w of %d bytes (raise max_bundle_size in %s to fetch it)", root, total, ErrTooLarge, max, n.home.ConfigPath())
+	}
+	done := int64(len(rootBlk.RawData()))
+	report := func() {
+		if progress != nil {
+			progress(done, total)
+		}
+	}
+	report()
+	frontier, err := blockLinks(rootBlk)
+	if err != nil {
+		return err
+	}
+	// A bundle may hold the same block or subtree twice (identical files); it is fetched once
+	// and its declared size counted again, so done ends equal to total.
+	seen := map[cid.Cid]struct{}{root: {}}
+	for len(frontier) > 0 {
+		var next, batch []link
+		for start := 0; start < len(frontier); start = start + len(batch) {
+			batch = frontier[start:min(start+maxWantBatch, len(frontier))]
+			want := make(map[cid.Cid]struct{}, len(batch))
+			var ask []cid.Cid
+			for _, l := range batch {
+				if _, dup := seen[l.c]; dup {
+					done += int64(l.tsize)
+					continue
+				}
+				seen[l.c] = struct{}{}
+				if emptyBlock(l.c) {
+					// Bitswap servers never send a zero-length block (only HAVE), so an
+					// empty file's leaf is made here; its CID proves its content.
+					blk, _ := blocks.NewBlockWithCid(nil, l.c)
+					if err := n.bstore.Put(ctx, blk); err != nil {
+						return err
+					}
+					continue
+				}
+				if _, dup := want[l.c]; !dup {
+					want[l.c] = struct{}{}
+					ask = append(ask, l.c)
+				}
+			}
+			if len(ask) == 0 {
+				continue
+			}
+			for b := range sess.GetBlocks(ctx, ask) {
+				last.Store(time.Now().UnixNano())
+				delete(want, b.Cid())
+				done += int64(len(b.RawData()))
+				if done > total {
+					return fmt.Errorf("fetch %s: received more than the %d bytes its root declares; the DAG is not what its root claims", root, total)
+				}
+				links, err := blockLinks(b)
+				if err != nil {
+					return err
+				}
+				next = append(next, links...)
+				report()
+			}
+			if len(want) > 0 {
+				var missing cid.Cid
+				for c := range want {
+					missing = c
+					break
+				}
+				err := ctx.Err()
+				if err == nil {
+					err = errors.New("session ended")
+				}
+				return wrap(err, fmt.Sprintf("block %s (and %d more)", missing, len(want)-1))
+			}
+		}
+		frontier = next
+	}
+	if done != total {
+		return fmt.Errorf("fetch %s: got %d bytes but the root declares %d; the DAG is not what its root claims", root, done, total)
+	}
+	return nil
+}
+
+// emptyBlock reports whether c is the CID of zero bytes under its own prefix.
+func emptyBlock(c cid.Cid) bool {
+	if c.Type() != cid.Raw {
+		return false
+	}
+	e, err := c.Prefix().Sum(nil)
+	return err == nil && e.Equals(c)
+}

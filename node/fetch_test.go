@@ -1,0 +1,202 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ipfs/boxo/blockstore"
+	"github.com/ipfs/go-cid"
+)
+
+// seed stores a directory bundle of files on each of the given nodes and pins it there.
+func seed(t *testing.T, files map[string][]byte, seeders ...*Node) cid.Cid {
+	t.Helper()
+	var root cid.Cid
+	for _, s := range seeders {
+		r := importDir(t, s.LocalDAG(), files)
+		if root.Defined() && r != root {
+			t.Fatalf("same files gave different roots %s and %s", root, r)
+		}
+		root = r
+		if err := s.pinLocal(context.Background(), root, "seed"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// checkFiles reads every file of the bundle from n's local blocks and compares it.
+func checkFiles(t *testing.T, n *Node, root cid.Cid, files map[string][]byte) {
+	t.Helper()
+	ctx := context.Background()
+	nd, err := n.LocalDAG().Get(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nd.Links()) != len(files) {
+		t.Fatalf("bundle has %d entries, want %d", len(nd.Links()), len(files))
+	}
+	for _, l := range nd.Links() {
+		got := readFile(t, n.LocalDAG(), l.Cid)
+		if !bytes.Equal(got, files[l.Name]) {
+			t.Fatalf("file %s: %d bytes differ from the %d seeded", l.Name, len(got), len(files[l.Name]))
+		}
+	}
+}
+
+func testFiles(sizes ...int) map[string][]byte {
+	files := map[string][]byte{}
+	for i, sz := range sizes {
+		files[string(rune('a'+i))+".bin"] = randomBytes(uint64(i+1), sz)
+	}
+	return files
+}
+
+func TestFetchAddOnOneGetOnAnother(t *testing.T) {
+	a, b := startNode(t, testOptions()), startNode(t, testOptions())
+	files := testFiles(3<<20+17, 1000, 0, 256<<10)
+	files["dup.bin"] = files["a.bin"] // a repeated subtree is fetched once, counted twice
+	root := seed(t, files, a)
+	connect(t, b, a)
+
+	var last, total atomic.Int64
+	if err := b.Pin(context.Background(), root, "got", func(d, tot int64) { last.Store(d); total.Store(tot) }); err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, b, root, files)
+	if last.Load() != total.Load() || total.Load() < 6<<20 {
+		t.Fatalf("progress ended at %d of %d bytes, want equal and ≥ 6 MiB", last.Load(), total.Load())
+	}
+	if ok, err := b.IsPinned(context.Background(), root); err != nil || !ok {
+		t.Fatalf("fetched bundle not pinned: %v %v", ok, err)
+	}
+}
+
+func TestFetchFromTwoSeeders(t *testing.T) {
+	s1, s2, b := startNode(t, testOptions()), startNode(t, testOptions()), startNode(t, testOptions())
+	files := testFiles(4<<20, 2<<20, 100<<10)
+	root := seed(t, files, s1, s2)
+	connect(t, b, s1)
+	connect(t, b, s2)
+	if err := b.Fetch(context.Background(), root, nil); err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, b, root, files)
+	for i, s := range []*Node{s1, s2} {
+		st, _ := s.bswap.Stat()
+		t.Logf("seeder %d sent %d blocks", i+1, st.BlocksSent)
+	}
+}
+
+func TestFetchSeederLeavesMidTransfer(t *testing.T) {
+	s1, s2, b := startNode(t, testOptions()), startNode(t, testOptions()), startNode(t, testOptions())
+	files := testFiles(8 << 20)
+	root := seed(t, files, s1, s2)
+	connect(t, b, s1)
+	connect(t, b, s2)
+	// s1 goes away once a quarter of the bundle has arrived.
+	quarter := make(chan struct{})
+	var once sync.Once
+	closed := make(chan error, 1)
+	go func() {
+		<-quarter
+		closed <- s1.Close()
+	}()
+	err := b.Fetch(context.Background(), root, func(d, tot int64) {
+		if d > tot/4 {
+			once.Do(func() { close(quarter) })
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-closed:
+	default:
+		t.Fatal("seeder 1 was never closed: the test did not exercise a departure")
+	}
+	checkFiles(t, b, root, files)
+}
+
+func TestFetchRejectsCorruptBlocks(t *testing.T) {
+	liarOpts := testOptions()
+	liarOpts.WrapBlockstore = func(bs blockstore.Blockstore) blockstore.Blockstore {
+		return corruptingStore{bs, func(c cid.Cid) bool { return c.Type() == cid.Raw }}
+	}
+	liar, honest, b := startNode(t, liarOpts), startNode(t, testOptions()), startNode(t, testOptions())
+	files := testFiles(2<<20, 300<<10)
+	root := seed(t, files, liar, honest)
+
+	// From the liar alone, nothing corrupt is accepted: the fetch stalls and says so.
+	onlyLiar := testOptions()
+	onlyLiar.StallTimeout = 2 * time.Second
+	b2 := startNode(t, onlyLiar)
+	connect(t, b2, liar)
+	err := b2.Fetch(context.Background(), root, nil)
+	if err == nil || !strings.Contains(err.Error(), "no connected peer sent") {
+		t.Fatalf("fetch from a corrupting peer only: err = %v, want a stall naming the missing block", err)
+	}
+	bad := 0
+	ch, _ := b2.Blockstore().AllKeysChan(context.Background())
+	for c := range ch {
+		blk, err := b2.Blockstore().Get(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := c.Prefix().Sum(blk.RawData()); !got.Equals(c) {
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d stored blocks do not match their CIDs", bad)
+	}
+
+	// With an honest peer too, the fetch completes and every block verifies.
+	connect(t, b, liar)
+	connect(t, b, honest)
+	if err := b.Fetch(context.Background(), root, nil); err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, b, root, files)
+}
+
+func TestPinSurvivesRestart(t *testing.T) {
+	h := newHome(t)
+	a := startNodeAt(t, h, testOptions())
+	files := testFiles(1<<20, 5)
+	root := seed(t, files, a)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a2 := startNodeAt(t, h, testOptions())
+	if ok, err := a2.IsPinned(context.Background(), root); err != nil || !ok {
+		t.Fatalf("pin lost across restart: %v %v", ok, err)
+	}
+	b := startNode(t, testOptions())
+	connect(t, b, a2)
+	if err := b.Fetch(context.Background(), root, nil); err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, b, root, files)
+}
+
+func TestFetchRefusesOversizedBundle(t *testing.T) {
+	a := startNode(t, testOptions())
+	small := testOptions()
+	cfg := DefaultTestConfig()
+	cfg.MaxBundleSize = 1 << 20
+	small.Config = &cfg
+	b := startNode(t, small)
+	root := seed(t, testFiles(2<<20), a)
+	connect(t, b, a)
+	err := b.Fetch(context.Background(), root, nil)
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+}

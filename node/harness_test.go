@@ -1,0 +1,170 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/ipfs/boxo/blockstore"
+	blocks "github.com/ipfs/go-block-format"
+	chunker "github.com/ipfs/boxo/chunker"
+	"github.com/ipfs/boxo/ipld/unixfs/importer/balanced"
+	"github.com/ipfs/boxo/ipld/unixfs/importer/helpers"
+	uio "github.com/ipfs/boxo/ipld/unixfs/io"
+	"github.com/ipfs/go-cid"
+	ipld "github.com/ipfs/go-ipld-format"
+	"github.com/multiformats/go-multihash"
+
+	"github.com/evalmesh/evalmesh/internal/home"
+)
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// newHome makes an initialised home in a temp dir.
+func newHome(t *testing.T) home.Home {
+	t.Helper()
+	h := home.Home{Dir: t.TempDir()}
+	if _, err := h.Init(); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// testOptions listen on loopback TCP port 0 only.
+func testOptions() Options {
+	return Options{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, API: "127.0.0.1:0", StallTimeout: 20 * time.Second}
+}
+
+// startNode starts a real node on 127.0.0.1 in a fresh home; it is closed at test end.
+func startNode(t *testing.T, opts Options) *Node {
+	t.Helper()
+	return startNodeAt(t, newHome(t), opts)
+}
+
+func startNodeAt(t *testing.T, h home.Home, opts Options) *Node {
+	t.Helper()
+	n, err := New(context.Background(), h, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// connect dials b from a and waits until both see the connection.
+func connect(t *testing.T, a, b *Node) {
+	t.Helper()
+	if err := a.Connect(context.Background(), b.Addrs()[0]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "connection", func() bool {
+		return len(b.host.Network().ConnsToPeer(a.ID())) > 0
+	})
+}
+
+// randomBytes is deterministic pseudo-random data.
+func randomBytes(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// importFile adds data as a UnixFS file with the bundle parameters (CIDv1, raw leaves,
+// 256 KiB chunks, balanced layout) into dag.
+func importFile(t *testing.T, dag ipld.DAGService, data []byte) ipld.Node {
+	t.Helper()
+	params := helpers.DagBuilderParams{
+		Maxlinks:   helpers.DefaultLinksPerBlock,
+		RawLeaves:  true,
+		CidBuilder: cid.V1Builder{Codec: cid.DagProtobuf, MhType: multihash.SHA2_256},
+		Dagserv:    dag,
+	}
+	db, err := params.New(chunker.NewSizeSplitter(bytes.NewReader(data), 256<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd, err := balanced.Layout(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nd
+}
+
+// importDir adds a flat directory of named files.
+func importDir(t *testing.T, dag ipld.DAGService, files map[string][]byte) cid.Cid {
+	t.Helper()
+	ctx := context.Background()
+	dir, err := uio.NewDirectory(dag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir.SetCidBuilder(cid.V1Builder{Codec: cid.DagProtobuf, MhType: multihash.SHA2_256})
+	for name, data := range files {
+		if err := dir.AddChild(ctx, name, importFile(t, dag, data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nd, err := dir.GetNode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dag.Add(ctx, nd); err != nil {
+		t.Fatal(err)
+	}
+	return nd.Cid()
+}
+
+// readFile reads a UnixFS file back from dag.
+func readFile(t *testing.T, dag ipld.DAGService, c cid.Cid) []byte {
+	t.Helper()
+	ctx := context.Background()
+	nd, err := dag.Get(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := uio.NewDagReader(ctx, nd, dag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// corruptingStore serves wrong bytes for every block whose CID is in bad (the peer under
+// test lies); it stores correctly.
+type corruptingStore struct {
+	blockstore.Blockstore
+	bad func(cid.Cid) bool
+}
+
+func (s corruptingStore) Get(ctx context.Context, c cid.Cid) (blocks.Block, error) {
+	b, err := s.Blockstore.Get(ctx, c)
+	if err != nil || !s.bad(c) {
+		return b, err
+	}
+	data := bytes.Clone(b.RawData())
+	data[len(data)/2] ^= 0xff
+	return blocks.NewBlockWithCid(data, c)
+}
+
+// DefaultTestConfig is the default config (loopback only).
+func DefaultTestConfig() home.Config { return home.DefaultConfig() }

@@ -1,0 +1,323 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ipfs/boxo/bitswap"
+	bsnet "github.com/ipfs/boxo/bitswap/network/bsnet"
+	"github.com/ipfs/boxo/blockservice"
+	"github.com/ipfs/boxo/blockstore"
+	offline "github.com/ipfs/boxo/exchange/offline"
+	"github.com/ipfs/boxo/ipld/merkledag"
+	pin "github.com/ipfs/boxo/pinning/pinner"
+	"github.com/ipfs/boxo/pinning/pinner/dspinner"
+	"github.com/ipfs/go-cid"
+	pebbleds "github.com/ipfs/go-ds-pebble"
+	ipld "github.com/ipfs/go-ipld-format"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/evalmesh/evalmesh/internal/home"
+)
+
+// Options adjust a node beyond its home's config; the zero value uses the config as is.
+type Options struct {
+	// Listen, when non-nil, replaces the config's libp2p listen addresses.
+	Listen []string
+	// API, when non-empty, replaces the config's HTTP API address (host:port; port 0 picks one).
+	API string
+	// Config, when non-nil, is used instead of reading HOME/config.yaml.
+	Config *home.Config
+	// WrapBlockstore, when set, wraps the blockstore the node stores into and serves from.
+	// Tests use it to make a peer that serves corrupted blocks or runs out of disk.
+	WrapBlockstore func(blockstore.Blockstore) blockstore.Blockstore
+	// StallTimeout fails a fetch when no block arrives for this long (default 2 minutes).
+	StallTimeout time.Duration
+	// Logf receives the node's log lines (default: discard).
+	Logf func(format string, args ...any)
+}
+
+// Node is a running evalmesh node: libp2p host, blockstore, bitswap, pinner.
+type Node struct {
+	home home.Home
+	cfg  home.Config
+	opts Options
+
+	host    host.Host
+	flat    *flatStore
+	bstore  blockstore.Blockstore
+	meta    *pebbleds.Datastore
+	bswap   *bitswap.Bitswap
+	bserv   blockservice.BlockService
+	dag     ipld.DAGService // fetches from peers
+	local   ipld.DAGService // never touches the network
+	pinner  pin.Pinner
+	mdnsSvc mdns.Service
+	cancel  context.CancelFunc
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New opens the home's stores and starts the node's host and bitswap. Close stops it.
+func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
+	key, err := h.Identity()
+	if err != nil {
+		return nil, err
+	}
+	var cfg home.Config
+	if opts.Config != nil {
+		cfg = *opts.Config
+	} else if cfg, err = h.Config(); err != nil {
+		return nil, err
+	}
+	if opts.Listen != nil {
+		cfg.Listen = opts.Listen
+	}
+	if opts.API != "" {
+		cfg.API = opts.API
+	}
+	if opts.StallTimeout == 0 {
+		opts.StallTimeout = 2 * time.Minute
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	n = &Node{home: h, cfg: cfg, opts: opts}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+
+	// Pins and other metadata are small and must survive a crash once acknowledged, so
+	// that store syncs every write.
+	n.meta, err = pebbleds.NewDatastore(h.DatastoreDir(), pebbleds.WithPebbleWriteOptions(pebble.Sync))
+	if err != nil {
+		if strings.Contains(err.Error(), "lock") {
+			return nil, fmt.Errorf("datastore %s is locked: another evalmesh daemon uses home %s (stop it first): %w", h.DatastoreDir(), h.Dir, err)
+		}
+		return nil, fmt.Errorf("open datastore %s: %w", h.DatastoreDir(), err)
+	}
+	if n.flat, err = openFlatStore(h.BlocksDir()); err != nil {
+		return nil, err
+	}
+	n.bstore = n.flat
+	if opts.WrapBlockstore != nil {
+		n.bstore = opts.WrapBlockstore(n.bstore)
+	}
+
+	if n.host, err = newHost(key, cfg.Listen, cfg.PrivateNetworkKey); err != nil {
+		return nil, err
+	}
+	nctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	// No content routing: bitswap asks the peers we are connected to, nobody else.
+	n.bswap = bitswap.New(nctx, bsnet.NewFromIpfsHost(n.host), nil, n.bstore)
+	n.bserv = blockservice.New(n.bstore, n.bswap)
+	n.dag = merkledag.NewDAGService(n.bserv)
+	n.local = merkledag.NewDAGService(blockservice.New(n.bstore, offline.Exchange(n.bstore)))
+	if n.pinner, err = dspinner.New(ctx, n.meta, n.local); err != nil {
+		return nil, fmt.Errorf("open pins in %s: %w", h.DatastoreDir(), err)
+	}
+
+	for _, a := range cfg.Bootstrap {
+		if err := n.Connect(ctx, a); err != nil {
+			opts.Logf("bootstrap %s: %v", a, err)
+		}
+	}
+	if cfg.MDNS {
+		n.mdnsSvc = mdns.NewMdnsService(n.host, "_evalmesh-"+cfg.Network+"._udp", mdnsNotifee{n})
+		if err := n.mdnsSvc.Start(); err != nil {
+			return nil, fmt.Errorf("start mDNS: %w", err)
+		}
+	}
+	return n, nil
+}
+
+type mdnsNotifee struct{ n *Node }
+
+func (m mdnsNotifee) HandlePeerFound(pi peer.AddrInfo) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.n.host.Connect(ctx, pi); err != nil {
+		m.n.opts.Logf("mDNS peer %s: %v", pi.ID, err)
+	}
+}
+
+// Close stops the node and closes its stores; everything acknowledged is on disk after.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() { n.closeErr = n.close() })
+	return n.closeErr
+}
+
+func (n *Node) close() error {
+	var errs []error
+	if n.mdnsSvc != nil {
+		errs = append(errs, n.mdnsSvc.Close())
+	}
+	if n.bswap != nil {
+		errs = append(errs, n.bswap.Close())
+	}
+	if n.cancel != nil {
+		n.cancel()
+	}
+	if n.host != nil {
+		errs = append(errs, n.host.Close())
+	}
+	if n.pinner != nil {
+		errs = append(errs, n.pinner.Flush(context.Background()))
+	}
+	if n.flat != nil {
+		errs = append(errs, n.flat.Sync())
+	}
+	if n.meta != nil {
+		errs = append(errs, n.meta.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Host returns the libp2p host (other packages add protocols to it: pubsub, sync).
+func (n *Node) Host() host.Host { return n.host }
+
+// Blockstore returns the blockstore the node stores into and serves from.
+func (n *Node) Blockstore() blockstore.Blockstore { return n.bstore }
+
+// DAG returns a DAG service that fetches missing blocks from connected peers.
+func (n *Node) DAG() ipld.DAGService { return n.dag }
+
+// LocalDAG returns a DAG service over local blocks only.
+func (n *Node) LocalDAG() ipld.DAGService { return n.local }
+
+// Config returns the config the node runs with (after Options overrides).
+func (n *Node) Config() home.Config { return n.cfg }
+
+// ID returns the node's peer ID.
+func (n *Node) ID() peer.ID { return n.host.ID() }
+
+// Addrs returns the listening multiaddrs, each ending in /p2p/PEER_ID, sorted.
+func (n *Node) Addrs() []string {
+	var out []string
+	for _, a := range n.host.Addrs() {
+		out = append(out, a.String()+"/p2p/"+n.host.ID().String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Connect dials a peer given as a multiaddr ending in /p2p/PEER_ID.
+func (n *Node) Connect(ctx context.Context, addr string) error {
+	m, err := ma.NewMultiaddr(addr)
+	if err != nil {
+		return fmt.Errorf("address %q is not a multiaddr: %w (example: /ip4/127.0.0.1/tcp/4201/p2p/12D3Koo...)", addr, err)
+	}
+	pi, err := peer.AddrInfoFromP2pAddr(m)
+	if err != nil {
+		return fmt.Errorf("address %q has no /p2p/PEER_ID part: %w (get it from `evalmesh id` on that node)", addr, err)
+	}
+	if pi.ID == n.host.ID() {
+		return fmt.Errorf("address %q is this node itself", addr)
+	}
+	if err := n.host.Connect(ctx, *pi); err != nil {
+		return fmt.Errorf("connect %s: %w", addr, err)
+	}
+	// Keep it: bundle transfers can be long and the connection manager should not trim it.
+	n.host.ConnManager().Protect(pi.ID, "evalmesh-connect")
+	return nil
+}
+
+// PeerInfo describes one connected peer.
+type PeerInfo struct {
+	ID   string `json:"id"`
+	Addr string `json:"addr"`
+}
+
+// Peers lists connected peers, sorted by ID.
+func (n *Node) Peers() []PeerInfo {
+	var out []PeerInfo
+	for _, p := range n.host.Network().Peers() {
+		conns := n.host.Network().ConnsToPeer(p)
+		info := PeerInfo{ID: p.String()}
+		for _, c := range conns {
+			if c.Stat().Direction == network.DirOutbound || info.Addr == "" {
+				info.Addr = c.RemoteMultiaddr().String()
+			}
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// PinInfo is one recursive pin.
+type PinInfo struct {
+	CID  string `json:"cid"`
+	Name string `json:"name,omitempty"`
+}
+
+// Pins lists the recursive pins, sorted by CID.
+func (n *Node) Pins(ctx context.Context) ([]PinInfo, error) {
+	var out []PinInfo
+	for sp := range n.pinner.RecursiveKeys(ctx, true) {
+		if sp.Err != nil {
+			return nil, sp.Err
+		}
+		out = append(out, PinInfo{CID: sp.Pin.Key.String(), Name: sp.Pin.Name})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CID < out[j].CID })
+	return out, nil
+}
+
+// Pin fetches the whole DAG under root (from peers if needed) and pins it recursively.
+func (n *Node) Pin(ctx context.Context, root cid.Cid, name string, progress func(done, total int64)) error {
+	if err := n.Fetch(ctx, root, progress); err != nil {
+		return err
+	}
+	return n.pinLocal(ctx, root, name)
+}
+
+// pinLocal pins a DAG that is fully in the blockstore. Blocks are synced to disk first, so a
+// pin on disk always points at blocks on disk.
+func (n *Node) pinLocal(ctx context.Context, root cid.Cid, name string) error {
+	if err := n.flat.Sync(); err != nil {
+		return err
+	}
+	nd, err := n.local.Get(ctx, root)
+	if err != nil {
+		return fmt.Errorf("pin %s: %w", root, err)
+	}
+	if err := n.pinner.Pin(ctx, nd, true, name); err != nil {
+		return fmt.Errorf("pin %s: %w", root, err)
+	}
+	return n.pinner.Flush(ctx)
+}
+
+// Unpin removes the recursive pin on root. Blocks stay until garbage collection.
+func (n *Node) Unpin(ctx context.Context, root cid.Cid) error {
+	if err := n.pinner.Unpin(ctx, root, true); err != nil {
+		if errors.Is(err, pin.ErrNotPinned) {
+			return fmt.Errorf("%s is not pinned (see `evalmesh pin ls`)", root)
+		}
+		return fmt.Errorf("unpin %s: %w", root, err)
+	}
+	return n.pinner.Flush(ctx)
+}
+
+// IsPinned reports whether root is pinned recursively.
+func (n *Node) IsPinned(ctx context.Context, root cid.Cid) (bool, error) {
+	_, ok, err := n.pinner.IsPinnedWithType(ctx, root, pin.Recursive)
+	return ok, err
+}
+
+func ensureDir(p string) error { return os.MkdirAll(p, 0o755) }
