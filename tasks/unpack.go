@@ -328,7 +328,7 @@ func Unpack(ctx context.Context, dag ipld.NodeGetter, root cid.Cid, dir string, 
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := syncTree(tmp); err != nil {
 		return err
 	}
 	// An empty dir may already exist (a mount point, a folder the caller made).
@@ -389,9 +389,11 @@ func writeFile(ctx context.Context, ng ipld.NodeGetter, e entry, dst string, don
 		f.Close()
 		return &UnsafeError{Path: e.path, Reason: fmt.Sprintf("file data (%d+ bytes) does not match its declared size %d", n, e.size)}
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if perFileSync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	return f.Close()
 }

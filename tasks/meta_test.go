@@ -1,0 +1,152 @@
+package tasks
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func readTestMeta(t *testing.T) []byte {
+	t.Helper()
+	data, err := os.ReadFile("testdata/task.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestParseMetaComplete(t *testing.T) {
+	m, err := ParseMeta(readTestMeta(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Name != "MathQuestionAnsweringSVAMPAccuracy" || m.Metric.Name != "Accuracy" || m.Metric.OptimalScore != 1 || m.Metric.LowerIsBetter {
+		t.Errorf("metric/name not read: %+v", m)
+	}
+	if !reflect.DeepEqual([]string(m.ScoringColumn), []string{"Answer"}) {
+		t.Errorf("scoring_column as a single string: got %v", m.ScoringColumn)
+	}
+	if m.SOTA.Score != 0.942 || m.SOTA.Year != 2026 || m.Submission.Rows != 300 {
+		t.Errorf("sota/submission: %+v %+v", m.SOTA, m.Submission)
+	}
+	if m.Limits.CPUs != 8 || m.Limits.MemoryBytes != 64<<30 || m.Limits.PIDs != 4096 {
+		t.Errorf("limits: %+v", m.Limits)
+	}
+	if m.EstimatedWorstScore == nil || *m.EstimatedWorstScore != 0 {
+		t.Errorf("estimated_worst_score: %v", m.EstimatedWorstScore)
+	}
+	if _, ok := m.Extra["future_field"]; !ok {
+		t.Errorf("unknown field not kept: %v", m.Extra)
+	}
+}
+
+// Unknown fields survive a parse → marshal → parse round trip.
+func TestMetaRoundTripKeepsUnknownFields(t *testing.T) {
+	m, err := ParseMeta(readTestMeta(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Metric.Extra = map[string]any{"tolerance": 1e-6}
+	out, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := ParseMeta(out)
+	if err != nil {
+		t.Fatalf("re-parse: %v\n%s", err, out)
+	}
+	if !reflect.DeepEqual(m, m2) {
+		t.Errorf("round trip changed the metadata:\n%+v\n%+v", m, m2)
+	}
+	if !strings.Contains(string(out), "future_field:") || !strings.Contains(string(out), "tolerance:") {
+		t.Errorf("unknown fields lost:\n%s", out)
+	}
+}
+
+func TestParseMetaErrorsNameFields(t *testing.T) {
+	base := string(readTestMeta(t))
+	cases := []struct {
+		name   string
+		edit   func(string) string
+		fields []string // every one must be named
+	}{
+		{"missing name", func(s string) string { return strings.Replace(s, "name: MathQuestionAnsweringSVAMPAccuracy\n", "", 1) }, []string{"name"}},
+		{"bad name", func(s string) string {
+			return strings.Replace(s, "name: MathQuestionAnsweringSVAMPAccuracy", "name: ../etc", 1)
+		}, []string{"name"}},
+		{"missing optimal and direction", func(s string) string {
+			s = strings.Replace(s, "  lower_is_better: false\n", "", 1)
+			return strings.Replace(s, "  optimal_score: 1.0\n", "", 1)
+		}, []string{"metric.lower_is_better", "metric.optimal_score"}},
+		{"sota better than optimum", func(s string) string { return strings.Replace(s, "score: 0.942", "score: 1.5", 1) }, []string{"sota.score"}},
+		{"negative limits", func(s string) string {
+			s = strings.Replace(s, "gpus: 1", "gpus: -1", 1)
+			return strings.Replace(s, "cpus: 8", "cpus: -2", 1)
+		}, []string{"limits.gpus", "limits.cpus"}},
+		{"submission path", func(s string) string {
+			return strings.Replace(s, "file: submission.csv", "file: ../submission.csv", 1)
+		}, []string{"submission.file"}},
+		{"labels outside private", func(s string) string {
+			return strings.Replace(s, "labels: private/labels.csv", "labels: public/labels.csv", 1)
+		}, []string{"evaluator.labels"}},
+		{"labels escaping", func(s string) string {
+			return strings.Replace(s, "labels: private/labels.csv", "labels: private/../../x", 1)
+		}, []string{"evaluator.labels"}},
+		{"image by tag", func(s string) string {
+			return strings.Replace(s, "  labels: private/labels.csv\n", "  labels: private/labels.csv\n  image: python:3.12\n", 1)
+		}, []string{"evaluator.image", "evaluator.command"}},
+		{"no evaluator", func(s string) string {
+			return strings.Replace(s, "evaluator:\n  metric: Accuracy\n  labels: private/labels.csv\n", "", 1)
+		}, []string{"evaluator"}},
+		{"future format", func(s string) string { return strings.Replace(s, "format: 1", "format: 9", 1) }, []string{"format"}},
+		{"several at once", func(s string) string {
+			s = strings.Replace(s, "category: Math\n", "", 1)
+			return strings.Replace(s, "  id: ChilleD/SVAMP\n", "", 1)
+		}, []string{"category", "dataset.id"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			src := tc.edit(base)
+			if src == base {
+				t.Fatal("edit did not apply")
+			}
+			_, err := ParseMeta([]byte(src))
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("want a ValidationError, got %v", err)
+			}
+			for _, f := range tc.fields {
+				found := false
+				for _, fe := range ve.Fields {
+					if fe.Field == f && fe.Msg != "" {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("field %s not named in:\n%v", f, err)
+				}
+			}
+		})
+	}
+}
+
+func TestParseMetaRefusesBadYAML(t *testing.T) {
+	cases := map[string]string{
+		"empty":        "",
+		"list":         "- a\n- b\n",
+		"alias bomb":   "a: &a [x, x]\nb: &b [*a, *a]\nname: *b\n",
+		"wrong type":   "name: [1, 2]\n",
+		"syntax error": "name: \"unterminated\n",
+	}
+	for name, src := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := ParseMeta([]byte(src)); err == nil {
+				t.Fatal("accepted")
+			} else if !strings.Contains(err.Error(), "task.yaml") {
+				t.Errorf("error does not say which file: %v", err)
+			}
+		})
+	}
+}
