@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,3 +162,5 @@ func attestationFiles(t *testing.T, h home.Home) []string {
 }
 
 var bg = context.Background()
+
+func jsonMarshal(v any) ([]byte, error) { return json.MarshalIndent(v, "", "  ") }
