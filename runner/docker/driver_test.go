@@ -15,13 +15,12 @@ import (
 
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/executortest"
-	"github.com/evalmesh/evalmesh/runner/internal/testagents"
 )
 
 // testEnv skips the test when no Docker engine answers.
 func testEnv(t *testing.T) (executortest.Env, *client.Client) {
-	cli := testagents.DockerClient(t)
-	img := testagents.Image(t, cli)
+	cli := executortest.DockerClient(t)
+	img := executortest.Image(t, cli)
 	newExec := func() runner.Executor {
 		ex, err := New(Options{Client: cli, StopGrace: time.Second})
 		if err != nil {

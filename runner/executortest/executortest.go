@@ -1,7 +1,7 @@
 // Package executortest is the conformance suite every runner.Executor passes: the same
 // behaviours (exit status, logs, folders, wall clock, stop, inspect, recovery after a
 // restart, recovery after the node was SIGKILLed) checked against each implementation with
-// the test agent of runner/internal/testagents.
+// the test agent of ./agent (hostile modes included).
 package executortest
 
 import (

@@ -9,13 +9,12 @@ import (
 
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/executortest"
-	"github.com/evalmesh/evalmesh/runner/internal/testagents"
 )
 
 func testEnv(t *testing.T) executortest.Env {
 	return executortest.Env{
 		New:   func() runner.Executor { return New(Options{StopGrace: 0}) },
-		Agent: testagents.Binary(t),
+		Agent: executortest.Binary(t),
 		Remove: func(t *testing.T, h *runner.Handle) {
 			s, err := decodeState(h)
 			if err != nil {

@@ -1,7 +1,8 @@
-// Package testagents builds the test agent program (./agent) for the executor tests and
-// benchmarks: as a static binary for the process executor and as a FROM scratch image for
-// the docker executor. Both are cached by content hash, so repeated test runs do not rebuild.
-package testagents
+package executortest
+
+// The test agent program (./agent) is built as a static binary for the process executor and
+// as a FROM scratch image for the docker executor, both cached by content hash so repeated
+// test runs do not rebuild.
 
 import (
 	"archive/tar"
