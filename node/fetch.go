@@ -11,6 +11,10 @@ import (
 	"github.com/ipfs/boxo/ipld/merkledag"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/identify"
+
+	"github.com/evalmesh/evalmesh/node/xfer"
 )
 
 // maxWantBatch bounds how many CIDs one bitswap session request asks for at once.
@@ -118,13 +122,42 @@ func (n *Node) Fetch(ctx context.Context, root cid.Cid, progress func(done, tota
 	if max := n.cfg.MaxBundleSize; max > 0 && total > max {
 		return fmt.Errorf("fetch %s: declares %d bytes: %w of %d bytes (raise max_bundle_size in %s to fetch it)", root, total, ErrTooLarge, max, n.home.ConfigPath())
 	}
-	done := int64(len(rootBlk.RawData()))
-	report := func() {
-		if progress != nil {
-			progress(done, total)
+	var shown int64 // progress only moves forward, across the streaming try and bitswap
+	report := func(d int64) {
+		if progress != nil && d > shown {
+			shown = d
+			progress(d, total)
 		}
 	}
-	report()
+	report(int64(len(rootBlk.RawData())))
+
+	// The streaming protocol first: one round trip per batch instead of one per block.
+	if peers := n.xferPeers(ctx); len(peers) > 0 && !n.opts.BitswapOnly {
+		xctx, xcancel := context.WithCancelCause(ctx)
+		err := xfer.Fetch(xctx, n.host, root, peers, n.bstore, func(got int64) {
+			last.Store(time.Now().UnixNano())
+			if got > total {
+				xcancel(fmt.Errorf("received more than the %d bytes its root declares", total))
+				return
+			}
+			report(got)
+		})
+		cause := context.Cause(xctx)
+		xcancel(nil)
+		if err == nil {
+			report(total)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return wrap(err, "blocks")
+		}
+		if cause != nil {
+			return fmt.Errorf("fetch %s: %w; the DAG is not what its root claims", root, cause)
+		}
+		n.opts.Logf("fetch %s: %s from %d peers failed (%v); trying bitswap", root, xfer.ProtocolID, len(peers), err)
+	}
+
+	done := int64(len(rootBlk.RawData()))
 	frontier, err := blockLinks(rootBlk)
 	if err != nil {
 		return err
@@ -173,7 +206,7 @@ func (n *Node) Fetch(ctx context.Context, root cid.Cid, progress func(done, tota
 					return err
 				}
 				next = append(next, links...)
-				report()
+				report(done)
 			}
 			if len(want) > 0 {
 				var missing cid.Cid
@@ -203,4 +236,27 @@ func emptyBlock(c cid.Cid) bool {
 	}
 	e, err := c.Prefix().Sum(nil)
 	return err == nil && e.Equals(c)
+}
+
+// xferPeers returns the connected peers that speak the streaming protocol, waiting briefly for
+// identify on fresh connections so a peer dialled a moment ago is not missed.
+func (n *Node) xferPeers(ctx context.Context) []peer.ID {
+	var out []peer.ID
+	ids, _ := n.host.(interface{ IDService() identify.IDService })
+	for _, p := range n.host.Network().Peers() {
+		if ids != nil {
+			for _, c := range n.host.Network().ConnsToPeer(p) {
+				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				select {
+				case <-ids.IDService().IdentifyWait(c):
+				case <-wctx.Done():
+				}
+				cancel()
+			}
+		}
+		if ok, _ := n.host.Peerstore().SupportsProtocols(p, xfer.ProtocolID); len(ok) > 0 {
+			out = append(out, p)
+		}
+	}
+	return out
 }

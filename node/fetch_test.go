@@ -59,111 +59,120 @@ func testFiles(sizes ...int) map[string][]byte {
 }
 
 func TestFetchAddOnOneGetOnAnother(t *testing.T) {
-	a, b := startNode(t, testOptions()), startNode(t, testOptions())
-	files := testFiles(3<<20+17, 1000, 0, 256<<10)
-	files["dup.bin"] = files["a.bin"] // a repeated subtree is fetched once, counted twice
-	root := seed(t, files, a)
-	connect(t, b, a)
+	forEachPath(t, func(t *testing.T, testOptions func() Options) {
+		a, b := startNode(t, testOptions()), startNode(t, testOptions())
+		files := testFiles(3<<20+17, 1000, 0, 256<<10)
+		files["dup.bin"] = files["a.bin"] // a repeated subtree is fetched once, counted twice
+		root := seed(t, files, a)
+		connect(t, b, a)
 
-	var last, total atomic.Int64
-	if err := b.Pin(context.Background(), root, "got", func(d, tot int64) { last.Store(d); total.Store(tot) }); err != nil {
-		t.Fatal(err)
-	}
-	checkFiles(t, b, root, files)
-	if last.Load() != total.Load() || total.Load() < 6<<20 {
-		t.Fatalf("progress ended at %d of %d bytes, want equal and ≥ 6 MiB", last.Load(), total.Load())
-	}
-	if ok, err := b.IsPinned(context.Background(), root); err != nil || !ok {
-		t.Fatalf("fetched bundle not pinned: %v %v", ok, err)
-	}
+		var last, total atomic.Int64
+		if err := b.Pin(context.Background(), root, "got", func(d, tot int64) { last.Store(d); total.Store(tot) }); err != nil {
+			t.Fatal(err)
+		}
+		checkFiles(t, b, root, files)
+		if last.Load() != total.Load() || total.Load() < 6<<20 {
+			t.Fatalf("progress ended at %d of %d bytes, want equal and ≥ 6 MiB", last.Load(), total.Load())
+		}
+		if ok, err := b.IsPinned(context.Background(), root); err != nil || !ok {
+			t.Fatalf("fetched bundle not pinned: %v %v", ok, err)
+		}
+	})
 }
 
 func TestFetchFromTwoSeeders(t *testing.T) {
-	s1, s2, b := startNode(t, testOptions()), startNode(t, testOptions()), startNode(t, testOptions())
-	files := testFiles(4<<20, 2<<20, 100<<10)
-	root := seed(t, files, s1, s2)
-	connect(t, b, s1)
-	connect(t, b, s2)
-	if err := b.Fetch(context.Background(), root, nil); err != nil {
-		t.Fatal(err)
-	}
-	checkFiles(t, b, root, files)
-	for i, s := range []*Node{s1, s2} {
-		st, _ := s.bswap.Stat()
-		t.Logf("seeder %d sent %d blocks", i+1, st.BlocksSent)
-	}
+	forEachPath(t, func(t *testing.T, testOptions func() Options) {
+		s1, s2, b := startNode(t, testOptions()), startNode(t, testOptions()), startNode(t, testOptions())
+		files := testFiles(4<<20, 2<<20, 100<<10)
+		root := seed(t, files, s1, s2)
+		connect(t, b, s1)
+		connect(t, b, s2)
+		if err := b.Fetch(context.Background(), root, nil); err != nil {
+			t.Fatal(err)
+		}
+		checkFiles(t, b, root, files)
+		for i, s := range []*Node{s1, s2} {
+			st, _ := s.bswap.Stat()
+			t.Logf("seeder %d sent %d blocks", i+1, st.BlocksSent)
+		}
+	})
 }
 
 func TestFetchSeederLeavesMidTransfer(t *testing.T) {
-	s1, s2, b := startNode(t, testOptions()), startNode(t, testOptions()), startNode(t, testOptions())
-	files := testFiles(8 << 20)
-	root := seed(t, files, s1, s2)
-	connect(t, b, s1)
-	connect(t, b, s2)
-	// s1 goes away once a quarter of the bundle has arrived.
-	quarter := make(chan struct{})
-	var once sync.Once
-	closed := make(chan error, 1)
-	go func() {
-		<-quarter
-		closed <- s1.Close()
-	}()
-	err := b.Fetch(context.Background(), root, func(d, tot int64) {
-		if d > tot/4 {
-			once.Do(func() { close(quarter) })
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-closed:
-	default:
-		t.Fatal("seeder 1 was never closed: the test did not exercise a departure")
-	}
-	checkFiles(t, b, root, files)
-}
-
-func TestFetchRejectsCorruptBlocks(t *testing.T) {
-	liarOpts := testOptions()
-	liarOpts.WrapBlockstore = func(bs blockstore.Blockstore) blockstore.Blockstore {
-		return corruptingStore{bs, func(c cid.Cid) bool { return c.Type() == cid.Raw }}
-	}
-	liar, honest, b := startNode(t, liarOpts), startNode(t, testOptions()), startNode(t, testOptions())
-	files := testFiles(2<<20, 300<<10)
-	root := seed(t, files, liar, honest)
-
-	// From the liar alone, nothing corrupt is accepted: the fetch stalls and says so.
-	onlyLiar := testOptions()
-	onlyLiar.StallTimeout = 2 * time.Second
-	b2 := startNode(t, onlyLiar)
-	connect(t, b2, liar)
-	err := b2.Fetch(context.Background(), root, nil)
-	if err == nil || !strings.Contains(err.Error(), "no connected peer sent") {
-		t.Fatalf("fetch from a corrupting peer only: err = %v, want a stall naming the missing block", err)
-	}
-	bad := 0
-	ch, _ := b2.Blockstore().AllKeysChan(context.Background())
-	for c := range ch {
-		blk, err := b2.Blockstore().Get(context.Background(), c)
+	forEachPath(t, func(t *testing.T, testOptions func() Options) {
+		s1, s2, b := startNode(t, testOptions()), startNode(t, testOptions()), startNode(t, testOptions())
+		files := testFiles(8 << 20)
+		root := seed(t, files, s1, s2)
+		connect(t, b, s1)
+		connect(t, b, s2)
+		// s1 goes away once a quarter of the bundle has arrived; the receiver waits for that.
+		var once sync.Once
+		closed := make(chan error, 1)
+		err := b.Fetch(context.Background(), root, func(d, tot int64) {
+			if d > tot/4 {
+				once.Do(func() {
+					go func() { closed <- s1.Close() }()
+					waitFor(t, 10*time.Second, "seeder 1 to stop", func() bool { return len(b.host.Network().ConnsToPeer(s1.ID())) == 0 })
+				})
+			}
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := c.Prefix().Sum(blk.RawData()); !got.Equals(c) {
-			bad++
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Fatalf("close seeder 1: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("seeder 1 was never closed: the test did not exercise a departure")
 		}
-	}
-	if bad > 0 {
-		t.Fatalf("%d stored blocks do not match their CIDs", bad)
-	}
+		checkFiles(t, b, root, files)
+	})
+}
 
-	// With an honest peer too, the fetch completes and every block verifies.
-	connect(t, b, liar)
-	connect(t, b, honest)
-	if err := b.Fetch(context.Background(), root, nil); err != nil {
-		t.Fatal(err)
-	}
-	checkFiles(t, b, root, files)
+func TestFetchRejectsCorruptBlocks(t *testing.T) {
+	forEachPath(t, func(t *testing.T, testOptions func() Options) {
+		liarOpts := testOptions()
+		liarOpts.WrapBlockstore = func(bs blockstore.Blockstore) blockstore.Blockstore {
+			return corruptingStore{bs, func(c cid.Cid) bool { return c.Type() == cid.Raw }}
+		}
+		liar, honest, b := startNode(t, liarOpts), startNode(t, testOptions()), startNode(t, testOptions())
+		files := testFiles(2<<20, 300<<10)
+		root := seed(t, files, liar, honest)
+
+		// From the liar alone, nothing corrupt is accepted: the fetch stalls and says so.
+		onlyLiar := testOptions()
+		onlyLiar.StallTimeout = 2 * time.Second
+		b2 := startNode(t, onlyLiar)
+		connect(t, b2, liar)
+		err := b2.Fetch(context.Background(), root, nil)
+		if err == nil || !strings.Contains(err.Error(), "no connected peer sent") {
+			t.Fatalf("fetch from a corrupting peer only: err = %v, want a stall naming the missing block", err)
+		}
+		bad := 0
+		ch, _ := b2.Blockstore().AllKeysChan(context.Background())
+		for c := range ch {
+			blk, err := b2.Blockstore().Get(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := c.Prefix().Sum(blk.RawData()); !got.Equals(c) {
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Fatalf("%d stored blocks do not match their CIDs", bad)
+		}
+
+		// With an honest peer too, the fetch completes and every block verifies.
+		connect(t, b, liar)
+		connect(t, b, honest)
+		if err := b.Fetch(context.Background(), root, nil); err != nil {
+			t.Fatal(err)
+		}
+		checkFiles(t, b, root, files)
+	})
 }
 
 func TestPinSurvivesRestart(t *testing.T) {
@@ -198,5 +207,23 @@ func TestFetchRefusesOversizedBundle(t *testing.T) {
 	err := b.Fetch(context.Background(), root, nil)
 	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+}
+
+// forEachPath runs a transfer test over the streaming protocol (with bitswap as fallback) and
+// over bitswap alone.
+func forEachPath(t *testing.T, test func(t *testing.T, testOptions func() Options)) {
+	for _, bitswapOnly := range []bool{false, true} {
+		name := "xfer"
+		if bitswapOnly {
+			name = "bitswap"
+		}
+		t.Run(name, func(t *testing.T) {
+			test(t, func() Options {
+				o := testOptions()
+				o.BitswapOnly = bitswapOnly
+				return o
+			})
+		})
 	}
 }

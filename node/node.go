@@ -29,6 +29,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/node/xfer"
 )
 
 // Options adjust a node beyond its home's config; the zero value uses the config as is.
@@ -44,6 +45,9 @@ type Options struct {
 	WrapBlockstore func(blockstore.Blockstore) blockstore.Blockstore
 	// StallTimeout fails a fetch when no block arrives for this long (default 2 minutes).
 	StallTimeout time.Duration
+	// BitswapOnly skips the streaming protocol when fetching (tests and benchmarks compare
+	// the two paths with it); the node still serves the streaming protocol to others.
+	BitswapOnly bool
 	// Logf receives the node's log lines (default: discard).
 	Logf func(format string, args ...any)
 }
@@ -64,6 +68,7 @@ type Node struct {
 	local   ipld.DAGService // never touches the network
 	pinner  pin.Pinner
 	mdnsSvc mdns.Service
+	xsrv    *xfer.Server
 	cancel  context.CancelFunc
 
 	closeOnce sync.Once
@@ -131,6 +136,7 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	if n.pinner, err = dspinner.New(ctx, n.meta, n.local); err != nil {
 		return nil, fmt.Errorf("open pins in %s: %w", h.DatastoreDir(), err)
 	}
+	n.xsrv = xfer.NewServer(n.host, n.bstore)
 
 	for _, a := range cfg.Bootstrap {
 		if err := n.Connect(ctx, a); err != nil {
@@ -164,6 +170,14 @@ func (n *Node) Close() error {
 
 func (n *Node) close() error {
 	var errs []error
+	// The host first: closing it resets open streams, so transfer handlers blocked on a
+	// slow reader return and the servers can stop.
+	if n.host != nil {
+		errs = append(errs, n.host.Close())
+	}
+	if n.xsrv != nil {
+		errs = append(errs, n.xsrv.Close())
+	}
 	if n.mdnsSvc != nil {
 		errs = append(errs, n.mdnsSvc.Close())
 	}
@@ -172,9 +186,6 @@ func (n *Node) close() error {
 	}
 	if n.cancel != nil {
 		n.cancel()
-	}
-	if n.host != nil {
-		errs = append(errs, n.host.Close())
 	}
 	if n.pinner != nil {
 		errs = append(errs, n.pinner.Flush(context.Background()))
