@@ -1,0 +1,36 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/evalmesh/evalmesh/examples/agents"
+)
+
+func init() { register(newAgentCmd) }
+
+// newAgentCmd is the hidden `evalmesh agent NAME`: the example agents (and the example
+// evaluator) linked into this binary, so the process executor runs them with no build.
+func newAgentCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:    "agent NAME [ARGS...]",
+		Short:  "Run a built-in example agent (used by the process executor)",
+		Hidden: true,
+		Long: `Run one of the example agents linked into evalmesh, in the folders the runner passes in
+EVALMESH_PUBLIC, EVALMESH_OUTPUT and EVALMESH_SEED. Agents: constant, heuristic, flaky,
+solver; "evaluator" is the example AIRS-Bench-contract evaluator.
+
+Example agent spec for the process executor:
+
+  name: solver
+  version: "1.0.0"
+  command: ["evalmesh", "agent", "solver"]`,
+		Args:               cobra.MinimumNArgs(1),
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if code := agents.Run(args[0], args[1:], cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
+				return &exitError{code: code}
+			}
+			return nil
+		},
+	}
+}
