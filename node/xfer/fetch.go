@@ -295,7 +295,9 @@ func (f *fetcher) runBatch(ctx context.Context, p peer.ID, items []pend) (childr
 		return children, remaining(), fmt.Errorf("sending request: %w", err)
 	}
 	_ = s.CloseWrite()
-	r := bufio.NewReaderSize(s, 1<<20)
+	// A buffer smaller than a typical block lets bufio read block bodies straight into
+	// their final slice instead of copying them through the buffer.
+	r := bufio.NewReaderSize(s, 64<<10)
 	seen := make(map[string]struct{})
 	var nb, nbytes int64
 	defer func() {

@@ -1,0 +1,412 @@
+// Command transfer measures whole-bundle transfer between two libp2p hosts on loopback and
+// prints a table: data set, path, store, MB/s, CPU seconds, ratio to raw TCP in the same run.
+//
+// The data sets are those of issue 5: a 1 GiB file, and a bundle of 2,000 files of 4-64 KiB
+// plus 4 x 100 MiB. They are generated once under -dir (random bytes, fixed seed) and imported
+// as UnixFS (kubo's --cid-version=1 layout) into the sending node's store.
+//
+// Both hosts run in this one process (TCP + noise + yamux on 127.0.0.1), so "CPU s" is the
+// sender's and the receiver's CPU time together (getrusage of the process, user + system).
+//
+// Usage: go run ./bench/transfer [-dir /tmp/evalmesh-bench] [-stores mem,pebble] [-sets 1g,bundle]
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/evalmesh/evalmesh/node/xfer"
+	"github.com/evalmesh/evalmesh/node/xfer/xfertest"
+	"github.com/ipfs/boxo/blockstore"
+	"github.com/ipfs/go-cid"
+	ds "github.com/ipfs/go-datastore"
+	pebbleds "github.com/ipfs/go-ds-pebble"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+func main() {
+	dir := flag.String("dir", "/tmp/evalmesh-bench", "work folder for data and stores (not committed)")
+	stores := flag.String("stores", "mem,pebble", "blockstores to measure, comma separated: mem, pebble (go-ds-pebble defaults), pebble-tuned (value separation, no compression)")
+	sets := flag.String("sets", "1g,bundle", "data sets: 1g, bundle")
+	peers := flag.String("peers", "1,2", "numbers of sending peers to measure, comma separated")
+	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the xfer runs to this file")
+	flag.Parse()
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+	if err := run(*dir, split(*stores), split(*sets), split(*peers)); err != nil {
+		fmt.Fprintln(os.Stderr, "transfer bench:", err)
+		pprof.StopCPUProfile()
+		os.Exit(1)
+	}
+}
+
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+type row struct {
+	set, path, store string
+	bytes            int64
+	wall, cpu        time.Duration
+	raw              float64 // MB/s of raw TCP for this data set
+}
+
+func run(dir string, stores, sets, npeers []string) error {
+	ctx := context.Background()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "data set\tpath\tstore\tMB/s\tCPU s\tx raw TCP\t\n")
+	var rows []row
+	for _, set := range sets {
+		src, size, err := ensureData(dir, set)
+		if err != nil {
+			return err
+		}
+		r := measure(func() error { return rawTCP(src) })
+		r.set, r.path, r.store, r.bytes = set, "raw TCP", "-", size
+		if r.err != nil {
+			return r.err
+		}
+		raw := mbps(size, r.wall)
+		r.raw = raw
+		print(tw, r.row)
+		r = measure(func() error { return libp2pStream(src) })
+		r.set, r.path, r.store, r.bytes, r.raw = set, "libp2p stream, no verify", "-", size, raw
+		if r.err != nil {
+			return r.err
+		}
+		print(tw, r.row)
+		for _, st := range stores {
+			srcBS, closeSrc, err := openStore(filepath.Join(dir, "stores", set+"-"+st+"-src"), st)
+			if err != nil {
+				return err
+			}
+			t0 := time.Now()
+			root, err := importData(ctx, srcBS, src)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "imported %s into %s in %.1fs: %s\n", set, st, time.Since(t0).Seconds(), root)
+			for _, np := range npeers {
+				n := 1
+				fmt.Sscan(np, &n)
+				dstPath := filepath.Join(dir, "stores", set+"-"+st+"-dst")
+				os.RemoveAll(dstPath)
+				dstBS, closeDst, err := openStore(dstPath, st)
+				if err != nil {
+					return err
+				}
+				r := measure(func() error { return xferFetch(ctx, srcBS, dstBS, root, n) })
+				r.set, r.path, r.store, r.bytes, r.raw = set, fmt.Sprintf("xfer, %d peer(s)", n), st, size, raw
+				closeDst()
+				os.RemoveAll(dstPath)
+				if r.err != nil {
+					return r.err
+				}
+				print(tw, r.row)
+				rows = append(rows, r.row)
+			}
+			closeSrc()
+			os.RemoveAll(filepath.Join(dir, "stores", set+"-"+st+"-src"))
+		}
+	}
+	return tw.Flush()
+}
+
+func print(tw *tabwriter.Writer, r row) {
+	m := mbps(r.bytes, r.wall)
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.2f\t%.2f\t\n", r.set, r.path, r.store, m, r.cpu.Seconds(), m/r.raw)
+	tw.Flush()
+}
+
+func mbps(n int64, d time.Duration) float64 { return float64(n) / 1e6 / d.Seconds() }
+
+type result struct {
+	row
+	err error
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func measure(f func() error) result {
+	runtime.GC()
+	debug.FreeOSMemory()
+	c0, t0 := cpuTime(), time.Now()
+	err := f()
+	return result{row: row{wall: time.Since(t0), cpu: cpuTime() - c0}, err: err}
+}
+
+// ensureData writes the data set under dir once and returns its path and byte count.
+func ensureData(dir, set string) (string, int64, error) {
+	base := filepath.Join(dir, "data", set)
+	done := base + ".done"
+	type file struct {
+		name string
+		size int
+	}
+	var files []file
+	switch set {
+	case "1g":
+		files = []file{{"file", 1 << 30}}
+	case "bundle":
+		r := rand.New(rand.NewPCG(1, 2))
+		for i := 0; i < 2000; i++ {
+			files = append(files, file{fmt.Sprintf("small/%02d/%04d.bin", i/100, i), 4<<10 + r.IntN(60<<10+1)})
+		}
+		for i := 0; i < 4; i++ {
+			files = append(files, file{fmt.Sprintf("big/%d.bin", i), 100 << 20})
+		}
+	default:
+		return "", 0, fmt.Errorf("unknown data set %q (want 1g or bundle)", set)
+	}
+	var total int64
+	for _, f := range files {
+		total += int64(f.size)
+	}
+	if _, err := os.Stat(done); err == nil {
+		return base, total, nil
+	}
+	fmt.Fprintf(os.Stderr, "generating %s (%d files, %d bytes) under %s\n", set, len(files), total, base)
+	os.RemoveAll(base)
+	rng := rand.NewChaCha8([32]byte{7})
+	buf := make([]byte, 1<<20)
+	for _, f := range files {
+		p := filepath.Join(base, filepath.FromSlash(f.name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", 0, err
+		}
+		out, err := os.Create(p)
+		if err != nil {
+			return "", 0, err
+		}
+		for left := f.size; left > 0; {
+			n := min(left, len(buf))
+			rng.Read(buf[:n])
+			if _, err := out.Write(buf[:n]); err != nil {
+				return "", 0, err
+			}
+			left -= n
+		}
+		if err := out.Close(); err != nil {
+			return "", 0, err
+		}
+	}
+	return base, total, os.WriteFile(done, nil, 0o644)
+}
+
+func importData(ctx context.Context, bs blockstore.Blockstore, dir string) (cid.Cid, error) {
+	return xfertest.AddDir(ctx, xfertest.DAGService(bs), dir)
+}
+
+func openStore(path, kind string) (blockstore.Blockstore, func(), error) {
+	var d ds.Batching
+	switch kind {
+	case "mem":
+		return xfertest.MemBlockstore(), func() {}, nil
+	case "pebble":
+		p, err := pebbleds.NewDatastore(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		d = p
+	case "pebble-tuned":
+		p, err := pebbleds.NewDatastore(path, pebbleds.WithPebbleOpts(tunedPebble()))
+		if err != nil {
+			return nil, nil, err
+		}
+		d = p
+	default:
+		return nil, nil, fmt.Errorf("unknown store %q (want mem, pebble or pebble-tuned)", kind)
+	}
+	return blockstore.NewBlockstore(d), func() { d.Close() }, nil
+}
+
+// tunedPebble suits an LSM to 256 KiB incompressible values: values go to blob files (written
+// once, not rewritten by every compaction), no compression, a larger memtable.
+func tunedPebble() *pebble.Options {
+	o := &pebble.Options{
+		FormatMajorVersion: pebble.FormatValueSeparation,
+		MemTableSize:       64 << 20,
+	}
+	o.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
+		return pebble.ValueSeparationPolicy{
+			Enabled:               true,
+			MinimumSize:           1024,
+			MaxBlobReferenceDepth: 10,
+			RewriteMinimumAge:     5 * time.Minute,
+			TargetGarbageRatio:    0.2,
+		}
+	}
+	o.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return pebble.DBCompressionNone })
+	return o
+}
+
+// files lists the regular files under dir in a fixed order.
+func files(dir string) ([]string, error) {
+	var out []string
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			out = append(out, p)
+		}
+		return err
+	})
+	sort.Strings(out)
+	return out, err
+}
+
+// sendFiles copies every file under dir to w through a 1 MiB buffer, as `tar | nc` would.
+func sendFiles(dir string, w io.Writer) error {
+	fs, err := files(dir)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	for _, p := range fs {
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(bw, f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// rawTCP moves the data set's bytes over a plain loopback TCP connection.
+func rawTCP(dir string) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	errc := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer c.Close()
+		_, err = io.CopyBuffer(io.Discard, c, make([]byte, 1<<20))
+		errc <- err
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return err
+	}
+	if err := sendFiles(dir, c); err != nil {
+		return err
+	}
+	c.Close()
+	return <-errc
+}
+
+// libp2pStream moves the same bytes over one libp2p stream (TCP, noise, yamux), unverified:
+// the ceiling for any protocol on these hosts.
+func libp2pStream(dir string) error {
+	a, b, err := twoHosts()
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	defer b.Close()
+	errc := make(chan error, 1)
+	b.SetStreamHandler("/bench/sink", func(s network.Stream) {
+		_, err := io.CopyBuffer(io.Discard, s, make([]byte, 1<<20))
+		s.Close()
+		errc <- err
+	})
+	s, err := a.NewStream(context.Background(), b.ID(), "/bench/sink")
+	if err != nil {
+		return err
+	}
+	if err := sendFiles(dir, s); err != nil {
+		return err
+	}
+	s.CloseWrite()
+	return <-errc
+}
+
+func twoHosts() (host.Host, host.Host, error) {
+	a, err := xfertest.NewHost()
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := xfertest.NewHost()
+	if err != nil {
+		a.Close()
+		return nil, nil, err
+	}
+	if err := xfertest.Connect(context.Background(), a, b); err != nil {
+		return nil, nil, err
+	}
+	return a, b, nil
+}
+
+// xferFetch serves src from n hosts and fetches root into dst from all of them.
+func xferFetch(ctx context.Context, src, dst blockstore.Blockstore, root cid.Cid, n int) error {
+	getter, err := xfertest.NewHost()
+	if err != nil {
+		return err
+	}
+	defer getter.Close()
+	var ids []peer.ID
+	for i := 0; i < n; i++ {
+		h, err := xfertest.NewHost()
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		srv := xfer.NewServer(h, src)
+		defer srv.Close()
+		if err := xfertest.Connect(ctx, getter, h); err != nil {
+			return err
+		}
+		ids = append(ids, h.ID())
+	}
+	st, err := xfer.FetchWithStats(ctx, getter, root, ids, dst, nil)
+	if err != nil {
+		return err
+	}
+	if len(st.Dropped) > 0 {
+		return fmt.Errorf("peers dropped in a clean run: %v", st.Dropped)
+	}
+	return nil
+}
