@@ -102,7 +102,11 @@ func (n *Node) Fetch(ctx context.Context, root cid.Cid, progress func(done, tota
 			}
 		}
 	}()
+	_, mark := n.writes.since(0)
 	wrap := func(err error, what string) error {
+		if werr, _ := n.writes.since(mark); werr != nil {
+			return fmt.Errorf("fetch %s: storing blocks failed: %w", root, werr)
+		}
 		if context.Cause(ctx) == errStalled {
 			return fmt.Errorf("fetch %s: no connected peer sent %s for %s (%d peers connected); connect to a node that has it with `evalmesh connect ADDR`", root, what, n.opts.StallTimeout, len(n.host.Network().Peers()))
 		}
@@ -148,7 +152,7 @@ func (n *Node) Fetch(ctx context.Context, root cid.Cid, progress func(done, tota
 			report(total)
 			return nil
 		}
-		if ctx.Err() != nil {
+		if werr, _ := n.writes.since(mark); ctx.Err() != nil || werr != nil {
 			return wrap(err, "blocks")
 		}
 		if cause != nil {
@@ -195,6 +199,9 @@ func (n *Node) Fetch(ctx context.Context, root cid.Cid, progress func(done, tota
 				continue
 			}
 			for b := range sess.GetBlocks(ctx, ask) {
+				if werr, _ := n.writes.since(mark); werr != nil {
+					return wrap(werr, "blocks")
+				}
 				last.Store(time.Now().UnixNano())
 				delete(want, b.Cid())
 				done += int64(len(b.RawData()))

@@ -19,6 +19,7 @@ import (
 	"github.com/ipfs/boxo/ipld/merkledag"
 	pin "github.com/ipfs/boxo/pinning/pinner"
 	"github.com/ipfs/boxo/pinning/pinner/dspinner"
+	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	ipld "github.com/ipfs/go-ipld-format"
@@ -61,6 +62,7 @@ type Node struct {
 	host    host.Host
 	flat    *flatStore
 	bstore  blockstore.Blockstore
+	writes  *latchStore
 	meta    *pebbleds.Datastore
 	bswap   *bitswap.Bitswap
 	bserv   blockservice.BlockService
@@ -122,6 +124,8 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	if opts.WrapBlockstore != nil {
 		n.bstore = opts.WrapBlockstore(n.bstore)
 	}
+	n.writes = &latchStore{Blockstore: n.bstore}
+	n.bstore = n.writes
 
 	if n.host, err = newHost(key, cfg.Listen, cfg.PrivateNetworkKey); err != nil {
 		return nil, err
@@ -332,3 +336,40 @@ func (n *Node) IsPinned(ctx context.Context, root cid.Cid) (bool, error) {
 }
 
 func ensureDir(p string) error { return os.MkdirAll(p, 0o755) }
+
+// latchStore remembers the last failed write. Bitswap only logs a failed store and keeps
+// waiting, so Fetch asks here why blocks stopped arriving (a full disk, typically).
+type latchStore struct {
+	blockstore.Blockstore
+	mu      sync.Mutex
+	lastErr error
+	seq     uint64
+}
+
+func (s *latchStore) Put(ctx context.Context, b blocks.Block) error {
+	return s.latch(s.Blockstore.Put(ctx, b))
+}
+
+func (s *latchStore) PutMany(ctx context.Context, bs []blocks.Block) error {
+	return s.latch(s.Blockstore.PutMany(ctx, bs))
+}
+
+func (s *latchStore) latch(err error) error {
+	if err != nil {
+		s.mu.Lock()
+		s.lastErr = err
+		s.seq++
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// since returns the last write error after the failure count was mark, and the current count.
+func (s *latchStore) since(mark uint64) (error, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seq > mark {
+		return s.lastErr, s.seq
+	}
+	return nil, s.seq
+}

@@ -1,0 +1,91 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/ipfs/boxo/blockstore"
+	blocks "github.com/ipfs/go-block-format"
+)
+
+// quotaStore fails writes with ENOSPC past a byte budget, through flatStore's own error path;
+// used only where a small tmpfs cannot be mounted (not root).
+type quotaStore struct {
+	blockstore.Blockstore
+	mu   sync.Mutex
+	left int
+}
+
+func (q *quotaStore) Put(ctx context.Context, b blocks.Block) error {
+	q.mu.Lock()
+	q.left -= len(b.RawData())
+	full := q.left < 0
+	q.mu.Unlock()
+	if full {
+		return (&flatStore{dir: "quota"}).writeErr(b.Cid(), &os.PathError{Op: "write", Path: "quota", Err: syscall.ENOSPC})
+	}
+	return q.Blockstore.Put(ctx, b)
+}
+
+func (q *quotaStore) PutMany(ctx context.Context, bs []blocks.Block) error {
+	for _, b := range bs {
+		if err := q.Put(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestFetchDiskFull puts the getter's blockstore on a 2 MiB tmpfs: a bundle that fits
+// arrives, a bigger one fails with an error that says the disk is full, and what was
+// stored before stays readable and pinned.
+func TestFetchDiskFull(t *testing.T) {
+	forEachPath(t, func(t *testing.T, testOptions func() Options) {
+		h := newHome(t)
+		opts := testOptions()
+		if err := os.MkdirAll(h.BlocksDir(), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount("tmpfs", h.BlocksDir(), "tmpfs", 0, "size=2m"); err != nil {
+			t.Logf("cannot mount a tmpfs (%v): injecting ENOSPC past 2 MiB instead", err)
+			opts.WrapBlockstore = func(bs blockstore.Blockstore) blockstore.Blockstore {
+				return &quotaStore{Blockstore: bs, left: 2 << 20}
+			}
+		} else {
+			t.Cleanup(func() {
+				if err := syscall.Unmount(h.BlocksDir(), 0); err != nil {
+					t.Errorf("unmount %s: %v", h.BlocksDir(), err)
+				}
+			})
+		}
+		b := startNodeAt(t, h, opts)
+		a := startNode(t, testOptions())
+		small := testFiles(600 << 10)
+		big := map[string][]byte{"big.bin": randomBytes(99, 4<<20)}
+		smallRoot := seed(t, small, a)
+		bigRoot := seed(t, big, a)
+		connect(t, b, a)
+
+		if err := b.Pin(context.Background(), smallRoot, "small", nil); err != nil {
+			t.Fatal(err)
+		}
+		err := b.Pin(context.Background(), bigRoot, "big", nil)
+		if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "free space") {
+			t.Fatalf("fetch onto a full disk: err = %v, want ErrDiskFull saying to free space", err)
+		}
+		t.Logf("error shown: %v", err)
+		if ok, _ := b.IsPinned(context.Background(), bigRoot); ok {
+			t.Fatal("a bundle that did not fit was pinned")
+		}
+		checkFiles(t, b, smallRoot, small)
+		pins, err := b.Pins(context.Background())
+		if err != nil || len(pins) != 1 || pins[0].CID != smallRoot.String() {
+			t.Fatalf("pins after disk full = %v, %v; want only %s", pins, err, smallRoot)
+		}
+	})
+}
