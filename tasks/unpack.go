@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
@@ -139,10 +138,10 @@ func (p *planner) walk(nd ipld.Node, rel string, depth int) error {
 		var links []*ipld.Link
 		err = d.ForEachLink(p.ctx, func(l *ipld.Link) error {
 			if r := checkName(l.Name); r != "" {
-				return &UnsafeError{Path: path.Join(rel, strings.ReplaceAll(l.Name, "/", "∕")), Reason: r}
+				return &UnsafeError{Path: joinRel(rel, l.Name), Reason: r}
 			}
 			if seen[l.Name] {
-				return &UnsafeError{Path: path.Join(rel, l.Name), Reason: "duplicate name in its folder"}
+				return &UnsafeError{Path: joinRel(rel, l.Name), Reason: "duplicate name in its folder"}
 			}
 			seen[l.Name] = true
 			links = append(links, l)
@@ -157,7 +156,7 @@ func (p *planner) walk(nd ipld.Node, rel string, depth int) error {
 		}
 		for _, l := range links {
 			child, err := p.ng.Get(p.ctx, l.Cid)
-			childRel := path.Join(rel, l.Name)
+			childRel := joinRel(rel, l.Name)
 			if err != nil {
 				return fmt.Errorf("%s: block %s: %w", childRel, l.Cid, err)
 			}
@@ -168,6 +167,15 @@ func (p *planner) walk(nd ipld.Node, rel string, depth int) error {
 		return nil
 	}
 	return &UnsafeError{Path: rel, Reason: "unsupported node"}
+}
+
+// joinRel joins without cleaning, so an error names the path exactly as the DAG spells it
+// (path.Join would turn "public/.." into ".").
+func joinRel(rel, name string) string {
+	if rel == "" {
+		return name
+	}
+	return rel + "/" + name
 }
 
 const (

@@ -1,0 +1,279 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	mdag "github.com/ipfs/boxo/ipld/merkledag"
+	ft "github.com/ipfs/boxo/ipld/unixfs"
+	cid "github.com/ipfs/go-cid"
+	ipld "github.com/ipfs/go-ipld-format"
+	carv2 "github.com/ipld/go-car/v2"
+	"github.com/ipld/go-car/v2/storage"
+)
+
+// child is one named link of a hand-built directory.
+type child struct {
+	name string
+	nd   ipld.Node
+}
+
+func rawFile(t testing.TB, data string) ipld.Node {
+	t.Helper()
+	nd, err := mdag.NewRawNodeWPrefix([]byte(data), cid.Prefix{Version: 1, Codec: cid.Raw, MhType: 0x12, MhLength: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nd
+}
+
+func protoNode(data []byte, kids ...child) *mdag.ProtoNode {
+	nd := mdag.NodeWithData(data)
+	nd.SetCidBuilder(CidBuilder)
+	for _, k := range kids {
+		if err := nd.AddRawLink(k.name, &ipld.Link{Cid: k.nd.Cid(), Size: uint64(len(k.nd.RawData()))}); err != nil {
+			panic(err)
+		}
+	}
+	return nd
+}
+
+func dirNode(kids ...child) *mdag.ProtoNode { return protoNode(ft.FolderPBData(), kids...) }
+
+// writeHostileCAR stores the given nodes and writes a CAR rooted at root.
+func writeHostileCAR(t testing.TB, root ipld.Node, nodes ...ipld.Node) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "hostile.car")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w, err := storage.NewWritable(onlyWriter{f}, []cid.Cid{root.Cid()}, carv2.WriteAsCarV1(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range append([]ipld.Node{root}, nodes...) {
+		if err := w.Put(context.Background(), n.Cid().KeyString(), n.RawData()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Finalize(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// bundleish wraps kids with a plausible task.yaml so only the hostile part is wrong.
+func bundleish(t testing.TB, kids ...child) (*mdag.ProtoNode, []ipld.Node) {
+	ty := rawFile(t, "name: x\n")
+	nodes := []ipld.Node{ty}
+	for _, k := range kids {
+		nodes = append(nodes, k.nd)
+	}
+	return dirNode(append([]child{{"task.yaml", ty}}, kids...)...), nodes
+}
+
+func TestUnpackRefusesHostileDAGs(t *testing.T) {
+	file := rawFile(t, "payload")
+	symlink := protoNode(mustSymlink(t, "/etc/passwd"))
+	symlinkRel := protoNode(mustSymlink(t, "../../outside"))
+	huge := protoNode(ft.FilePBData(nil, 1<<40)) // declares 1 TiB, holds nothing
+	unknownType := protoNode([]byte{0x08, 0x07}) // UnixFS Data{Type: 7}: no such type (no devices in UnixFS)
+	metadata := protoNode([]byte{0x08, 0x03})    // UnixFS Metadata node
+	notUnixFS := protoNode([]byte{0xff, 0xff, 0xff})
+	inner := dirNode(child{"..", file})
+
+	cases := []struct {
+		name   string
+		kids   []child
+		extra  []ipld.Node
+		path   string // the path the refusal must name
+		reason string
+		opts   UnpackOptions
+	}{
+		{"dot-dot", []child{{"..", file}}, nil, "..", "escapes", UnpackOptions{}},
+		{"dot", []child{{".", file}}, nil, ".", "escapes", UnpackOptions{}},
+		{"nested dot-dot", []child{{"public", inner}}, []ipld.Node{file}, "public/..", "escapes", UnpackOptions{}},
+		{"absolute", []child{{"/etc/cron.d/x", file}}, nil, "cron.d", "absolute", UnpackOptions{}},
+		{"slash", []child{{"a/../../b", file}}, nil, "a", "contains '/'", UnpackOptions{}},
+		{"backslash", []child{{`..\..\x`, file}}, nil, `..\..\x`, `'\'`, UnpackOptions{}},
+		{"empty name", []child{{"", file}}, nil, "", "empty name", UnpackOptions{}},
+		{"NUL", []child{{"a\x00b", file}}, nil, "a", "NUL", UnpackOptions{}},
+		{"duplicate", []child{{"public", file}, {"public", rawFile(t, "other")}}, nil, "public", "duplicate", UnpackOptions{}},
+		{"symlink outside", []child{{"evil", symlink}}, nil, "evil", "symlink", UnpackOptions{}},
+		{"symlink relative", []child{{"public", dirNode(child{"up", symlinkRel})}}, []ipld.Node{symlinkRel}, "public/up", "symlink", UnpackOptions{}},
+		{"unknown type", []child{{"dev", unknownType}}, nil, "dev", "unknown UnixFS type", UnpackOptions{}},
+		{"metadata node", []child{{"meta", metadata}}, nil, "meta", "metadata", UnpackOptions{}},
+		{"not unixfs", []child{{"junk", notUnixFS}}, nil, "junk", "not a UnixFS node", UnpackOptions{}},
+		{"huge declared file", []child{{"private", dirNode(child{"labels.csv", huge})}}, []ipld.Node{huge}, "private/labels.csv", "declared size exceeds", UnpackOptions{}},
+		{"over max-size", []child{{"a", rawFile(t, "0123456789")}, {"b", rawFile(t, "0123456789")}}, nil, "b", "declared size exceeds", UnpackOptions{MaxSize: 15}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			root, nodes := bundleish(t, tc.kids...)
+			car := writeHostileCAR(t, root, append(nodes, tc.extra...)...)
+			if fi, _ := os.Stat(car); fi.Size() > 4096 {
+				t.Fatalf("test CAR unexpectedly large: %d", fi.Size())
+			}
+			parent := t.TempDir()
+			out := filepath.Join(parent, "out")
+			_, err := UnpackCAR(context.Background(), car, out, tc.opts)
+			var ue *UnsafeError
+			if !errors.As(err, &ue) {
+				t.Fatalf("want an UnsafeError, got %v", err)
+			}
+			if !strings.Contains(ue.Path, tc.path) || !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("error %q: want path containing %q and reason %q", err, tc.path, tc.reason)
+			}
+			assertNothingWritten(t, parent)
+		})
+	}
+}
+
+func mustSymlink(t testing.TB, target string) []byte {
+	b, err := ft.SymlinkData(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// assertNothingWritten checks that parent is still empty: no DIR, no temporary folder.
+func assertNothingWritten(t *testing.T, parent string) {
+	t.Helper()
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		t.Errorf("left behind: %s", e.Name())
+	}
+}
+
+// A block whose bytes do not hash to its CID is refused, wherever it sits.
+func TestUnpackRefusesForgedBlock(t *testing.T) {
+	good := rawFile(t, "the real labels")
+	root, nodes := bundleish(t, child{"private", dirNode(child{"labels.csv", good})})
+	priv := root.Links()[0] // sorted: "private" < "task.yaml"
+	privNd := dirNode(child{"labels.csv", good})
+	if !priv.Cid.Equals(privNd.Cid()) {
+		t.Fatal("test setup: link order")
+	}
+	forged := &forgedNode{Node: good, data: []byte("forged labels!!")}
+	car := writeHostileCAR(t, root, append(nodes[:1], privNd, forged)...)
+	parent := t.TempDir()
+	_, err := UnpackCAR(context.Background(), car, filepath.Join(parent, "out"), UnpackOptions{})
+	if err == nil || !strings.Contains(err.Error(), "does not hash to its CID") {
+		t.Fatalf("want a hash mismatch, got %v", err)
+	}
+	assertNothingWritten(t, parent)
+}
+
+type forgedNode struct {
+	ipld.Node
+	data []byte
+}
+
+func (f *forgedNode) RawData() []byte { return f.data }
+
+// A file whose data is longer than its root declares is refused and leaves nothing.
+func TestUnpackRefusesSizeMismatch(t *testing.T) {
+	leaf := rawFile(t, "0123456789abcdef")
+	fs := ft.NewFSNode(0x02) // File
+	fs.AddBlockSize(16)
+	data, _ := fs.GetBytes()
+	lying := protoNode(data, child{"", leaf})
+	// Patch the declared size down to 4 bytes after the block sizes were summed.
+	fs2 := ft.NewFSNode(0x02)
+	fs2.AddBlockSize(16)
+	fs2.UpdateFilesize(-12)
+	data2, _ := fs2.GetBytes()
+	lying = protoNode(data2, child{"", leaf})
+	root, nodes := bundleish(t, child{"f", lying})
+	car := writeHostileCAR(t, root, append(nodes, leaf)...)
+	parent := t.TempDir()
+	_, err := UnpackCAR(context.Background(), car, filepath.Join(parent, "out"), UnpackOptions{})
+	if err == nil {
+		t.Fatal("accepted a file whose data does not match its declared size")
+	}
+	assertNothingWritten(t, parent)
+}
+
+func TestUnpackTargetChecks(t *testing.T) {
+	ctx := context.Background()
+	dag := NewMemDAG()
+	root, err := Pack(ctx, svampDir, dag, PackOptions{Unchecked: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("DIR is a symlink to elsewhere", func(t *testing.T) {
+		parent, elsewhere := t.TempDir(), t.TempDir()
+		link := filepath.Join(parent, "out")
+		os.Symlink(elsewhere, link)
+		if err := Unpack(ctx, dag, root, link, UnpackOptions{}); err == nil {
+			t.Fatal("unpacked through a symlink")
+		}
+		if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+			t.Errorf("wrote through the symlink: %v", ents)
+		}
+	})
+	t.Run("DIR not empty", func(t *testing.T) {
+		out := t.TempDir()
+		os.WriteFile(filepath.Join(out, "keep"), []byte("x"), 0o644)
+		err := Unpack(ctx, dag, root, out, UnpackOptions{})
+		if err == nil || !strings.Contains(err.Error(), "not empty") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("DIR empty is reused", func(t *testing.T) {
+		out := t.TempDir()
+		if err := Unpack(ctx, dag, root, out, UnpackOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		again, err := Pack(ctx, out, NewHashOnlyDAG(), PackOptions{Unchecked: true})
+		if err != nil || again.String() != svampCID {
+			t.Fatalf("unpacked folder packs to %s (%v), want %s", again, err, svampCID)
+		}
+	})
+	t.Run("root is a file", func(t *testing.T) {
+		f := rawFile(t, "just a file")
+		car := writeHostileCAR(t, f)
+		parent := t.TempDir()
+		_, err := UnpackCAR(ctx, car, filepath.Join(parent, "out"), UnpackOptions{})
+		var ue *UnsafeError
+		if !errors.As(err, &ue) {
+			t.Fatalf("got %v", err)
+		}
+		assertNothingWritten(t, parent)
+	})
+	t.Run("missing block", func(t *testing.T) {
+		root, _ := bundleish(t, child{"a", rawFile(t, "absent from the CAR")})
+		car := writeHostileCAR(t, root)
+		parent := t.TempDir()
+		if _, err := UnpackCAR(ctx, car, filepath.Join(parent, "out"), UnpackOptions{}); err == nil {
+			t.Fatal("unpacked a CAR with a missing block")
+		}
+		assertNothingWritten(t, parent)
+	})
+}
+
+func TestDAGSizeRefusesLikeUnpack(t *testing.T) {
+	huge := protoNode(ft.FilePBData(nil, 1<<40))
+	root, nodes := bundleish(t, child{"big", huge})
+	dag := NewMemDAG()
+	dag.AddMany(context.Background(), append(nodes, root))
+	n, err := DAGSize(context.Background(), dag, root.Cid())
+	if err != nil || n != 1<<40+int64(len("name: x\n")) {
+		t.Fatalf("DAGSize = %d, %v", n, err)
+	}
+	root2, nodes2 := bundleish(t, child{"..", rawFile(t, "x")})
+	dag.AddMany(context.Background(), append(nodes2, root2))
+	if _, err := DAGSize(context.Background(), dag, root2.Cid()); err == nil {
+		t.Fatal("DAGSize accepted '..'")
+	}
+}
