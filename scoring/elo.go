@@ -210,16 +210,14 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 	gv := mat.NewVecDense(P, nil)
 	dv := mat.NewVecDense(P, nil)
 	next := make([]float64, P)
-	ll := LogLikelihood(c, theta)
-	for iter := 0; iter < 200; iter++ {
+	for iter := 0; iter < 500; iter++ {
 		g := Gradient(c, theta)
 		if maxAbs(g) <= tol {
 			return theta, nil
 		}
-		for i := 0; i < P; i++ {
-			for j := i; j < P; j++ {
-				A.SetSym(i, j, 1)
-			}
+		data := A.RawSymmetric().Data
+		for i := range data {
+			data[i] = 1
 		}
 		for i := 0; i < P; i++ {
 			for j := i + 1; j < P; j++ {
@@ -229,9 +227,9 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 				}
 				p := sigmoid(theta[i] - theta[j])
 				w := n * p * (1 - p)
-				A.SetSym(i, j, A.At(i, j)-w)
-				A.SetSym(i, i, A.At(i, i)+w)
-				A.SetSym(j, j, A.At(j, j)+w)
+				data[i*P+j] -= w
+				data[i*P+i] += w
+				data[j*P+j] += w
 			}
 		}
 		if ok := chol.Factorize(A); !ok {
@@ -243,24 +241,33 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 		if err := chol.SolveVecTo(dv, gv); err != nil {
 			return theta, err
 		}
+		d := dv.RawVector().Data
+		dmax := maxAbs(d)
 		step := 1.0
-		improved := false
-		for k := 0; k < 60; k++ {
-			for i := range theta {
-				next[i] = theta[i] + step*dv.AtVec(i)
+		// Far from the optimum a full Newton step can overshoot (ratings can be tens of
+		// natural-log units apart when someone never loses): cap the step, then backtrack
+		// on the likelihood. Near the optimum (small steps) take full steps: the
+		// likelihood is then flat to rounding and comparing its values would stall.
+		if dmax > 2 {
+			step = 2 / dmax
+		}
+		if dmax > 0.1 {
+			ll := LogLikelihood(c, theta)
+			for k := 0; k < 30; k++ {
+				for i := range theta {
+					next[i] = theta[i] + step*d[i]
+				}
+				if LogLikelihood(c, next) >= ll {
+					break
+				}
+				step /= 2
 			}
-			nll := LogLikelihood(c, next)
-			if nll >= ll {
-				copy(theta, next)
-				ll = nll
-				improved = true
-				break
-			}
-			step /= 2
+		}
+		for i := range theta {
+			theta[i] += step * d[i]
 		}
 		center(theta)
-		if !improved {
-			// At the float limit of the optimum: no step raises the likelihood.
+		if step*dmax < 1e-11 {
 			return theta, nil
 		}
 	}

@@ -1,0 +1,105 @@
+package scoring
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// synthResults makes agents × tasks × seeds results: agent skill plus noise, ~45 % invalid
+// runs spread unevenly (as AIRS-Bench's 55 % valid), half the tasks lower-is-better.
+func synthResults(agents, tasks, seeds int, seed uint64) ([]Result, []TaskInfo) {
+	rng := rand.New(rand.NewPCG(seed, 42))
+	ti := make([]TaskInfo, tasks)
+	for t := range ti {
+		lower := t%2 == 1
+		ti[t] = TaskInfo{Name: fmt.Sprintf("task%03d", t), LowerIsBetter: lower, Optimum: 1, SOTA: 0.8}
+		if lower {
+			ti[t].Optimum, ti[t].SOTA = 0, 0.2
+		}
+		w := 0.0
+		if lower {
+			w = 5
+		}
+		ti[t].EstimatedWorst = &w
+	}
+	skill := make([]float64, agents)
+	validP := make([]float64, agents)
+	for a := range skill {
+		skill[a] = rng.Float64()
+		validP[a] = 0.3 + 0.6*rng.Float64()
+	}
+	out := make([]Result, 0, agents*tasks*seeds)
+	for t := 0; t < tasks; t++ {
+		for a := 0; a < agents; a++ {
+			for s := 0; s < seeds; s++ {
+				r := Result{Task: ti[t].Name, Agent: fmt.Sprintf("agent%03d", a), Seed: s, Status: "FAILED"}
+				if rng.Float64() < validP[a] {
+					v := 0.6*skill[a] + 0.4*rng.Float64()
+					if ti[t].LowerIsBetter {
+						v = 1.5 - v
+					}
+					r.Status, r.Score = StatusSuccess, &v
+				}
+				out = append(out, r)
+			}
+		}
+	}
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out, ti
+}
+
+func resultsJSONL(rs []Result) []byte {
+	var b bytes.Buffer
+	for _, r := range rs {
+		score := "null"
+		if r.Score != nil {
+			score = fmt.Sprint(*r.Score)
+		}
+		fmt.Fprintf(&b, `{"task":%q,"agent":%q,"seed":%d,"status":%q,"score":%s}`+"\n", r.Task, r.Agent, r.Seed, r.Status, score)
+	}
+	return b.Bytes()
+}
+
+var benchSizes = []struct{ agents, tasks, seeds int }{{20, 20, 10}, {200, 100, 50}}
+
+// BenchmarkLedger is the issue's benchmark: parse a results file and compute the ledger
+// (100 bootstrap rounds). BenchmarkParseSort is the floor it is compared with: parsing
+// the same file and sorting the results.
+func BenchmarkLedger(b *testing.B) {
+	for _, sz := range benchSizes {
+		rs, ti := synthResults(sz.agents, sz.tasks, sz.seeds, 1)
+		data := resultsJSONL(rs)
+		b.Run(fmt.Sprintf("results=%d", len(rs)), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				parsed, err := ParseResultsJSONL(data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := ComputeLedger(parsed, ti, Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkParseSort(b *testing.B) {
+	for _, sz := range benchSizes {
+		rs, _ := synthResults(sz.agents, sz.tasks, sz.seeds, 1)
+		data := resultsJSONL(rs)
+		b.Run(fmt.Sprintf("results=%d", len(rs)), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				parsed, err := ParseResultsJSONL(data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				slices.SortFunc(parsed, compareResults)
+			}
+		})
+	}
+}
