@@ -49,22 +49,6 @@ func TestConformance(t *testing.T) {
 	executortest.Run(t, env)
 }
 
-func TestHelperProcess(t *testing.T) {
-	executortest.HelperProcess(func() runner.Executor {
-		ex, err := New(Options{StopGrace: time.Second})
-		if err != nil {
-			panic(err)
-		}
-		return ex
-	})
-	t.Skip("only runs as the SIGKILL recovery helper")
-}
-
-func TestSIGKILLRecovery(t *testing.T) {
-	env, _ := testEnv(t)
-	executortest.SIGKILLRecovery(t, env, "TestHelperProcess")
-}
-
 // runHostile runs the test agent in mode args under cfg tweaks and returns result and log.
 func runHostile(t *testing.T, env executortest.Env, tweak func(*runner.TaskConfig), args ...string) (runner.TaskConfig, *runner.ExitResult, string) {
 	t.Helper()

@@ -166,6 +166,10 @@ func exitResult(st *container.State, deadline time.Time) *runner.ExitResult {
 	if st.Error != "" {
 		res.Err = st.Error
 	}
+	if st.Status == "created" {
+		// Created but never started (the node died between create and start): not a success.
+		res.ExitCode, res.Err = -1, "container was created but never started"
+	}
 	if !deadline.IsZero() && !res.Finished.IsZero() && !res.Finished.Before(deadline) && st.ExitCode != 0 && !st.OOMKilled {
 		res.TimedOut = true
 	}

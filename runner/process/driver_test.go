@@ -33,15 +33,6 @@ func TestConformance(t *testing.T) {
 	executortest.Run(t, testEnv(t))
 }
 
-func TestHelperProcess(t *testing.T) {
-	executortest.HelperProcess(func() runner.Executor { return New(Options{}) })
-	t.Skip("only runs as the SIGKILL recovery helper")
-}
-
-func TestSIGKILLRecovery(t *testing.T) {
-	executortest.SIGKILLRecovery(t, testEnv(t), "TestHelperProcess")
-}
-
 // A supervisor that died without recording a status cannot say how the agent ended: after a
 // restart, Wait says so instead of inventing an exit code.
 func TestStatusUnknownAfterRestart(t *testing.T) {
