@@ -213,6 +213,9 @@ func TestLoadImage(t *testing.T) {
 	if got != want {
 		t.Errorf("LoadImage = %s, want %s", got, want)
 	}
+	if byID, err := ex.ResolveImage(ctx, got); err != nil || byID != want {
+		t.Errorf("ResolveImage(by ID %s) = %s, %v", got, byID, err)
+	}
 	bad := filepath.Join(t.TempDir(), "bad.tar")
 	os.WriteFile(bad, []byte("not a tar"), 0o644)
 	if _, err := ex.LoadImage(ctx, bad); err == nil {

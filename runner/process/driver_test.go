@@ -3,9 +3,12 @@ package process
 import (
 	"context"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/executortest"
@@ -83,5 +86,34 @@ func TestCgroupLimits(t *testing.T) {
 	}
 	if strings.Contains(executortest.Log(t, h), "allocated all") {
 		t.Error("agent allocated 1 GiB under a 64 MiB limit")
+	}
+}
+
+// With a writable pids cgroup, a fork bomb stops at the limit (without one it would not, so
+// the test skips rather than let the agent fill the machine's process table).
+func TestCgroupPidsLimit(t *testing.T) {
+	if _, err := os.Stat("/sys/fs/cgroup/pids/cgroup.procs"); err != nil {
+		t.Skip("skipping: no cgroup v1 pids hierarchy here")
+	}
+	env := testEnv(t)
+	ex := New(Options{})
+	cfg := env.Task(t, "forkbomb")
+	cfg.Limits = runner.Limits{PIDs: 32, WallClock: time.Minute}
+	h := executortest.Start(t, ex, cfg)
+	s, _ := decodeState(h)
+	if len(s.Cgroups) == 0 {
+		t.Skip("skipping: cgroup hierarchy not writable here")
+	}
+	res := executortest.Wait(t, ex, h)
+	log := executortest.Log(t, h)
+	if res.Successful() || res.TimedOut {
+		t.Fatalf("result = %+v, want stopped by the pids limit\n%s", res, log)
+	}
+	if m := regexp.MustCompile(`forkbomb: started (\d+), then`).FindStringSubmatch(log); m != nil {
+		if n, _ := strconv.Atoi(m[1]); n >= 32 {
+			t.Fatalf("started %d processes under a limit of 32", n)
+		}
+	} else if !strings.Contains(log, "failed to create new OS thread") {
+		t.Fatalf("fork bomb did not hit the pids limit:\n%s", log)
 	}
 }
