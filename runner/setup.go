@@ -52,4 +52,3 @@ func ForHome(h home.Home, executors map[string]Executor, executor string, log io
 	}
 	return r, nil
 }
-
