@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -212,9 +213,59 @@ func decodeMeta(data []byte) (*Meta, map[string]bool, error) {
 	collectKeys(doc, "", present)
 	var m Meta
 	if err := doc.Decode(&m); err != nil {
-		return nil, nil, fmt.Errorf("task.yaml: %s", cleanYAMLError(err))
+		return nil, nil, typeErrors(doc, err)
 	}
 	return &m, present, nil
+}
+
+var lineRe = regexp.MustCompile(`^line (\d+): (.*)$`)
+
+// typeErrors turns yaml's "line 15: cannot unmarshal !!str `x` into float64" into field
+// errors naming the key (metric.optimal_score) and what type is expected.
+func typeErrors(doc *yaml.Node, err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return fmt.Errorf("task.yaml: %s", cleanYAMLError(err))
+	}
+	byLine := map[string]string{}
+	var walk func(n *yaml.Node, prefix string)
+	walk = func(n *yaml.Node, prefix string) {
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := prefix + n.Content[i].Value
+			v := n.Content[i+1]
+			if _, ok := byLine[strconv.Itoa(v.Line)]; !ok || v.Kind == yaml.ScalarNode {
+				byLine[strconv.Itoa(v.Line)] = k
+			}
+			walk(v, k+".")
+		}
+	}
+	walk(doc, "")
+	ve := &ValidationError{}
+	for _, e := range te.Errors {
+		field, msg := "task.yaml", e
+		if m := lineRe.FindStringSubmatch(e); m != nil {
+			if k, ok := byLine[m[1]]; ok {
+				field = k
+			}
+			msg = m[2] + " (line " + m[1] + ")"
+		}
+		msg = strings.ReplaceAll(msg, "tasks.", "")
+		switch {
+		case strings.Contains(msg, "into float64"):
+			msg += "; expected a number"
+		case strings.Contains(msg, "into int"):
+			msg += "; expected a whole number"
+		case strings.Contains(msg, "into bool"):
+			msg += "; expected true or false"
+		case strings.Contains(msg, "into string"):
+			msg += "; expected a string"
+		}
+		ve.Fields = append(ve.Fields, FieldError{Field: field, Msg: msg})
+	}
+	return ve
 }
 
 // checkAliases refuses YAML aliases: a task.yaml never needs them and they are the
