@@ -1,0 +1,283 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/ipfs/go-cid"
+)
+
+// The HTTP API, served on 127.0.0.1 by default (it is not authenticated). Every endpoint is
+// POST, JSON in and out; long operations answer with a stream of Event lines (NDJSON)
+// ending in one with Done or Error set.
+//
+//	POST /api/v0/id                          → IDInfo
+//	POST /api/v0/peers                       → []PeerInfo
+//	POST /api/v0/connect    {addr}           → {}
+//	POST /api/v0/pin/ls                      → []PinInfo
+//	POST /api/v0/pin/add    {cid, name}      → Event stream (fetch progress)
+//	POST /api/v0/pin/rm     {cid}            → {}
+//	POST /api/v0/task/add   {dir, unchecked} → Event stream (pack progress; Done.CID)
+//	POST /api/v0/task/get   {cid, dir}       → Event stream (fetch progress, unpack phase)
+//	POST /api/v0/dag/export?cid=CID          → CARv1 bytes
+//	POST /api/v0/dag/import (body: CAR)      → {roots}
+//
+// Paths in requests are absolute paths on the daemon's machine: the CLI resolves them.
+const apiPrefix = "/api/v0/"
+
+// IDInfo is the answer of /id.
+type IDInfo struct {
+	PeerID string   `json:"peer_id"`
+	Addrs  []string `json:"addrs"`
+}
+
+// Event is one line of a streamed answer.
+type Event struct {
+	Phase string `json:"phase,omitempty"` // "pack", "fetch", "unpack"
+	Bytes int64  `json:"bytes,omitempty"`
+	Total int64  `json:"total,omitempty"`
+	Done  bool   `json:"done,omitempty"`
+	CID   string `json:"cid,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+type apiError struct {
+	Error string `json:"error"`
+}
+
+type connectReq struct {
+	Addr string `json:"addr"`
+}
+
+type pinReq struct {
+	CID  string `json:"cid"`
+	Name string `json:"name,omitempty"`
+}
+
+type addReq struct {
+	Dir       string `json:"dir"`
+	Unchecked bool   `json:"unchecked,omitempty"`
+}
+
+type getReq struct {
+	CID string `json:"cid"`
+	Dir string `json:"dir"`
+}
+
+type importResp struct {
+	Roots []string `json:"roots"`
+}
+
+// Handler returns the node's HTTP API.
+func (n *Node) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+apiPrefix+"id", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, IDInfo{PeerID: n.ID().String(), Addrs: n.Addrs()})
+	})
+	mux.HandleFunc("POST "+apiPrefix+"peers", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, orEmpty(n.Peers()))
+	})
+	mux.HandleFunc("POST "+apiPrefix+"connect", func(w http.ResponseWriter, r *http.Request) {
+		var req connectReq
+		if !readJSON(w, r, &req) {
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+		defer cancel()
+		if err := n.Connect(ctx, req.Addr); err != nil {
+			writeErr(w, http.StatusBadGateway, err)
+			return
+		}
+		writeJSON(w, struct{}{})
+	})
+	mux.HandleFunc("POST "+apiPrefix+"pin/ls", func(w http.ResponseWriter, r *http.Request) {
+		pins, err := n.Pins(r.Context())
+		if err != nil {
+			writeErr(w, http.StatusInternalServerError, err)
+			return
+		}
+		writeJSON(w, orEmpty(pins))
+	})
+	mux.HandleFunc("POST "+apiPrefix+"pin/rm", func(w http.ResponseWriter, r *http.Request) {
+		var req pinReq
+		if !readJSON(w, r, &req) {
+			return
+		}
+		c, ok := parseCID(w, req.CID)
+		if !ok {
+			return
+		}
+		if err := n.Unpin(r.Context(), c); err != nil {
+			writeErr(w, http.StatusBadRequest, err)
+			return
+		}
+		writeJSON(w, struct{}{})
+	})
+	mux.HandleFunc("POST "+apiPrefix+"pin/add", func(w http.ResponseWriter, r *http.Request) {
+		var req pinReq
+		if !readJSON(w, r, &req) {
+			return
+		}
+		c, ok := parseCID(w, req.CID)
+		if !ok {
+			return
+		}
+		stream(w, func(send func(Event)) (string, error) {
+			return c.String(), n.Pin(r.Context(), c, req.Name, func(d, t int64) { send(Event{Phase: "fetch", Bytes: d, Total: t}) })
+		})
+	})
+	mux.HandleFunc("POST "+apiPrefix+"task/add", func(w http.ResponseWriter, r *http.Request) {
+		var req addReq
+		if !readJSON(w, r, &req) {
+			return
+		}
+		if !filepath.IsAbs(req.Dir) {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("dir %q must be an absolute path", req.Dir))
+			return
+		}
+		stream(w, func(send func(Event)) (string, error) {
+			root, err := n.Add(r.Context(), req.Dir, AddOptions{Unchecked: req.Unchecked, Progress: func(d int64) { send(Event{Phase: "pack", Bytes: d}) }})
+			if err != nil {
+				return "", err
+			}
+			return root.String(), nil
+		})
+	})
+	mux.HandleFunc("POST "+apiPrefix+"task/get", func(w http.ResponseWriter, r *http.Request) {
+		var req getReq
+		if !readJSON(w, r, &req) {
+			return
+		}
+		c, ok := parseCID(w, req.CID)
+		if !ok {
+			return
+		}
+		if !filepath.IsAbs(req.Dir) {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("dir %q must be an absolute path", req.Dir))
+			return
+		}
+		stream(w, func(send func(Event)) (string, error) {
+			return c.String(), n.Get(r.Context(), c, req.Dir, GetOptions{
+				Progress:  func(d, t int64) { send(Event{Phase: "fetch", Bytes: d, Total: t}) },
+				Unpacking: func() { send(Event{Phase: "unpack"}) },
+			})
+		})
+	})
+	mux.HandleFunc("POST "+apiPrefix+"dag/export", func(w http.ResponseWriter, r *http.Request) {
+		c, ok := parseCID(w, r.URL.Query().Get("cid"))
+		if !ok {
+			return
+		}
+		if has, err := n.bstore.Has(r.Context(), c); err != nil || !has {
+			writeErr(w, http.StatusNotFound, n.ExportCAR(r.Context(), c, io.Discard))
+			return
+		}
+		w.Header().Set("Content-Type", "application/vnd.ipld.car; version=1")
+		// Headers are sent with the first bytes; a failure after that shows as a truncated
+		// body, which the client detects by the missing trailer.
+		w.Header().Set("Trailer", "X-Evalmesh-Error")
+		if err := n.ExportCAR(r.Context(), c, w); err != nil {
+			w.Header().Set("X-Evalmesh-Error", err.Error())
+			return
+		}
+		w.Header().Set("X-Evalmesh-Error", "none")
+	})
+	mux.HandleFunc("POST "+apiPrefix+"dag/import", func(w http.ResponseWriter, r *http.Request) {
+		roots, err := n.ImportCAR(r.Context(), r.Body)
+		if err != nil {
+			writeErr(w, http.StatusBadRequest, err)
+			return
+		}
+		var out importResp
+		for _, c := range roots {
+			out.Roots = append(out.Roots, c.String())
+		}
+		writeJSON(w, out)
+	})
+	return guard(mux)
+}
+
+// guard refuses requests a web page could make: browsers send Origin on cross-site POSTs, the
+// CLI never does. The API is meant for the CLI on the same machine.
+func guard(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Origin") != "" {
+			writeErr(w, http.StatusForbidden, errors.New("requests from web pages are refused"))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func parseCID(w http.ResponseWriter, s string) (cid.Cid, bool) {
+	c, err := cid.Decode(s)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("%q is not a CID: %w", s, err))
+		return cid.Undef, false
+	}
+	return c, true
+}
+
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("request body: %w", err))
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, code int, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(apiError{Error: err.Error()})
+}
+
+// stream answers with NDJSON events: progress sent by op (at most ~10 a second), then a final
+// event with Done and the CID, or with Error.
+func stream(w http.ResponseWriter, op func(send func(Event)) (string, error)) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	flusher, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	var mu sync.Mutex
+	var lastSent time.Time
+	var lastPhase string
+	emit := func(e Event, force bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !force && e.Phase == lastPhase && time.Since(lastSent) < 100*time.Millisecond && e.Bytes != e.Total {
+			return
+		}
+		lastSent, lastPhase = time.Now(), e.Phase
+		enc.Encode(e)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	id, err := op(func(e Event) { emit(e, false) })
+	if err != nil {
+		emit(Event{Error: err.Error()}, true)
+		return
+	}
+	emit(Event{Done: true, CID: id}, true)
+}

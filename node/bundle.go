@@ -1,0 +1,100 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/ipfs/go-cid"
+	carv2 "github.com/ipld/go-car/v2"
+
+	"github.com/evalmesh/evalmesh/tasks"
+)
+
+// AddOptions tune Add.
+type AddOptions struct {
+	// Unchecked packs any folder, not only a valid bundle.
+	Unchecked bool
+	// Progress, if set, gets the file bytes read so far.
+	Progress func(done int64)
+}
+
+// Add packs the folder dir into a UnixFS DAG (the CID `ipfs add -r --cid-version=1` gives),
+// stores its blocks, pins it under the folder's name, and returns the root CID.
+func (n *Node) Add(ctx context.Context, dir string, opts AddOptions) (cid.Cid, error) {
+	root, err := tasks.Pack(ctx, dir, n.dag, tasks.PackOptions{Unchecked: opts.Unchecked, Progress: opts.Progress})
+	if err != nil {
+		return cid.Undef, err
+	}
+	if err := n.pinLocal(ctx, root, filepath.Base(dir)); err != nil {
+		return cid.Undef, err
+	}
+	return root, nil
+}
+
+// GetOptions tune Get.
+type GetOptions struct {
+	// Progress, if set, gets the bytes fetched so far and the DAG's declared size.
+	Progress func(done, total int64)
+	// Unpacking, if set, is called once the fetch is done and unpacking starts.
+	Unpacking func()
+}
+
+// Get fetches the bundle root from connected peers (every block verified against its CID),
+// pins it, and unpacks it into dir with the safe unpacker (no absolute paths, no "..", no
+// links leaving the bundle, nothing over max_bundle_size). dir must not exist or be empty.
+func (n *Node) Get(ctx context.Context, root cid.Cid, dir string, opts GetOptions) error {
+	if err := n.Pin(ctx, root, "", opts.Progress); err != nil {
+		return err
+	}
+	if opts.Unpacking != nil {
+		opts.Unpacking()
+	}
+	return tasks.Unpack(ctx, n.local, root, dir, tasks.UnpackOptions{MaxSize: n.cfg.MaxBundleSize})
+}
+
+// ExportCAR writes the DAG under root, which must be local, to w as a CARv1 with root as
+// its only root (the format `ipfs dag export` writes and `ipfs dag import` reads).
+func (n *Node) ExportCAR(ctx context.Context, root cid.Cid, w io.Writer) error {
+	if ok, err := n.bstore.Has(ctx, root); err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("%s is not in this node's blockstore: fetch it first with `evalmesh pin add %s`", root, root)
+	}
+	if err := tasks.WriteCAR(ctx, n.local, root, w); err != nil {
+		return fmt.Errorf("export %s: %w", root, err)
+	}
+	return nil
+}
+
+// ImportCAR stores every block of a CAR (v1 or v2) read from r, each checked against its CID,
+// then pins each of its roots; every root's DAG must be complete. It returns the roots.
+func (n *Node) ImportCAR(ctx context.Context, r io.Reader) ([]cid.Cid, error) {
+	br, err := carv2.NewBlockReader(r)
+	if err != nil {
+		return nil, fmt.Errorf("not a CAR file: %w", err)
+	}
+	if len(br.Roots) == 0 {
+		return nil, errors.New("CAR has no roots: nothing to pin")
+	}
+	for {
+		blk, err := br.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read CAR: %w", err)
+		}
+		if err := n.bstore.Put(ctx, blk); err != nil {
+			return nil, err
+		}
+	}
+	for _, root := range br.Roots {
+		if err := n.pinLocal(ctx, root, "import-car"); err != nil {
+			return nil, fmt.Errorf("CAR root %s is incomplete: %w", root, err)
+		}
+	}
+	return br.Roots, nil
+}

@@ -1,0 +1,255 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/ipfs/go-cid"
+
+	"github.com/evalmesh/evalmesh/internal/home"
+)
+
+// ErrNoDaemon is wrapped when no daemon answers for a home.
+var ErrNoDaemon = errors.New("no evalmesh daemon is running")
+
+// Client talks to a running daemon's HTTP API. The CLI uses it; so can scripts and tests.
+//
+//	c, err := node.NewClient(h)          // reads HOME/api
+//	root, err := c.Add(ctx, "/abs/dir", false, nil)
+//	err = c.Get(ctx, root, "/abs/out", func(done, total int64) { ... })
+type Client struct {
+	base string
+	home home.Home
+	hc   *http.Client
+}
+
+// NewClient reads the API address the daemon of home h wrote to HOME/api. It does not
+// contact the daemon; the first call does, and fails with ErrNoDaemon if none answers.
+func NewClient(h home.Home) (*Client, error) {
+	raw, err := os.ReadFile(h.APIPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, noDaemon(h)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return NewClientAddr(h, strings.TrimSpace(string(raw))), nil
+}
+
+// NewClientAddr talks to the API at host:port.
+func NewClientAddr(h home.Home, addr string) *Client {
+	return &Client{base: "http://" + addr + strings.TrimSuffix(apiPrefix, "/"), home: h, hc: &http.Client{}}
+}
+
+func noDaemon(h home.Home) error {
+	return fmt.Errorf("%w for home %s: start it with `evalmesh daemon --home %s`", ErrNoDaemon, h.Dir, h.Dir)
+}
+
+func (c *Client) post(ctx context.Context, path string, body io.Reader, ctype string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/"+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &op) && op.Op == "dial") {
+			return nil, noDaemon(c.home)
+		}
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		var e apiError
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
+			return nil, errors.New(e.Error)
+		}
+		return nil, fmt.Errorf("daemon answered %s: %s", resp.Status, bytes.TrimSpace(raw))
+	}
+	return resp, nil
+}
+
+func (c *Client) call(ctx context.Context, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		raw, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(raw)
+	}
+	resp, err := c.post(ctx, path, body, "application/json")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// streamCall reads an Event stream, passing progress events to on, and returns the final CID.
+func (c *Client) streamCall(ctx context.Context, path string, in any, on func(Event)) (string, error) {
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.post(ctx, path, bytes.NewReader(raw), "application/json")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return "", fmt.Errorf("daemon sent a malformed event %q: %w", sc.Text(), err)
+		}
+		switch {
+		case e.Error != "":
+			return "", errors.New(e.Error)
+		case e.Done:
+			return e.CID, nil
+		case on != nil:
+			on(e)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	return "", errors.New("the daemon ended the answer early (did it stop? see its log)")
+}
+
+// ID returns the daemon's peer ID and listening addresses.
+func (c *Client) ID(ctx context.Context) (*IDInfo, error) {
+	var out IDInfo
+	return &out, c.call(ctx, "id", struct{}{}, &out)
+}
+
+// Peers lists connected peers.
+func (c *Client) Peers(ctx context.Context) ([]PeerInfo, error) {
+	var out []PeerInfo
+	return out, c.call(ctx, "peers", struct{}{}, &out)
+}
+
+// Connect dials a peer (multiaddr ending in /p2p/PEER_ID).
+func (c *Client) Connect(ctx context.Context, addr string) error {
+	return c.call(ctx, "connect", connectReq{Addr: addr}, nil)
+}
+
+// Pins lists recursive pins.
+func (c *Client) Pins(ctx context.Context) ([]PinInfo, error) {
+	var out []PinInfo
+	return out, c.call(ctx, "pin/ls", struct{}{}, &out)
+}
+
+// Pin fetches root's DAG from peers if needed and pins it.
+func (c *Client) Pin(ctx context.Context, root cid.Cid, name string, progress func(done, total int64)) error {
+	_, err := c.streamCall(ctx, "pin/add", pinReq{CID: root.String(), Name: name}, func(e Event) {
+		if progress != nil && e.Phase == "fetch" {
+			progress(e.Bytes, e.Total)
+		}
+	})
+	return err
+}
+
+// Unpin removes root's recursive pin.
+func (c *Client) Unpin(ctx context.Context, root cid.Cid) error {
+	return c.call(ctx, "pin/rm", pinReq{CID: root.String()}, nil)
+}
+
+// Add packs, stores and pins the folder dir (resolved to an absolute path here).
+func (c *Client) Add(ctx context.Context, dir string, unchecked bool, progress func(done int64)) (cid.Cid, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return cid.Undef, err
+	}
+	s, err := c.streamCall(ctx, "task/add", addReq{Dir: abs, Unchecked: unchecked}, func(e Event) {
+		if progress != nil {
+			progress(e.Bytes)
+		}
+	})
+	if err != nil {
+		return cid.Undef, err
+	}
+	return cid.Decode(s)
+}
+
+// Get fetches, pins and unpacks the bundle root into dir (resolved to an absolute path here).
+// progress gets fetch progress; unpacking, if set, is called when unpacking starts.
+func (c *Client) Get(ctx context.Context, root cid.Cid, dir string, progress func(done, total int64), unpacking func()) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	_, err = c.streamCall(ctx, "task/get", getReq{CID: root.String(), Dir: abs}, func(e Event) {
+		switch {
+		case e.Phase == "fetch" && progress != nil:
+			progress(e.Bytes, e.Total)
+		case e.Phase == "unpack" && unpacking != nil:
+			unpacking()
+		}
+	})
+	return err
+}
+
+// ExportCAR writes root's DAG (which the daemon must hold) to w as a CARv1.
+func (c *Client) ExportCAR(ctx context.Context, root cid.Cid, w io.Writer) error {
+	resp, err := c.post(ctx, "dag/export?cid="+url.QueryEscape(root.String()), nil, "")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return fmt.Errorf("export %s: %w", root, err)
+	}
+	if e := resp.Trailer.Get("X-Evalmesh-Error"); e != "none" {
+		if e == "" {
+			e = "the daemon ended the CAR early"
+		}
+		return fmt.Errorf("export %s: %s", root, e)
+	}
+	return nil
+}
+
+// ImportCAR sends a CAR to the daemon, which stores its blocks and pins its roots.
+func (c *Client) ImportCAR(ctx context.Context, r io.Reader) ([]cid.Cid, error) {
+	resp, err := c.post(ctx, "dag/import", r, "application/vnd.ipld.car")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out importResp
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, err
+	}
+	var roots []cid.Cid
+	for _, s := range out.Roots {
+		c, err := cid.Decode(s)
+		if err != nil {
+			return nil, err
+		}
+		roots = append(roots, c)
+	}
+	return roots, nil
+}

@@ -1,0 +1,62 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/evalmesh/evalmesh/internal/home"
+)
+
+// Run is the daemon: it starts a node for home h, serves the HTTP API, writes the API's
+// address to HOME/api (as kubo does, so the CLI finds it), and runs until ctx ends. Then it
+// stops taking requests, lets running ones finish for a few seconds, removes HOME/api and
+// closes the stores, so nothing acknowledged is lost. ready, if set, is called once the API
+// answers.
+func Run(ctx context.Context, h home.Home, opts Options, ready func(n *Node, apiAddr string)) error {
+	if c, err := NewClient(h); err == nil {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := c.ID(pctx)
+		cancel()
+		if err == nil {
+			return fmt.Errorf("a daemon already runs for home %s (API in %s)", h.Dir, h.APIPath())
+		}
+	}
+	n, err := New(ctx, h, opts)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	ln, err := net.Listen("tcp", n.cfg.API)
+	if err != nil {
+		return fmt.Errorf("API address %s: %w (set another with --api HOST:PORT; port 0 picks a free one)", n.cfg.API, err)
+	}
+	srv := &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	addr := ln.Addr().String()
+	if err := home.WriteFileAtomic(h.APIPath(), []byte(addr+"\n"), 0o600); err != nil {
+		srv.Close()
+		return fmt.Errorf("write %s: %w", h.APIPath(), err)
+	}
+	defer os.Remove(h.APIPath())
+	if ready != nil {
+		ready(n, addr)
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return fmt.Errorf("API server: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	srv.Close()
+	return n.Close()
+}
