@@ -6,9 +6,10 @@
 //
 // What is enforced:
 //   - wall clock: Wait kills the task's whole process group at Handle.Deadline (TimedOut);
-//   - memory: RLIMIT_AS (address space, so a little stricter than resident memory), and a
-//     cgroup v1 memory group when /sys/fs/cgroup/memory is writable, which also reports
-//     OOM kills;
+//   - memory: a cgroup v1 memory group when /sys/fs/cgroup/memory is writable (the kernel
+//     OOM-kills the agent and Wait reports OOMKilled); otherwise RLIMIT_AS, which bounds
+//     address space rather than resident memory and makes allocations fail instead of
+//     killing, so OOMKilled is not reported;
 //   - pids: a cgroup v1 pids group when /sys/fs/cgroup/pids is writable; RLIMIT_NPROC is not
 //     used because it counts every process of the user, not of the task;
 //   - CPU: a cgroup v1 cpu quota when /sys/fs/cgroup/cpu is writable; otherwise not enforced.
@@ -18,5 +19,8 @@
 // the log, so that after a node restart Recover (by PID plus the process start time from
 // /proc/PID/stat, so a reused PID is never mistaken for the task) can still report how the
 // task ended. A task that died without writing that file ends with the error
-// "exit status unknown after restart".
+// "exit status unknown after restart". The status file is "<task>.exit" in Options.StateDir
+// (default: the folder of TaskConfig.LogPath); Wait rewrites it with the final ExitResult so
+// every later Wait returns the same, and Destroy removes it. TaskConfig.ExtraMounts cannot be
+// given to a subprocess and make Start fail.
 package process
