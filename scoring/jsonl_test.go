@@ -1,0 +1,226 @@
+package scoring
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseResultsJSONL(t *testing.T) {
+	in := `{"task":"T","agent":"a","seed":3,"status":"SUCCESS","score":0.5}
+
+{"task": "T", "agent": "b", "seed": -1, "status": "FAILED", "score": null}
+{"agent":"c","task":"T\u00e9","seed":0,"status":"SUCCESS","score":1e-3,"attestation_id":"bafyX"}
+{"task":"T","agent":"d","seed":0,"status":"TIMEOUT"}
+`
+	got, err := ParseResultsJSONL([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Result{
+		{Task: "T", Agent: "a", Seed: 3, Status: "SUCCESS", Score: fp(0.5)},
+		{Task: "T", Agent: "b", Seed: -1, Status: "FAILED"},
+		{Task: "Té", Agent: "c", Seed: 0, Status: "SUCCESS", Score: fp(1e-3), AttestationID: "bafyX"},
+		{Task: "T", Agent: "d", Seed: 0, Status: "TIMEOUT"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestParseResultsJSONLErrors(t *testing.T) {
+	good := `{"task":"T","agent":"a","seed":1,"status":"SUCCESS","score":0.5}` + "\n"
+	for _, c := range []struct{ line, want string }{
+		{`{"task":"T","agent":"a","seed":1,"status":"SUCCESS","score":"0.5"}`, `"score"`},
+		{`{"task":"T","agent":"a","seed":1.5,"status":"SUCCESS","score":0.5}`, `"seed"`},
+		{`{"task":"T","agent":"a","seed":"1","status":"SUCCESS","score":0.5}`, `"seed"`},
+		{`{"task":"T","agent":"a","status":"SUCCESS","score":0.5}`, `missing "seed"`},
+		{`{"agent":"a","seed":1,"status":"SUCCESS"}`, `missing "task"`},
+		{`{"task":"T","seed":1,"status":"SUCCESS"}`, `missing "agent"`},
+		{`{"task":"T","agent":"a","seed":1}`, `missing "status"`},
+		{`{"task":"T","agent":"a","seed":1,"status":"SUCCESS","score":1e999}`, `out of float64 range`},
+		{`{"task":"T","agent":"a","seed":99999999999,"status":"SUCCESS"}`, `32-bit`},
+		{`{"task":"T","agent":"sota","seed":1,"status":"SUCCESS"}`, `reserved`},
+		{`{"task":"T","agent":"a","seed":1,"status":"SUCCESS","extra":1}`, `unknown field`},
+		{`{"task":"T","agent":"a","seed":1,"status":"SUCCESS"} {}`, `more than one`},
+		{`[1,2]`, `not a results object`},
+		{`not json`, `not a results object`},
+	} {
+		data := good + good + c.line + "\n" + good
+		_, err := ParseResultsJSONL([]byte(data))
+		if err == nil || !strings.Contains(err.Error(), "results line 3:") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("line %s: err = %v, want line 3 and %q", c.line, err, c.want)
+		}
+	}
+}
+
+// Big inputs are parsed in parallel chunks; line numbers in errors stay file-global.
+func TestParseResultsJSONLChunkedLineNumbers(t *testing.T) {
+	line := `{"task":"T","agent":"a","seed":1,"status":"SUCCESS","score":0.5}` + "\n"
+	var b bytes.Buffer
+	n := (2<<20)/len(line) + 10
+	for i := 0; i < n; i++ {
+		if i == n-5 {
+			b.WriteString("{broken\n")
+			continue
+		}
+		b.WriteString(line)
+	}
+	_, err := ParseResultsJSONL(b.Bytes())
+	if err == nil || !strings.Contains(err.Error(), "results line "+itoa(n-4)+":") {
+		t.Fatalf("err = %v, want line %d", err, n-4)
+	}
+	rs, err := ParseResultsJSONL(bytes.Repeat([]byte(line), n))
+	if err != nil || len(rs) != n {
+		t.Fatalf("parsed %d of %d: %v", len(rs), n, err)
+	}
+}
+
+// FuzzParseResultsJSONL: never panics; the fast scanner and encoding/json agree on every
+// line the scanner accepts; what parses re-encodes and parses back the same.
+func FuzzParseResultsJSONL(f *testing.F) {
+	for _, s := range []string{
+		`{"task":"T","agent":"a","seed":1,"status":"SUCCESS","score":0.5}`,
+		`{"task":"T","agent":"a","seed":-0,"status":"FAILED","score":null}`,
+		`{"task":"T","agent":"a","seed":1,"status":"SUCCESS","score":-1.5e-7,"attestation_id":"x"}`,
+		`{"task":"T","agent":"a","seed":01,"status":"SUCCESS"}`,
+		`{"task":"T","agent":"a","seed":1,"status":"SUCCESS","score":1.}`,
+		`{"task":"T","agent":"a","seed":1,"status":"SUCCESS","score":1e400}`,
+		`{"task":"T","task":"U","agent":"a","seed":1,"status":"S"}`,
+		`{"Task":"T","agent":"a","seed":1,"status":"S"}`,
+		"{\"task\":\"T\\n\",\"agent\":\"a\",\"seed\":1,\"status\":\"S\"}\n\n{}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rs, err := ParseResultsJSONL(data)
+		for _, line := range bytes.Split(data, []byte("\n")) {
+			line = bytes.TrimSpace(line)
+			if len(line) == 0 {
+				continue
+			}
+			fast, score, has, ok := fastResultLine(line, newInterner())
+			if !ok {
+				continue
+			}
+			if has {
+				fast.Score = &score
+			}
+			slow, serr := parseResultLine(line)
+			if serr != nil {
+				t.Fatalf("fast path accepted %q, encoding/json refused: %v", line, serr)
+			}
+			if !sameResult(fast, slow) {
+				t.Fatalf("paths disagree on %q:\nfast %+v\nslow %+v", line, fast, slow)
+			}
+		}
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "results line ") {
+				t.Fatalf("error does not name the line: %v", err)
+			}
+			return
+		}
+		for _, r := range rs {
+			if r.Task == "" || r.Agent == "" || r.Status == "" || r.Agent == SOTAPlayer {
+				t.Fatalf("accepted an incomplete result %+v", r)
+			}
+			if r.Score != nil && (math.IsNaN(*r.Score) || math.IsInf(*r.Score, 0)) {
+				t.Fatalf("accepted a non-finite score %+v", r)
+			}
+		}
+		back, err := ParseResultsJSONL(resultsJSONLWithIDs(rs))
+		if err != nil {
+			t.Fatalf("re-encoded results do not parse: %v", err)
+		}
+		if len(back) != len(rs) {
+			t.Fatalf("round trip: %d results, want %d", len(back), len(rs))
+		}
+	})
+}
+
+func sameResult(a, b Result) bool {
+	if (a.Score == nil) != (b.Score == nil) || a.Score != nil && *a.Score != *b.Score {
+		return false
+	}
+	a.Score, b.Score = nil, nil
+	return a == b
+}
+
+func resultsJSONLWithIDs(rs []Result) []byte {
+	var b bytes.Buffer
+	for _, r := range rs {
+		line := resultsJSONL([]Result{r})
+		if r.AttestationID != "" {
+			line = append(bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("}")), []byte(`,"attestation_id":`+quote(r.AttestationID)+"}\n")...)
+		}
+		b.Write(line)
+	}
+	return b.Bytes()
+}
+
+func quote(s string) string {
+	var b bytes.Buffer
+	b.WriteString(`"`)
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteString(`\` + string(r))
+		case r < 0x20:
+			b.WriteString(`\u00`)
+			b.WriteByte("0123456789abcdef"[r>>4])
+			b.WriteByte("0123456789abcdef"[r&15])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteString(`"`)
+	return b.String()
+}
+
+// FuzzScoreCSV: any submission bytes against fixed, valid labels give either a finite
+// score or a *InvalidSubmission naming a row/column — never a panic, never another error.
+func FuzzScoreCSV(f *testing.F) {
+	type task struct {
+		metric, labels string
+		spec           CSVSpec
+	}
+	tasks := []task{
+		{"Accuracy", "Answer\n27\n4\n16\n", CSVSpec{Header: []string{"Answer"}}},
+		{"ExactMatch", "answers\n\"[\"\"Denver\"\"]\"\nParis\nx\n", CSVSpec{}},
+		{"MAE", "label_target\n\"[1, NaN, 3]\"\n\"[2, 2, 2]\"\n\"[0, 0, 1]\"\n", CSVSpec{}},
+		{"MeanAbsoluteError", "y\n1.5\n-2\n3e3\n", CSVSpec{}},
+		{"MASE", "label_target,target\n\"[1, 2, 4, 6]\",\"[1, 2, 4]\"\n\"[1, 3, 5, 7]\",\"[1, 3]\"\n\"[5, 6]\",\"[5]\"\n", CSVSpec{Header: []string{"label_target"}, ScoringColumns: []string{"label_target"}}},
+		{"SpearmanCorrelation", "s\n1\n2\n3\n", CSVSpec{}},
+		{"MRR", "query,id\nq1,1\nq2,2\nq3,\"\"\"x\"\"\"\n", CSVSpec{Header: []string{"query", "rankings"}, ScoringColumns: []string{"id"}}},
+		{"RougeL", "answers\nthe cat sat\nrunning dogs\n\"\"\n", CSVSpec{}},
+		{"Pass@5", "input_output\na\nb\nc\n", CSVSpec{Header: []string{"code1", "code2"}}},
+		{"MCQF1Micro", "answer\nA\n\"B,C\"\nD\n", CSVSpec{}},
+	}
+	for i, t := range tasks {
+		f.Add(uint8(i), []byte(t.labels))
+	}
+	f.Add(uint8(0), []byte("Answer\n27\n4\nNaN\n"))
+	f.Add(uint8(6), []byte("query,rankings\nq1,\"[1,2]\"\nq2,[]\nq3,\"[\"\"x\"\"]\"\n"))
+	f.Add(uint8(8), []byte("code1,code2\n1,0\nfalse,pass\n0,0\n"))
+	f.Add(uint8(2), []byte("label_target\n\"[1,2,3]\"\n\"[1e308,-1e308,0]\"\n\"[0,0,nan]\"\n"))
+	f.Fuzz(func(t *testing.T, which uint8, sub []byte) {
+		tk := tasks[int(which)%len(tasks)]
+		v, err := ScoreCSV(tk.metric, sub, []byte(tk.labels), tk.spec)
+		if err != nil {
+			var inv *InvalidSubmission
+			if !errors.As(err, &inv) {
+				t.Fatalf("%s: non-submission error for submission %q: %v", tk.metric, sub, err)
+			}
+			if inv.Reason == "" {
+				t.Fatalf("empty reason")
+			}
+			return
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			t.Fatalf("%s: non-finite score %v for %q", tk.metric, v, sub)
+		}
+	})
+}
