@@ -46,6 +46,9 @@ type Resources struct {
 	MemoryBytes int64 `json:"memory_bytes,omitempty" yaml:"memory_bytes,omitempty"`
 }
 
+// maxAgentSpecSize bounds a spec before YAML sees it (alias expansion is the risk).
+const maxAgentSpecSize = 64 << 10
+
 var (
 	digestRE    = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	agentNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -54,6 +57,9 @@ var (
 // ParseAgentSpec reads a spec from YAML or JSON (JSON is YAML) and validates it. Unknown
 // fields are errors naming the field, so a typo is not silently dropped from the identity.
 func ParseAgentSpec(data []byte) (*AgentSpec, error) {
+	if len(data) > maxAgentSpecSize {
+		return nil, fmt.Errorf("agent spec is %d bytes, over the %d-byte limit: a spec names an image and a command, nothing bulky", len(data), maxAgentSpecSize)
+	}
 	var s AgentSpec
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
