@@ -32,19 +32,19 @@ type trustFile struct {
 
 // TrustedLab is a lab whose certified nodes are believed.
 type TrustedLab struct {
-	Name string `yaml:"name"`
+	Name string `yaml:"name" json:"name"`
 	// Key is the base64 raw 32-byte ed25519 lab public key.
-	Key string `yaml:"key"`
+	Key string `yaml:"key" json:"key"`
 	// ID, when given, must equal LabID(Key): a typo in either is caught.
-	ID string `yaml:"id,omitempty"`
+	ID string `yaml:"id,omitempty" json:"id,omitempty"`
 }
 
 // TrustedNode is a node believed directly, without a lab certificate.
 type TrustedNode struct {
-	Name   string `yaml:"name"`
-	PeerID string `yaml:"peer_id,omitempty"`
+	Name   string `yaml:"name" json:"name"`
+	PeerID string `yaml:"peer_id,omitempty" json:"peer_id,omitempty"`
 	// Key is the base64 raw 32-byte ed25519 node key; either PeerID or Key (or both, agreeing).
-	Key string `yaml:"key,omitempty"`
+	Key string `yaml:"key,omitempty" json:"key,omitempty"`
 }
 
 // TrustStore is a parsed trust file: lab keys, directly trusted node keys, revocations.

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evalmesh/evalmesh/attest"
+)
+
+// labFlow sets up a lab, a certified node home and a trust file in a temp dir.
+type labFlow struct {
+	dir, home, lab, trust, peerID string
+}
+
+func newLabFlow(t *testing.T) *labFlow {
+	t.Helper()
+	d := t.TempDir()
+	f := &labFlow{dir: d, home: filepath.Join(d, "node"), lab: filepath.Join(d, "lab"), trust: filepath.Join(d, "trust.yaml")}
+	mustCLI(t, "init", "--home", f.home)
+	var id struct{ PeerID string `json:"peer_id"` }
+	json.Unmarshal([]byte(mustCLI(t, "id", "--home", f.home, "--json")), &id)
+	f.peerID = id.PeerID
+	labID := strings.TrimSpace(mustCLI(t, "lab", "init", "--dir", f.lab, "--name", "acme"))
+	if !strings.HasPrefix(labID, attest.LabIDPrefix) {
+		t.Fatalf("lab init printed %q, want a lab ID", labID)
+	}
+	mustCLI(t, "lab", "certify", "--dir", f.lab, "--node", f.peerID, "--from", "2026-01-01T00:00:00Z", "--valid", "30d",
+		"--out", filepath.Join(f.home, "node-cert.json"))
+	mustCLI(t, "trust", "add", "--trust", f.trust, "--lab", f.lab)
+	return f
+}
+
+func mustCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, stderr := cliRun(t, args...)
+	if code != 0 {
+		t.Fatalf("evalmesh %s: exit %d: %s", strings.Join(args, " "), code, stderr)
+	}
+	return out
+}
+
+func (f *labFlow) write(t *testing.T, name, content string) string {
+	p := filepath.Join(f.dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func runStatement(t *testing.T, node, lab string) string {
+	score := 0.75
+	st, err := attest.NewStatement(
+		[]attest.Subject{{Name: "submission.csv", Digest: map[string]string{"sha256": strings.Repeat("ab", 32)}, Annotations: map[string]any{"role": "submission"}}},
+		attest.PredicateRunV1, attest.RunPredicate{
+			Slot: attest.Slot{Campaign: "c", Task: "t", Agent: "a"}, Node: node, Lab: lab,
+			Start: time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC), End: time.Date(2026, 1, 5, 1, 0, 0, 0, time.UTC),
+			Valid: true, Score: &score, Metric: "accuracy", Evaluator: "builtin:accuracy",
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(st)
+}
+
+func TestLabInitRefusesOverwriteAndKeepsKeyPrivate(t *testing.T) {
+	f := newLabFlow(t)
+	st, err := os.Stat(filepath.Join(f.lab, attest.LabKeyFile))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("lab.key: %v mode %v, want 0600", err, st.Mode().Perm())
+	}
+	code, _, stderr := cliRun(t, "lab", "init", "--dir", f.lab)
+	if code == 0 || !strings.Contains(stderr, "already exists") {
+		t.Fatalf("second lab init: %d %q", code, stderr)
+	}
+}
+
+func TestCertifyPrintsCertificateJSON(t *testing.T) {
+	f := newLabFlow(t)
+	out := mustCLI(t, "lab", "certify", "--dir", f.lab, "--node", f.peerID, "--from", "2026-03-01T00:00:00Z", "--valid", "48h")
+	cert, err := attest.ParseNodeCert([]byte(strings.TrimSpace(out)))
+	if err != nil {
+		t.Fatalf("certify output is not a certificate: %v\n%s", err, out)
+	}
+	want := time.Date(2026, 3, 3, 0, 0, 0, 0, time.UTC)
+	if cert.Node != f.peerID || !cert.NotAfter.Equal(want) {
+		t.Fatalf("cert node %s not_after %s, want %s %s", cert.Node, cert.NotAfter, f.peerID, want)
+	}
+	for _, bad := range [][]string{{"--valid", "-3d"}, {"--valid", "soon"}, {"--node", "not-a-peer"}} {
+		args := append([]string{"lab", "certify", "--dir", f.lab, "--node", f.peerID}, bad...)
+		if code, _, stderr := cliRun(t, args...); code == 0 || stderr == "" {
+			t.Errorf("certify %v accepted", bad)
+		}
+	}
+}
+
+func TestSignAndVerify(t *testing.T) {
+	f := newLabFlow(t)
+	var info attest.LabInfo
+	b, _ := os.ReadFile(filepath.Join(f.lab, attest.LabInfoFile))
+	json.Unmarshal(b, &info)
+	stPath := f.write(t, "st.json", runStatement(t, f.peerID, info.ID))
+	envPath := filepath.Join(f.dir, "env.json")
+	// The home's node-cert.json is used when --cert is not given.
+	mustCLI(t, "attest", "sign", "--home", f.home, stPath, "--out", envPath)
+
+	out := mustCLI(t, "attest", "verify", "--trust", f.trust, envPath, "--at", "2026-01-10T00:00:00Z", "--json")
+	var res struct {
+		OK     bool   `json:"ok"`
+		Lab    string `json:"lab"`
+		Counts bool   `json:"counts"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || !res.OK || res.Lab != info.ID || !res.Counts {
+		t.Fatalf("verify --json: %s", out)
+	}
+
+	refused := func(reason attest.Reason, args ...string) {
+		t.Helper()
+		code, _, stderr := cliRun(t, append([]string{"attest", "verify", "--trust", f.trust}, args...)...)
+		if code != 1 {
+			t.Fatalf("verify %v: exit %d, want 1", args, code)
+		}
+		if lines := strings.Split(strings.TrimSpace(stderr), "\n"); len(lines) != 1 || !strings.Contains(lines[0], string(reason)) {
+			t.Fatalf("verify %v: stderr %q, want one line with %q", args, stderr, reason)
+		}
+	}
+	refused(attest.ReasonCertExpired, envPath, "--at", "2026-03-01T00:00:00Z")
+	refused(attest.ReasonCertNotYetValid, envPath, "--at", "2025-12-01T00:00:00Z")
+	env, _ := os.ReadFile(envPath)
+	tampered := f.write(t, "tampered.json", strings.Replace(string(env), `"payload":"ey`, `"payload":"ez`, 1))
+	refused(attest.ReasonBadSignature, tampered, "--at", "2026-01-10T00:00:00Z")
+	refused(attest.ReasonMalformedEnvelope, f.write(t, "junk.json", "{"), "--at", "2026-01-10T00:00:00Z")
+
+	// A trust file without the lab: unknown lab.
+	other := filepath.Join(f.dir, "other.yaml")
+	mustCLI(t, "trust", "add", "--trust", other, "--key", "8jO3llk1VFAI2toO//YNjsB26i0VUzM5ce7g1PH7Lno=", "--name", "beta")
+	code, _, stderr := cliRun(t, "attest", "verify", "--trust", other, envPath, "--at", "2026-01-10T00:00:00Z")
+	if code != 1 || !strings.Contains(stderr, string(attest.ReasonUnknownLab)) {
+		t.Fatalf("unknown lab: %d %q", code, stderr)
+	}
+
+	// Revocation through the CLI.
+	revPath := filepath.Join(f.dir, "rev.json")
+	mustCLI(t, "lab", "revoke", "--dir", f.lab, "--node", f.peerID, "--at", "2026-01-07T00:00:00Z", "--out", revPath)
+	mustCLI(t, "trust", "add", "--trust", f.trust, "--revocation", revPath)
+	mustCLI(t, "attest", "verify", "--trust", f.trust, envPath, "--at", "2026-01-06T00:00:00Z")
+	refused(attest.ReasonCertRevoked, envPath, "--at", "2026-01-08T00:00:00Z")
+}
+
+func TestSignWithoutCertificateNeedsDirectTrust(t *testing.T) {
+	f := newLabFlow(t)
+	os.Remove(filepath.Join(f.home, "node-cert.json"))
+	stPath := f.write(t, "st.json", runStatement(t, f.peerID, ""))
+	env := mustCLI(t, "attest", "sign", "--home", f.home, stPath)
+	envPath := f.write(t, "env.json", env)
+	code, _, stderr := cliRun(t, "attest", "verify", "--trust", f.trust, envPath)
+	if code != 1 || !strings.Contains(stderr, string(attest.ReasonUnknownNode)) {
+		t.Fatalf("uncertified node: %d %q", code, stderr)
+	}
+	var id struct{ PublicKey string `json:"public_key"` }
+	json.Unmarshal([]byte(mustCLI(t, "id", "--home", f.home, "--json")), &id)
+	mustCLI(t, "trust", "add", "--trust", f.trust, "--node-key", id.PublicKey, "--name", "laptop")
+	mustCLI(t, "attest", "verify", "--trust", f.trust, envPath)
+
+	list := mustCLI(t, "trust", "list", "--trust", f.trust)
+	if !strings.Contains(list, "acme") || !strings.Contains(list, f.peerID) {
+		t.Fatalf("trust list:\n%s", list)
+	}
+}
+
+func TestSignRefusesWhatIsNotAStatement(t *testing.T) {
+	f := newLabFlow(t)
+	p := f.write(t, "st.json", `{"hello":"world"}`)
+	code, _, stderr := cliRun(t, "attest", "sign", "--home", f.home, p)
+	if code == 0 || !strings.Contains(stderr, "_type") {
+		t.Fatalf("signing a non-statement: %d %q", code, stderr)
+	}
+}
+
+func TestTrustAddValidates(t *testing.T) {
+	d := t.TempDir()
+	tp := filepath.Join(d, "t.yaml")
+	for _, args := range [][]string{
+		{"--key", "AAAA", "--name", "x"},
+		{"--key", "8jO3llk1VFAI2toO//YNjsB26i0VUzM5ce7g1PH7Lno="},
+		{"--lab", d, "--key", "8jO3llk1VFAI2toO//YNjsB26i0VUzM5ce7g1PH7Lno="},
+		{"--lab", filepath.Join(d, "missing")},
+	} {
+		if code, _, _ := cliRun(t, append([]string{"trust", "add", "--trust", tp}, args...)...); code == 0 {
+			t.Errorf("trust add %v accepted", args)
+		}
+	}
+	if _, err := os.Stat(tp); err == nil {
+		t.Error("a failed trust add wrote the file")
+	}
+}
