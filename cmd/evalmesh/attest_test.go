@@ -21,7 +21,9 @@ func newLabFlow(t *testing.T) *labFlow {
 	d := t.TempDir()
 	f := &labFlow{dir: d, home: filepath.Join(d, "node"), lab: filepath.Join(d, "lab"), trust: filepath.Join(d, "trust.yaml")}
 	mustCLI(t, "init", "--home", f.home)
-	var id struct{ PeerID string `json:"peer_id"` }
+	var id struct {
+		PeerID string `json:"peer_id"`
+	}
 	json.Unmarshal([]byte(mustCLI(t, "id", "--home", f.home, "--json")), &id)
 	f.peerID = id.PeerID
 	labID := strings.TrimSpace(mustCLI(t, "lab", "init", "--dir", f.lab, "--name", "acme"))
@@ -160,7 +162,9 @@ func TestSignWithoutCertificateNeedsDirectTrust(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, string(attest.ReasonUnknownNode)) {
 		t.Fatalf("uncertified node: %d %q", code, stderr)
 	}
-	var id struct{ PublicKey string `json:"public_key"` }
+	var id struct {
+		PublicKey string `json:"public_key"`
+	}
 	json.Unmarshal([]byte(mustCLI(t, "id", "--home", f.home, "--json")), &id)
 	mustCLI(t, "trust", "add", "--trust", f.trust, "--node-key", id.PublicKey, "--name", "laptop")
 	mustCLI(t, "attest", "verify", "--trust", f.trust, envPath)

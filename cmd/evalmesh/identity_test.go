@@ -27,7 +27,9 @@ func TestInitCreatesPrivateIdentityAndRefusesOverwrite(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("init: %d %s", code, stderr)
 	}
-	var res struct{ PeerID string `json:"peer_id"` }
+	var res struct {
+		PeerID string `json:"peer_id"`
+	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil || res.PeerID == "" {
 		t.Fatalf("init --json: %q (%v)", out, err)
 	}
