@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/evalmesh/evalmesh/node"
+)
+
+func init() { register(newDaemonCmd) }
+
+func newDaemonCmd(g *globals) *cobra.Command {
+	var listen []string
+	var api string
+	cmd := &cobra.Command{
+		Use:   "daemon [--listen MULTIADDR]... [--api HOST:PORT]",
+		Short: "Run this node: hold, pin and exchange task bundles with other labs",
+		Long: `Run the node of this home until SIGINT or SIGTERM: a libp2p host (TCP and QUIC), the
+blockstore and pins, bitswap and the streaming bundle transfer, and the local HTTP API
+the other commands talk to. The API address is written to HOME/api while it runs.
+
+Listen addresses and the API address come from HOME/config.yaml unless given here; port 0
+picks a free port. Nothing is sent beyond 127.0.0.1 unless the config says so (listen
+addresses, bootstrap peers, mdns).
+
+Stopping it (Ctrl-C) finishes running requests for a few seconds, then closes the stores:
+nothing written is lost.
+
+Example:
+  evalmesh init --home /srv/lab1
+  evalmesh daemon --home /srv/lab1 --listen /ip4/127.0.0.1/tcp/0 --api 127.0.0.1:0`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, err := g.Home()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			errw := cmd.ErrOrStderr()
+			opts := node.Options{
+				Listen: listen,
+				API:    api,
+				Logf:   func(format string, args ...any) { fmt.Fprintf(errw, format+"\n", args...) },
+			}
+			defer fmt.Fprintln(errw, "daemon stopped")
+			return node.Run(ctx, h, opts, func(n *node.Node, apiAddr string) {
+				out := cmd.OutOrStdout()
+				if g.jsonOut {
+					printJSON(out, map[string]any{"peer_id": n.ID().String(), "addrs": n.Addrs(), "api": apiAddr})
+					return
+				}
+				fmt.Fprintf(out, "peer ID     %s\n", n.ID())
+				for _, a := range n.Addrs() {
+					fmt.Fprintf(out, "listening   %s\n", a)
+				}
+				fmt.Fprintf(out, "API         http://%s (address in %s)\n", apiAddr, h.APIPath())
+				fmt.Fprintln(out, "daemon ready; Ctrl-C stops it")
+			})
+		},
+	}
+	cmd.Flags().StringArrayVar(&listen, "listen", nil, "libp2p listen multiaddr (repeatable; default: config listen)")
+	cmd.Flags().StringVar(&api, "api", "", "HTTP API host:port (default: config api; port 0 picks one)")
+	return cmd
+}

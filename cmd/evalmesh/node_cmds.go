@@ -1,0 +1,417 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/node"
+)
+
+// Commands that talk to the running daemon over its HTTP API (node.Client).
+
+func init() {
+	daemonAddrs = func(h home.Home) []string {
+		c, err := node.NewClient(h)
+		if err != nil {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		id, err := c.ID(ctx)
+		if err != nil {
+			return nil
+		}
+		return id.Addrs
+	}
+	registerSub("task", newTaskAddCmd)
+	registerSub("task", newTaskGetCmd)
+	registerSub("task", newTaskExportCmd)
+	registerSub("task", newTaskImportCARCmd)
+	register(newPinCmd)
+	register(newPeersCmd)
+	register(newConnectCmd)
+}
+
+// client finds the home's daemon; the error says how to start one.
+func (g *globals) client() (*node.Client, error) {
+	h, err := g.Home()
+	if err != nil {
+		return nil, err
+	}
+	return node.NewClient(h)
+}
+
+func parseCIDArg(s string) (cid.Cid, error) {
+	c, err := cid.Decode(s)
+	if err != nil {
+		return cid.Undef, fmt.Errorf("%q is not a CID: %w", s, err)
+	}
+	return c, nil
+}
+
+// progressBar draws bytes, rate and ETA on a terminal; elsewhere it draws nothing.
+type progressBar struct {
+	w    io.Writer
+	what string
+	bar  *progressbar.ProgressBar
+}
+
+func newProgress(w io.Writer, what string) *progressBar {
+	if f, ok := w.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
+		return &progressBar{}
+	}
+	return &progressBar{w: w, what: what}
+}
+
+// set moves the bar to done of total bytes (total < 0: unknown).
+func (p *progressBar) set(done, total int64) {
+	if p.w == nil {
+		return
+	}
+	if p.bar == nil {
+		p.bar = progressbar.NewOptions64(total,
+			progressbar.OptionSetWriter(p.w),
+			progressbar.OptionSetDescription(p.what),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionShowTotalBytes(true),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	p.bar.Set64(done)
+}
+
+func (p *progressBar) finish() {
+	if p.bar != nil {
+		p.bar.Finish()
+		p.bar.Clear()
+		fmt.Fprintln(p.w)
+		p.bar, p.w = nil, nil
+	}
+}
+
+func newTaskAddCmd(g *globals) *cobra.Command {
+	var unchecked bool
+	cmd := &cobra.Command{
+		Use:   "add [--unchecked] DIR",
+		Short: "Pack a bundle folder into the running node, pin it, print its CID",
+		Long: `Pack the folder DIR into a UnixFS DAG (the CID ` + "`ipfs add -r --cid-version=1`" + ` gives),
+store it in the running daemon's blockstore and pin it, so other labs can fetch it.
+DIR must be a valid task bundle (see ` + "`evalmesh task check`" + `) unless --unchecked.
+
+Example:
+  evalmesh task add ./bundles/spaceship-titanic
+  evalmesh task add --unchecked ./any-folder --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			bar := newProgress(cmd.ErrOrStderr(), "pack")
+			root, err := c.Add(cmd.Context(), args[0], unchecked, func(d int64) { bar.set(d, -1) })
+			bar.finish()
+			if err != nil {
+				return err
+			}
+			if g.jsonOut {
+				return printJSON(cmd.OutOrStdout(), map[string]string{"cid": root.String()})
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), root)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&unchecked, "unchecked", false, "pack any folder, not only a valid bundle")
+	return cmd
+}
+
+func newTaskGetCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get CID DIR",
+		Short: "Fetch a bundle from peers, verify it, pin it and unpack it into DIR",
+		Long: `Fetch the bundle CID from connected peers (split across those that have it, every block
+checked against its CID as it arrives), pin it on this node, and unpack it safely into DIR
+(which must not exist or be empty): absolute paths, "..", links leaving the bundle and
+bundles over max_bundle_size are refused. On a terminal a bar shows bytes, rate and ETA.
+
+Example:
+  evalmesh connect /ip4/10.0.0.7/tcp/4201/p2p/12D3KooW...
+  evalmesh task get bafybei... ./work/task1`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			root, err := parseCIDArg(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			dir, err := filepath.Abs(args[1])
+			if err != nil {
+				return err
+			}
+			bar := newProgress(cmd.ErrOrStderr(), "fetch")
+			start := time.Now()
+			var size int64
+			err = c.Get(cmd.Context(), root, dir, func(d, t int64) { size = t; bar.set(d, t) }, bar.finish)
+			bar.finish()
+			if err != nil {
+				return err
+			}
+			if g.jsonOut {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"cid": root.String(), "dir": dir, "bytes": size, "seconds": time.Since(start).Seconds()})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s → %s (%d bytes, %.1fs)\n", root, dir, size, time.Since(start).Seconds())
+			return nil
+		},
+	}
+}
+
+func newTaskExportCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "export CID FILE.car",
+		Short: "Write a bundle held by the running node to a CAR file",
+		Long: `Write the DAG of CID, which the running node must hold, to FILE.car as a CARv1 with CID as
+its root: ` + "`ipfs dag import FILE.car`" + ` reads it, and so does ` + "`evalmesh task import-car`" + `.
+The file is written atomically: it appears complete or not at all.
+
+Example:
+  evalmesh task export bafybei... task1.car`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			root, err := parseCIDArg(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			path := args[1]
+			tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+			if err != nil {
+				return err
+			}
+			defer os.Remove(tmp.Name())
+			err = tmp.Chmod(0o644)
+			if err == nil {
+				err = c.ExportCAR(cmd.Context(), root, tmp)
+			}
+			if err == nil {
+				err = tmp.Sync()
+			}
+			if cerr := tmp.Close(); err == nil {
+				err = cerr
+			}
+			if err == nil {
+				err = os.Rename(tmp.Name(), path)
+			}
+			if err != nil {
+				return err
+			}
+			if g.jsonOut {
+				return printJSON(cmd.OutOrStdout(), map[string]string{"cid": root.String(), "file": path})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s → %s\n", root, path)
+			return nil
+		},
+	}
+}
+
+func newTaskImportCARCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "import-car FILE.car",
+		Short: "Store and pin the DAGs of a CAR file in the running node",
+		Long: `Read FILE.car (CARv1 or v2, as ` + "`ipfs dag export`" + ` writes), check every block against its
+CID, store the blocks in the running node and pin each root; prints the roots. A root
+whose DAG is incomplete in the file is refused.
+
+Example:
+  evalmesh task import-car task1.car`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			f, err := os.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			roots, err := c.ImportCAR(cmd.Context(), f)
+			if err != nil {
+				return fmt.Errorf("import %s: %w", args[0], err)
+			}
+			if g.jsonOut {
+				var out []string
+				for _, r := range roots {
+					out = append(out, r.String())
+				}
+				return printJSON(cmd.OutOrStdout(), map[string][]string{"roots": out})
+			}
+			for _, r := range roots {
+				fmt.Fprintln(cmd.OutOrStdout(), r)
+			}
+			return nil
+		},
+	}
+}
+
+func newPinCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "pin ls|add|rm",
+		Short: "List, add and remove pins on the running node",
+		Long: `Pinned DAGs are kept by this node (for reproducibility) and served to other labs.
+
+Example:
+  evalmesh pin ls
+  evalmesh pin add bafybei...      # fetches from peers if needed
+  evalmesh pin rm bafybei...`,
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "ls",
+		Short: "List pinned CIDs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			pins, err := c.Pins(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if g.jsonOut {
+				return printJSON(cmd.OutOrStdout(), pins)
+			}
+			for _, p := range pins {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s  %s\n", p.CID, p.Name)
+			}
+			return nil
+		},
+	})
+	var name string
+	add := &cobra.Command{
+		Use:   "add CID",
+		Short: "Fetch a DAG from peers if needed and pin it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			root, err := parseCIDArg(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			bar := newProgress(cmd.ErrOrStderr(), "fetch")
+			err = c.Pin(cmd.Context(), root, name, bar.set)
+			bar.finish()
+			if err != nil {
+				return err
+			}
+			if g.jsonOut {
+				return printJSON(cmd.OutOrStdout(), map[string]string{"cid": root.String()})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "pinned %s\n", root)
+			return nil
+		},
+	}
+	add.Flags().StringVar(&name, "name", "", "a name to remember the pin by")
+	cmd.AddCommand(add)
+	cmd.AddCommand(&cobra.Command{
+		Use:   "rm CID",
+		Short: "Remove a pin (blocks stay until garbage collection)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			root, err := parseCIDArg(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			if err := c.Unpin(cmd.Context(), root); err != nil {
+				return err
+			}
+			if g.jsonOut {
+				return printJSON(cmd.OutOrStdout(), map[string]string{"cid": root.String()})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "unpinned %s\n", root)
+			return nil
+		},
+	})
+	return cmd
+}
+
+func newPeersCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "peers",
+		Short: "List the peers the running node is connected to",
+		Long: `List connected peers with the address of the connection.
+
+Example:
+  evalmesh peers --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			peers, err := c.Peers(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if g.jsonOut {
+				return printJSON(cmd.OutOrStdout(), peers)
+			}
+			for _, p := range peers {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s  %s\n", p.ID, p.Addr)
+			}
+			return nil
+		},
+	}
+}
+
+func newConnectCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "connect ADDR",
+		Short: "Connect the running node to a peer",
+		Long: `Dial a peer given as a multiaddr ending in /p2p/PEER_ID (` + "`evalmesh id`" + ` on that node
+prints its addresses while its daemon runs). To connect at every start, list it under
+bootstrap in config.yaml.
+
+Example:
+  evalmesh connect /ip4/10.0.0.7/tcp/4201/p2p/12D3KooW...`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			if err := c.Connect(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			if g.jsonOut {
+				return printJSON(cmd.OutOrStdout(), map[string]string{"connected": args[0]})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "connected %s\n", args[0])
+			return nil
+		},
+	}
+}
