@@ -29,14 +29,26 @@ type resultLine struct {
 // through a small scanner for the flat objects results files hold, and falls back to
 // encoding/json (which also words the errors) for anything the scanner does not take.
 func ParseResultsJSONL(data []byte) ([]Result, error) {
+	rs, _, err := parseJSONL(data, false)
+	return rs, err
+}
+
+// ParseResultsJSONLLines is ParseResultsJSONL that also returns, for each result, the
+// 1-based line it came from, so later checks (an unknown task, say) can name the line.
+func ParseResultsJSONLLines(data []byte) ([]Result, []int, error) {
+	return parseJSONL(data, true)
+}
+
+func parseJSONL(data []byte, wantLines bool) ([]Result, []int, error) {
 	workers := runtime.GOMAXPROCS(0)
 	if len(data) < 1<<20 || workers < 2 {
-		return parseChunk(data, 0, newInterner())
+		return parseChunk(data, 0, newInterner(), wantLines)
 	}
 	type part struct {
 		data      []byte
 		firstLine int
 		out       []Result
+		lines     []int
 		err       error
 	}
 	parts := make([]part, 0, workers)
@@ -59,26 +71,35 @@ func ParseResultsJSONL(data []byte) ([]Result, error) {
 		wg.Add(1)
 		go func(p *part) {
 			defer wg.Done()
-			p.out, p.err = parseChunk(p.data, p.firstLine, newInterner())
+			p.out, p.lines, p.err = parseChunk(p.data, p.firstLine, newInterner(), wantLines)
 		}(&parts[i])
 	}
 	wg.Wait()
 	total := 0
 	for _, p := range parts {
 		if p.err != nil {
-			return nil, p.err
+			return nil, nil, p.err
 		}
 		total += len(p.out)
 	}
 	out := make([]Result, 0, total)
+	var lines []int
+	if wantLines {
+		lines = make([]int, 0, total)
+	}
 	for _, p := range parts {
 		out = append(out, p.out...)
+		lines = append(lines, p.lines...)
 	}
-	return out, nil
+	return out, lines, nil
 }
 
-func parseChunk(data []byte, line int, in interner) ([]Result, error) {
+func parseChunk(data []byte, line int, in interner, wantLines bool) ([]Result, []int, error) {
 	out := make([]Result, 0, bytes.Count(data, []byte{'\n'})+1)
+	var lines []int
+	if wantLines {
+		lines = make([]int, 0, cap(out))
+	}
 	scores := make([]float64, 0, cap(out))
 	for len(data) > 0 {
 		line++
@@ -92,12 +113,15 @@ func parseChunk(data []byte, line int, in interner) ([]Result, error) {
 		if len(raw) == 0 {
 			continue
 		}
+		if wantLines {
+			lines = append(lines, line)
+		}
 		r, score, hasScore, ok := fastResultLine(raw, in)
 		if !ok {
 			var err error
 			r, err = parseResultLine(raw)
 			if err != nil {
-				return nil, fmt.Errorf("results line %d: %v", line, err)
+				return nil, nil, fmt.Errorf("results line %d: %v", line, err)
 			}
 			out = append(out, r)
 			continue
@@ -113,7 +137,7 @@ func parseChunk(data []byte, line int, in interner) ([]Result, error) {
 		}
 		out = append(out, r)
 	}
-	return out, nil
+	return out, lines, nil
 }
 
 // interner shares the few distinct task, agent and status names across a million lines.

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/evalmesh/evalmesh/scoring"
+	"github.com/evalmesh/evalmesh/tasks"
+)
+
+func init() { register(newScoreCmd) }
+
+func newScoreCmd(g *globals) *cobra.Command {
+	var resultsPath, tasksDir, worst string
+	var rounds int
+	cmd := &cobra.Command{
+		Use:   "score --results FILE.jsonl --tasks DIR",
+		Short: "Compute a leaderboard offline from a results file",
+		Long: `Compute the leaderboard — Elo (Bradley–Terry over all seed-vs-seed games per task, with
+the human SOTA as an extra player "sota"), the normalized score (AIRS-Bench's march of
+nines) and the valid-submission rate — from a results file, without a node.
+
+The results file holds one JSON object a line:
+  {"task": "MathQuestionAnsweringSVAMPAccuracy", "agent": "greedy-gpt-oss", "seed": 0,
+   "status": "SUCCESS", "score": 0.87}
+Any status other than SUCCESS, or "score": null, is an invalid run (normalized score 0,
+loses every game against a valid run). DIR holds one folder per task with an AIRS-Bench
+metadata.yaml or an evalmesh task.yaml; results are matched to them by task name.
+
+The output is deterministic: the same results in any order give the same ledger root,
+the sha256 of the canonical ledger JSON that nodes announce to each other.
+
+--worst picks the normalized score's worst anchor: "population" (AIRS-Bench's reference:
+the worst valid score on the task in this results file) or "estimated" (each task's
+estimated_worst_score, so that adding entrants does not move everyone's score).
+
+Examples:
+  evalmesh score --results runs.jsonl --tasks airs-bench/airsbench/tasks/rad
+  evalmesh score --results runs.jsonl --tasks bundles/ --worst estimated --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if resultsPath == "" || tasksDir == "" {
+				return fmt.Errorf("--results FILE.jsonl and --tasks DIR are both required (see evalmesh score --help)")
+			}
+			l, err := scoreFile(resultsPath, tasksDir, scoring.Options{Worst: worst, BootstrapRounds: rounds})
+			if err != nil {
+				return err
+			}
+			return printLedger(cmd.OutOrStdout(), l, g.jsonOut)
+		},
+	}
+	cmd.Flags().StringVar(&resultsPath, "results", "", "results file, one JSON object a line")
+	cmd.Flags().StringVar(&tasksDir, "tasks", "", "folder of task folders (metadata.yaml or task.yaml)")
+	cmd.Flags().StringVar(&worst, "worst", "population", `worst anchor of the normalized score: "population" or "estimated"`)
+	cmd.Flags().IntVar(&rounds, "bootstrap-rounds", 100, "bootstrap rounds for the confidence intervals")
+	return cmd
+}
+
+func printLedger(w io.Writer, l *scoring.Ledger, asJSON bool) error {
+	if asJSON {
+		return printJSON(w, l)
+	}
+	return l.WriteTable(w)
+}
+
+// scoreFile reads a results file and the task folders, checks that every result names a
+// known task (the error names the line), and computes the ledger.
+func scoreFile(resultsPath, tasksDir string, opts scoring.Options) (*scoring.Ledger, error) {
+	infos, err := loadTaskInfos(tasksDir)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(resultsPath)
+	if err != nil {
+		return nil, fmt.Errorf("reading results: %w", err)
+	}
+	results, lines, err := scoring.ParseResultsJSONLLines(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", resultsPath, err)
+	}
+	if len(results) == 0 {
+		return nil, fmt.Errorf("%s: no results in the file; expected one JSON object a line", resultsPath)
+	}
+	known := make(map[string]bool, len(infos))
+	for _, ti := range infos {
+		known[ti.Name] = true
+	}
+	for i, r := range results {
+		if !known[r.Task] {
+			return nil, fmt.Errorf("%s: results line %d: unknown task %q: %s has no task folder with that name (%s)",
+				resultsPath, lines[i], r.Task, tasksDir, knownList(infos))
+		}
+	}
+	return scoring.ComputeLedger(results, infos, opts)
+}
+
+func knownList(infos []scoring.TaskInfo) string {
+	var names []string
+	for _, ti := range infos {
+		names = append(names, ti.Name)
+	}
+	if len(names) > 5 {
+		return fmt.Sprintf("it has %d tasks: %s, …", len(names), strings.Join(names[:5], ", "))
+	}
+	return "it has: " + strings.Join(names, ", ")
+}
+
+// loadTaskInfos reads every task folder directly under dir (dir itself may be one task).
+func loadTaskInfos(dir string) ([]scoring.TaskInfo, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading task folders: %w", err)
+	}
+	var dirs []string
+	if isTaskDir(dir) {
+		dirs = append(dirs, dir)
+	}
+	for _, e := range entries {
+		if p := filepath.Join(dir, e.Name()); e.IsDir() && isTaskDir(p) {
+			dirs = append(dirs, p)
+		}
+	}
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("%s holds no task folder: expected subfolders with metadata.yaml (AIRS-Bench) or task.yaml (evalmesh)", dir)
+	}
+	seen := map[string]string{}
+	var infos []scoring.TaskInfo
+	for _, d := range dirs {
+		m, err := tasks.LoadMeta(d)
+		if err != nil {
+			return nil, err
+		}
+		if prev, dup := seen[m.Name]; dup {
+			return nil, fmt.Errorf("task %q is defined twice: %s and %s", m.Name, prev, d)
+		}
+		seen[m.Name] = d
+		infos = append(infos, scoring.TaskInfo{
+			Name:           m.Name,
+			LowerIsBetter:  m.Metric.LowerIsBetter,
+			Optimum:        m.Metric.OptimalScore,
+			SOTA:           m.SOTA.Score,
+			EstimatedWorst: m.EstimatedWorstScore,
+		})
+	}
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+	return infos, nil
+}
+
+func isTaskDir(d string) bool {
+	for _, f := range []string{"task.yaml", "metadata.yaml"} {
+		if _, err := os.Stat(filepath.Join(d, f)); err == nil {
+			return true
+		}
+	}
+	return false
+}
