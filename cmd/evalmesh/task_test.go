@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const svampFixture = "../../tasks/testdata/airs-bench/MathQuestionAnsweringSVAMPAccuracy"
+
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(append([]string{"--home", filepath.Join(t.TempDir(), "home")}, args...), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestTaskPackKuboVector(t *testing.T) {
+	out, errs, code := runCLI(t, "task", "pack", "--unchecked", svampFixture)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if strings.TrimSpace(out) != "bafybeifhugo2dz7qowc4mlyeuf3ybfd4ynwau5vbbnd77duut36yeal7zi" {
+		t.Fatalf("got %q", out)
+	}
+	// Without --unchecked, a folder that is not a bundle is refused with a hint.
+	_, errs, code = runCLI(t, "task", "pack", svampFixture)
+	if code == 0 || !strings.Contains(errs, "--unchecked") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+}
+
+// import → check → pack --car → inspect --json → unpack → pack again: same CID.
+func TestTaskCommandsEndToEnd(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "MathQuestionAnsweringSVAMPAccuracy")
+	os.Mkdir(src, 0o755)
+	ents, _ := os.ReadDir(svampFixture)
+	for _, e := range ents {
+		b, _ := os.ReadFile(filepath.Join(svampFixture, e.Name()))
+		os.WriteFile(filepath.Join(src, e.Name()), b, 0o644)
+	}
+	os.WriteFile(filepath.Join(src, "project_description.md"), []byte("# SVAMP\nAnswer each question.\n"), 0o644)
+	os.WriteFile(filepath.Join(src, "evaluate.py"), []byte("# stand-in\n"), 0o644)
+	data := t.TempDir()
+	os.Mkdir(filepath.Join(data, "test_with_labels"), 0o755)
+	gold, _ := os.ReadFile(filepath.Join(svampFixture, "gold_submission.csv"))
+	os.WriteFile(filepath.Join(data, "test_with_labels", "labels.csv"), gold, 0o644)
+
+	work := t.TempDir()
+	bundle := filepath.Join(work, "svamp")
+	if _, errs, code := runCLI(t, "task", "import", src, "--data", data, "--out", bundle); code != 0 {
+		t.Fatalf("import: %s", errs)
+	}
+	out, errs, code := runCLI(t, "--json", "task", "check", bundle)
+	if code != 0 {
+		t.Fatalf("check exit %d: %s %s", code, out, errs)
+	}
+	var rep struct {
+		OK   bool `json:"ok"`
+		Gold struct {
+			Score    float64 `json:"score"`
+			Permuted []struct {
+				OK bool `json:"ok"`
+			} `json:"permuted"`
+		} `json:"gold"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || !rep.OK || rep.Gold.Score != 1 || len(rep.Gold.Permuted) == 0 {
+		t.Fatalf("check report: %v %s", err, out)
+	}
+
+	car := filepath.Join(work, "svamp.car")
+	out, errs, code = runCLI(t, "task", "pack", bundle, "--car", car)
+	if code != 0 {
+		t.Fatalf("pack: %s", errs)
+	}
+	cid := strings.TrimSpace(out)
+
+	out, errs, code = runCLI(t, "task", "inspect", car, "--json")
+	if code != 0 {
+		t.Fatalf("inspect: %s", errs)
+	}
+	var info map[string]any
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info["cid"] != cid || info["name"] != "MathQuestionAnsweringSVAMPAccuracy" || info["category"] != "Math" {
+		t.Errorf("inspect: %s", out)
+	}
+	metric, _ := info["metric"].(map[string]any)
+	sota, _ := info["sota"].(map[string]any)
+	if metric["name"] != "Accuracy" || metric["lower_is_better"] != false || metric["optimal_score"] != 1.0 {
+		t.Errorf("metric: %v", metric)
+	}
+	if sota["score"] != 0.942 || sota["year"] != 2026.0 || !strings.HasPrefix(sota["paper"].(string), "Achieving") {
+		t.Errorf("sota: %v", sota)
+	}
+	// inspect of the folder gives the same CID.
+	out, _, _ = runCLI(t, "--json", "task", "inspect", bundle)
+	if !strings.Contains(out, cid) {
+		t.Errorf("folder inspect: %s", out)
+	}
+
+	dst := filepath.Join(work, "unpacked")
+	if _, errs, code := runCLI(t, "task", "unpack", car, dst); code != 0 {
+		t.Fatalf("unpack: %s", errs)
+	}
+	out, _, _ = runCLI(t, "task", "pack", dst)
+	if strings.TrimSpace(out) != cid {
+		t.Errorf("unpacked bundle packs to %s, want %s", out, cid)
+	}
+	// A second unpack into the now non-empty folder is refused.
+	if _, errs, code := runCLI(t, "task", "unpack", car, dst); code == 0 || !strings.Contains(errs, "not empty") {
+		t.Errorf("unpack over a bundle: exit %d %s", code, errs)
+	}
+	// --max-size below the bundle's size is refused before writing.
+	small := filepath.Join(work, "small")
+	if _, errs, code := runCLI(t, "task", "unpack", car, small, "--max-size", "1KiB"); code == 0 || !strings.Contains(errs, "max-size") {
+		t.Errorf("max-size: exit %d %s", code, errs)
+	}
+	if _, err := os.Stat(small); err == nil {
+		t.Error("refused unpack left a folder")
+	}
+}
+
+func TestTaskCheckFailsWithExitCode(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "task.yaml"), []byte("name: x\n"), 0o644)
+	out, _, code := runCLI(t, "task", "check", dir)
+	if code != 1 || !strings.Contains(out, "prompt.md: missing") {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"123": 123, "64GiB": 64 << 30, "10MB": 10e6, "1.5G": 3 << 29, "2k": 2048} {
+		got, err := parseSize(in)
+		if err != nil || got != want {
+			t.Errorf("%s: %d %v, want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "x", "-1", "1PB"} {
+		if _, err := parseSize(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

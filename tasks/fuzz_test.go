@@ -1,0 +1,139 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func FuzzParseMeta(f *testing.F) {
+	seed, err := os.ReadFile("testdata/task.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed)
+	f.Add([]byte("name: x\nscoring_column: [a, b]\n"))
+	f.Add([]byte("metric: {name: MAE, lower_is_better: true, optimal_score: .nan}\n"))
+	f.Add([]byte("a: &a [x]\nb: *a\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ParseMeta(data)
+		if err != nil {
+			if m != nil {
+				t.Fatal("error with a result")
+			}
+			return
+		}
+		// Whatever parses must survive marshal → parse unchanged in what it means.
+		out, err := m.Marshal()
+		if err != nil {
+			t.Fatalf("marshal of a valid Meta: %v", err)
+		}
+		m2, err := ParseMeta(out)
+		if err != nil {
+			t.Fatalf("re-parse of marshalled valid Meta: %v\n%s", err, out)
+		}
+		if m2.Name != m.Name || m2.Metric.Name != m.Metric.Name || m2.Metric.OptimalScore != m.Metric.OptimalScore || m2.SOTA.Score != m.SOTA.Score {
+			t.Fatalf("round trip changed the metadata")
+		}
+	})
+}
+
+func FuzzParseAIRSMetadata(f *testing.F) {
+	paths, _ := filepath.Glob("testdata/airs-bench/*/metadata.yaml")
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("logging_info:\n  name: X\n  metric: A\n  shape: (1,)\n  sota: [{sota_score: 1}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a, err := ParseAIRSMetadata(data)
+		if err != nil {
+			return
+		}
+		m, err := a.ToMeta()
+		if err != nil {
+			return // e.g. a SOTA better than the optimum: refused, with a reason
+		}
+		if _, err := ParseMeta(mustMarshal(t, m)); err != nil {
+			t.Fatalf("ToMeta produced an invalid task.yaml: %v", err)
+		}
+	})
+}
+
+func mustMarshal(t *testing.T, m *Meta) []byte {
+	b, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// FuzzUnpackCAR feeds arbitrary bytes as a CAR file. Whatever happens, nothing may appear
+// outside the target folder, and a failed unpack leaves nothing at all.
+func FuzzUnpackCAR(f *testing.F) {
+	ctx := context.Background()
+	dag := NewMemDAG()
+	root, err := Pack(ctx, svampDir, dag, PackOptions{Unchecked: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	var good bytes.Buffer
+	if err := WriteCAR(ctx, dag, root, &good); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good.Bytes())
+	// Small hostile seeds built as in the unit tests.
+	for _, kids := range [][]child{
+		{{"..", rawFile(f, "x")}},
+		{{"a/b", rawFile(f, "x")}},
+		{{"l", protoNode(mustSymlink(f, "/etc"))}},
+		{{"big", protoNode([]byte{0x08, 0x02, 0x18, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20})}},
+	} {
+		r, nodes := bundleish(f, kids...)
+		p := writeHostileCAR(f, r, nodes...)
+		b, _ := os.ReadFile(p)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		work := t.TempDir()
+		car := filepath.Join(work, "in.car")
+		if err := os.WriteFile(car, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		parent := filepath.Join(work, "parent")
+		os.Mkdir(parent, 0o755)
+		out := filepath.Join(parent, "out")
+		_, err := UnpackCAR(ctx, car, out, UnpackOptions{MaxSize: 1 << 20, MaxEntries: 1000})
+		ents, _ := os.ReadDir(parent)
+		if err != nil {
+			if len(ents) != 0 {
+				t.Fatalf("failed unpack (%v) left %v", err, ents[0].Name())
+			}
+			var ue *UnsafeError
+			if errors.As(err, &ue) && strings.Contains(ue.Path, "\x00") {
+				t.Fatalf("error path carries NUL")
+			}
+			return
+		}
+		if len(ents) != 1 || ents[0].Name() != "out" {
+			t.Fatalf("unpack wrote beside out: %v", ents)
+		}
+		wents, _ := os.ReadDir(work)
+		if len(wents) != 2 {
+			t.Fatalf("unpack wrote outside its parent: %v", wents)
+		}
+		filepath.WalkDir(out, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && !d.Type().IsRegular() {
+				t.Fatalf("unpack made a non-regular file %s", p)
+			}
+			return nil
+		})
+	})
+}
