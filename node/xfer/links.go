@@ -131,7 +131,9 @@ func pbLink(b []byte) (Link, error) {
 				return lk, errPB
 			}
 			if field == 1 {
-				c, err := cid.Cast(b[n : n+int(l)])
+				// Like go-codec-dagpb (what kubo walks with), read a CID from the front of
+				// the field and ignore any trailing bytes, so both see the same link.
+				_, c, err := cid.CidFromBytes(b[n : n+int(l)])
 				if err != nil {
 					return lk, fmt.Errorf("dag-pb link hash: %w", err)
 				}
