@@ -1,6 +1,8 @@
 package agents
 
 import (
+	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -21,7 +23,7 @@ func Evaluate(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	sub := fs.String("submission-file", "submission.csv", "submission CSV to score")
 	metric := fs.String("metric", "Accuracy", "built-in metric name (scoring package)")
-	column := fs.String("column", "", "scored column (default: every column shared with the labels)")
+	column := fs.String("column", "", "scored columns, comma-separated (default: every labels column but id)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -43,6 +45,13 @@ func Evaluate(args []string, stdout, stderr io.Writer) int {
 	spec := scoring.CSVSpec{}
 	if *column != "" {
 		spec.ScoringColumns = strings.Split(*column, ",")
+	} else if hdr, err := csv.NewReader(bytes.NewReader(labels)).Read(); err == nil {
+		// Every labels column but the row key.
+		for _, c := range hdr {
+			if c != "id" {
+				spec.ScoringColumns = append(spec.ScoringColumns, c)
+			}
+		}
 	}
 	score, err := scoring.ScoreCSV(*metric, data, labels, spec)
 	if err != nil {
