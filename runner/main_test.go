@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(agents.Run(os.Args[2], os.Args[3:], os.Stdout, os.Stderr))
 	}
+	if os.Getenv("EVALMESH_TEST_NODE") != "" {
+		os.Exit(nodeMain())
+	}
 	os.Exit(m.Run())
 }
 
