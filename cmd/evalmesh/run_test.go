@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
+)
+
+// TestMain lets this test binary stand in for evalmesh when the process executor runs the
+// example agents as `<os.Executable()> agent NAME`.
+func TestMain(m *testing.M) {
+	if len(os.Args) >= 2 && os.Args[1] == "agent" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func runE2(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestRunCommand(t *testing.T) {
+	dir := t.TempDir()
+	h := filepath.Join(dir, "home")
+	if _, e, code := runE2(t, "init", "--home", h); code != 0 {
+		t.Fatalf("init: %s", e)
+	}
+	if _, err := exampletasks.Generate(filepath.Join(dir, "tasks")); err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(dir, "solver.yaml")
+	os.WriteFile(spec, []byte("name: solver\nversion: \"1.0.0\"\ncommand: [evalmesh, agent, solver]\n"), 0o644)
+	task := filepath.Join(dir, "tasks", "arithmetic")
+
+	out, e, code := runE2(t, "run", "--home", h, "--task", task, "--agent", spec, "--executor", "process", "--json")
+	if code != 0 {
+		t.Fatalf("run: %d %s", code, e)
+	}
+	var res runOutput
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !res.Valid || res.Score == nil || *res.Score != 1 || !strings.HasPrefix(res.AttestationID, "bafkrei") {
+		t.Fatalf("run output %+v", res)
+	}
+	if _, err := os.Stat(res.Attestation); err != nil {
+		t.Fatalf("attestation file: %v", err)
+	}
+
+	out, _, code = runE2(t, "run", "--home", h, "--task", task, "--agent", spec, "--seed", "2", "--executor", "process")
+	if code != 0 || !strings.Contains(out, "attestation bafkrei") || !strings.Contains(out, "score       Accuracy = 1") {
+		t.Fatalf("text output (%d):\n%s", code, out)
+	}
+
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("name: solver\nversion: \"1\"\ncommand: [x]\nimgae: y\n"), 0o644)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no task", []string{"run", "--home", h, "--agent", spec}, "run needs --task BUNDLE_DIR and --agent AGENT.yaml"},
+		{"typo in spec", []string{"run", "--home", h, "--task", task, "--agent", bad, "--executor", "process"}, "field imgae not found"},
+		{"not a bundle", []string{"run", "--home", h, "--task", dir, "--agent", spec, "--executor", "process"}, "task.yaml"},
+		{"unknown executor", []string{"run", "--home", h, "--task", task, "--agent", spec, "--executor", "vm"}, `executor "vm" is not available`},
+		{"docker without image", []string{"run", "--home", h, "--task", task, "--agent", spec, "--executor", "docker"}, "docker"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, e, code := runE2(t, tt.args...)
+			if code == 0 || !strings.Contains(e, tt.want) {
+				t.Fatalf("exit %d, stderr %q, want %q", code, e, tt.want)
+			}
+		})
+	}
+}
+
+func TestGPUsCommand(t *testing.T) {
+	out, e, code := runE2(t, "gpus", "--json")
+	if code != 0 {
+		t.Fatalf("gpus: %s", e)
+	}
+	var inv struct {
+		CPUOnly bool `json:"cpu_only"`
+		GPUs    []struct {
+			UUID string `json:"uuid"`
+		} `json:"gpus"`
+	}
+	if err := json.Unmarshal([]byte(out), &inv); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if inv.CPUOnly != (len(inv.GPUs) == 0) {
+		t.Fatalf("inventory %s", out)
+	}
+	text, _, _ := runE2(t, "gpus")
+	if inv.CPUOnly && !strings.Contains(text, "CPU-only") {
+		t.Fatalf("text: %s", text)
+	}
+}
+
+func TestDemoCommand(t *testing.T) {
+	h := filepath.Join(t.TempDir(), "home")
+	out, e, code := runE2(t, "demo", "--home", h, "--seeds", "1", "--json")
+	if code != 0 {
+		t.Fatalf("demo: %s", e)
+	}
+	var res struct {
+		Runs     []json.RawMessage `json:"runs"`
+		Verified int               `json:"verified"`
+		Ledger   struct {
+			Agents []struct {
+				Agent string `json:"agent"`
+			} `json:"agents"`
+		} `json:"ledger"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(res.Runs) != 12 || res.Verified != 12 || len(res.Ledger.Agents) != 5 {
+		t.Fatalf("demo: %d runs, %d verified, %d leaderboard rows", len(res.Runs), res.Verified, len(res.Ledger.Agents))
+	}
+	// Again in text on the same home, restricted: a table with the solver in it.
+	out, _, code = runE2(t, "demo", "--home", h, "--seeds", "1", "--agents", "solver,constant", "--tasks", "arithmetic")
+	if code != 0 || !strings.Contains(out, "solver") || !strings.Contains(out, "2 runs (2 valid), 2 attestations signed and verified") {
+		t.Fatalf("demo text (%d):\n%s", code, out)
+	}
+	if _, e, code := runE2(t, "demo", "--home", h, "--agents", "nobody"); code == 0 || !strings.Contains(e, `no example agent "nobody"`) {
+		t.Fatalf("unknown agent: %d %s", code, e)
+	}
+}
+
+func TestAgentCommandUnknown(t *testing.T) {
+	_, e, code := runE2(t, "agent", "nobody")
+	if code != 2 || !strings.Contains(e, `no example agent "nobody"`) {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+}
