@@ -2,6 +2,7 @@ package scoring
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -102,4 +103,15 @@ func BenchmarkParseSort(b *testing.B) {
 			}
 		})
 	}
+}
+
+// compareResults is the floor's sort order: task, agent, seed (as ComputeLedger orders).
+func compareResults(a, b Result) int {
+	if c := cmp.Compare(a.Task, b.Task); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Agent, b.Agent); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Seed, b.Seed)
 }

@@ -15,8 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-
-	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // SOTAPlayer is the Elo player that stands for the human state of the art: on every task
@@ -160,42 +158,54 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 		taskByName[t.Name] = t
 	}
 
-	rs := make([]Result, len(results))
-	copy(rs, results)
-	for i := range rs {
-		if _, ok := taskByName[rs[i].Task]; !ok {
-			return nil, fmt.Errorf("result for agent %q seed %d names unknown task %q: add its metadata to the task folder", rs[i].Agent, rs[i].Seed, rs[i].Task)
-		}
-		if rs[i].Agent == SOTAPlayer {
-			return nil, fmt.Errorf("task %q: agent name %q is reserved for the human-SOTA player", rs[i].Task, SOTAPlayer)
-		}
-	}
-	slices.SortFunc(rs, compareResults)
-	for i := 1; i < len(rs); i++ {
-		a, b := &rs[i-1], &rs[i]
-		if a.Task == b.Task && a.Agent == b.Agent && a.Seed == b.Seed {
-			return nil, fmt.Errorf("two results for task %q agent %q seed %d: keep one per slot", a.Task, a.Agent, a.Seed)
-		}
-	}
-
-	// Intern names: tasks in sorted order, agents sorted, sota last.
-	var taskNames, agentNames []string
-	for i := range rs {
-		if i == 0 || rs[i].Task != rs[i-1].Task {
-			taskNames = append(taskNames, rs[i].Task)
-		}
-	}
+	// Intern names, then sort by (task, agent, seed) on integer keys: the order every
+	// later step (and the inputs digest) relies on, whatever order the results came in.
+	taskIdx := map[string]int{}
 	agentIdx := map[string]int{}
-	for i := range rs {
-		if _, ok := agentIdx[rs[i].Agent]; !ok {
-			agentIdx[rs[i].Agent] = 0
-			agentNames = append(agentNames, rs[i].Agent)
+	for i := range results {
+		r := &results[i]
+		if _, ok := taskByName[r.Task]; !ok {
+			return nil, fmt.Errorf("result for agent %q seed %d names unknown task %q: add its metadata to the task folder", r.Agent, r.Seed, r.Task)
+		}
+		if r.Agent == SOTAPlayer {
+			return nil, fmt.Errorf("task %q: agent name %q is reserved for the human-SOTA player", r.Task, SOTAPlayer)
+		}
+		taskIdx[r.Task] = 0
+		agentIdx[r.Agent] = 0
+	}
+	taskNames := sortedKeys(taskIdx)
+	agentNames := sortedKeys(agentIdx)
+	for i, n := range taskNames {
+		taskIdx[n] = i
+	}
+	for i, n := range agentNames {
+		agentIdx[n] = i
+	}
+	type key struct {
+		ta   uint64 // task index << 32 | agent index
+		seed int
+		i    int
+	}
+	keys := make([]key, len(results))
+	for i := range results {
+		r := &results[i]
+		keys[i] = key{uint64(taskIdx[r.Task])<<32 | uint64(agentIdx[r.Agent]), r.Seed, i}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if c := cmp.Compare(a.ta, b.ta); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seed, b.seed)
+	})
+	rs := make([]Result, len(results))
+	for i, k := range keys {
+		rs[i] = results[k.i]
+		if i > 0 && keys[i-1].ta == k.ta && keys[i-1].seed == k.seed {
+			return nil, fmt.Errorf("two results for task %q agent %q seed %d: keep one per slot", rs[i].Task, rs[i].Agent, rs[i].Seed)
 		}
 	}
-	sort.Strings(agentNames)
-	for i, a := range agentNames {
-		agentIdx[a] = i
-	}
+	keys = nil
+
 	A := len(agentNames)
 	P := A + 1 // players: agents, then sota
 	usedTasks := make([]TaskInfo, len(taskNames))
@@ -385,30 +395,13 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 	return l, nil
 }
 
-func compareResults(a, b Result) int {
-	if c := cmp.Compare(a.Task, b.Task); c != 0 {
-		return c
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
 	}
-	if c := cmp.Compare(a.Agent, b.Agent); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.Seed, b.Seed); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.Status, b.Status); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(scoreKey(a.Score), scoreKey(b.Score)); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.AttestationID, b.AttestationID)
-}
-
-func scoreKey(s *float64) string {
-	if s == nil {
-		return "null"
-	}
-	return strconv.FormatFloat(*s, 'g', -1, 64)
+	sort.Strings(out)
+	return out
 }
 
 // inputsDigest hashes the sorted results (every field, scores exactly), the metadata of
@@ -421,15 +414,24 @@ func inputsDigest(rs []Result, tasks []TaskInfo, worst string, rounds int) [32]b
 		buf = binary.AppendUvarint(buf, uint64(len(s)))
 		buf = append(buf, s...)
 	}
+	// Scores go in as their exact IEEE-754 bits (0 and 1 flag null / present).
+	score := func(v *float64) {
+		if v == nil {
+			buf = append(buf, 0)
+			return
+		}
+		buf = append(buf, 1)
+		buf = binary.BigEndian.AppendUint64(buf, math.Float64bits(*v))
+	}
 	field("evalmesh ledger inputs v1")
 	field(worst)
 	field(strconv.Itoa(rounds))
 	for _, t := range tasks {
 		field(t.Name)
 		field(strconv.FormatBool(t.LowerIsBetter))
-		field(strconv.FormatFloat(t.Optimum, 'g', -1, 64))
-		field(strconv.FormatFloat(t.SOTA, 'g', -1, 64))
-		field(scoreKey(t.EstimatedWorst))
+		score(&t.Optimum)
+		score(&t.SOTA)
+		score(t.EstimatedWorst)
 	}
 	h.Write(buf)
 	for i := range rs {
@@ -437,9 +439,9 @@ func inputsDigest(rs []Result, tasks []TaskInfo, worst string, rounds int) [32]b
 		r := &rs[i]
 		field(r.Task)
 		field(r.Agent)
-		field(strconv.Itoa(r.Seed))
+		buf = binary.AppendVarint(buf, int64(r.Seed))
 		field(r.Status)
-		field(scoreKey(r.Score))
+		score(r.Score)
 		field(r.AttestationID)
 		h.Write(buf)
 	}
@@ -541,7 +543,7 @@ func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) ([][]flo
 			for r := w; r < rounds; r += workers {
 				clear(rg.Wins)
 				clear(rg.Ties)
-				src := rand.NewChaCha8(roundSeed(seed, "elo", uint64(r)))
+				rng := rand.New(rand.NewChaCha8(roundSeed(seed, "elo", uint64(r))))
 				left, mass := total, total
 				for _, c := range cells {
 					if left == 0 {
@@ -551,7 +553,7 @@ func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) ([][]flo
 					if c.n >= mass {
 						x = left
 					} else {
-						x = int64(distuv.Binomial{N: float64(left), P: float64(c.n) / float64(mass), Src: src}.Rand())
+						x = binomial(rng, left, float64(c.n)/float64(mass))
 					}
 					mass -= c.n
 					left -= x

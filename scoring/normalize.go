@@ -71,5 +71,11 @@ func PopulationWorst(scores []float64, lowerIsBetter bool) (worst float64, ok bo
 // |a − b| ≤ 1e-6 + 1e-5·max(|a|, |b|), so that the verdict cannot depend on which player
 // is called a.
 func Tie(a, b float64) bool {
-	return math.Abs(a-b) <= 1e-6+1e-5*math.Max(math.Abs(a), math.Abs(b))
+	// max by hand: math.Max's NaN and ±0 handling is not needed for finite scores and
+	// would cost a call in the innermost loop of game counting.
+	m, n := math.Abs(a), math.Abs(b)
+	if n > m {
+		m = n
+	}
+	return math.Abs(a-b) <= 1e-6+1e-5*m
 }
