@@ -13,6 +13,7 @@ import (
 	carv2 "github.com/ipld/go-car/v2"
 	carbs "github.com/ipld/go-car/v2/blockstore"
 	"github.com/ipld/go-car/v2/storage"
+	pool "github.com/libp2p/go-buffer-pool"
 )
 
 // WriteCAR writes a CARv1 with root as its only root and every block of the DAG under it,
@@ -188,8 +189,16 @@ func (d *CARWriterDAG) GetMany(ctx context.Context, cs []cid.Cid) <-chan *ipld.N
 func (d *CARWriterDAG) Add(ctx context.Context, n ipld.Node) error {
 	if n.Cid().Prefix().Codec == cid.DagProtobuf {
 		d.kept[n.Cid()] = n
+		return d.car.Put(ctx, n.Cid().KeyString(), n.RawData())
 	}
-	return d.car.Put(ctx, n.Cid().KeyString(), n.RawData())
+	if err := d.car.Put(ctx, n.Cid().KeyString(), n.RawData()); err != nil {
+		return err
+	}
+	// The leaf is on disk now: recycle its chunk buffer (see hashOnlyDAG.Add).
+	if b := n.RawData(); cap(b) == ChunkSize {
+		pool.Put(b[:cap(b)])
+	}
+	return nil
 }
 
 func (d *CARWriterDAG) AddMany(ctx context.Context, ns []ipld.Node) error {
@@ -223,6 +232,13 @@ func (d *hashOnlyDAG) GetMany(ctx context.Context, cs []cid.Cid) <-chan *ipld.No
 func (d *hashOnlyDAG) Add(ctx context.Context, n ipld.Node) error {
 	if n.Cid().Prefix().Codec == cid.DagProtobuf {
 		d.kept[n.Cid()] = n
+		return nil
+	}
+	// A raw leaf is dropped here, and the importer has already linked it (it adds a leaf
+	// after taking its CID and size), so its chunk buffer — taken by boxo's chunker from
+	// this same pool — goes back for the next chunk instead of to the garbage collector.
+	if b := n.RawData(); cap(b) == ChunkSize {
+		pool.Put(b[:cap(b)])
 	}
 	return nil
 }
