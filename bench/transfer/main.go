@@ -5,10 +5,11 @@
 // plus 4 x 100 MiB. They are generated once under -dir (random bytes, fixed seed) and imported
 // as UnixFS (kubo's --cid-version=1 layout) into the sending node's store.
 //
-// Both hosts run in this one process (TCP + noise + yamux on 127.0.0.1), so "CPU s" is the
+// The xfer and gateway rows run both hosts in this one process (TCP + noise + yamux on 127.0.0.1), so "CPU s" is the
 // sender's and the receiver's CPU time together (getrusage of the process, user + system).
 //
-// Usage: go run ./bench/transfer [-dir /tmp/evalmesh-bench] [-stores mem,pebble] [-sets 1g,bundle]
+// Usage: bench/transfer.sh, or go run ./bench/transfer [-dir /tmp/evalmesh-bench] [-stores mem,pebble]
+// [-sets 1g,bundle] [-peers 1,2] [-runs 3] [-daemons PATH/evalmesh] [-gateway=false]
 package main
 
 import (
@@ -19,6 +20,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -33,13 +35,18 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/evalmesh/evalmesh/node/xfer"
 	"github.com/evalmesh/evalmesh/node/xfer/xfertest"
+	"github.com/ipfs/boxo/blockservice"
 	"github.com/ipfs/boxo/blockstore"
+	"github.com/ipfs/boxo/gateway"
+	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	ds "github.com/ipfs/go-datastore"
 	pebbleds "github.com/ipfs/go-ds-pebble"
+	car "github.com/ipld/go-car/v2"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	libp2phttp "github.com/libp2p/go-libp2p/p2p/http"
 )
 
 func main() {
@@ -47,6 +54,9 @@ func main() {
 	stores := flag.String("stores", "mem,pebble", "blockstores to measure, comma separated: mem, pebble (go-ds-pebble defaults), pebble-tuned (value separation, no compression)")
 	sets := flag.String("sets", "1g,bundle", "data sets: 1g, bundle")
 	peers := flag.String("peers", "1,2", "numbers of sending peers to measure, comma separated")
+	gatewayRow = flag.Bool("gateway", true, "also measure boxo/gateway's trustless CAR response over go-libp2p's HTTP transport")
+	flag.IntVar(&runs, "runs", 1, "repeat each measurement this many times and keep the fastest (the machine is shared)")
+	flag.StringVar(&daemonBin, "daemons", "", "path to an evalmesh binary: also measure two `evalmesh daemon` processes (task add on one, pin add on the other)")
 	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the xfer runs to this file")
 	flag.Parse()
 	if *cpuprof != "" {
@@ -74,6 +84,12 @@ func split(s string) []string {
 	}
 	return out
 }
+
+var (
+	gatewayRow *bool
+	runs       = 1
+	daemonBin  string
+)
 
 type row struct {
 	set, path, store string
@@ -106,6 +122,16 @@ func run(dir string, stores, sets, npeers []string) error {
 			return r.err
 		}
 		print(tw, r.row)
+		if daemonBin != "" {
+			add, get, err := daemonRows(dir, set, src)
+			if err != nil {
+				return err
+			}
+			for _, r := range []row{add, get} {
+				r.bytes, r.raw = size, raw
+				print(tw, r)
+			}
+		}
 		for _, st := range stores {
 			srcBS, closeSrc, err := openStore(filepath.Join(dir, "stores", set+"-"+st+"-src"), st)
 			if err != nil {
@@ -136,6 +162,22 @@ func run(dir string, stores, sets, npeers []string) error {
 				print(tw, r.row)
 				rows = append(rows, r.row)
 			}
+			if *gatewayRow {
+				dstPath := filepath.Join(dir, "stores", set+"-"+st+"-dst")
+				os.RemoveAll(dstPath)
+				dstBS, closeDst, err := openStore(dstPath, st)
+				if err != nil {
+					return err
+				}
+				r := measure(func() error { return gatewayFetch(ctx, srcBS, dstBS, root) })
+				r.set, r.path, r.store, r.bytes, r.raw = set, "gateway CAR over libp2p HTTP, 1 peer", st, size, raw
+				closeDst()
+				os.RemoveAll(dstPath)
+				if r.err != nil {
+					return r.err
+				}
+				print(tw, r.row)
+			}
 			closeSrc()
 			os.RemoveAll(filepath.Join(dir, "stores", set+"-"+st+"-src"))
 		}
@@ -162,12 +204,23 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// measure runs f -runs times and keeps the fastest run.
 func measure(f func() error) result {
-	runtime.GC()
-	debug.FreeOSMemory()
-	c0, t0 := cpuTime(), time.Now()
-	err := f()
-	return result{row: row{wall: time.Since(t0), cpu: cpuTime() - c0}, err: err}
+	var best result
+	for i := 0; i < max(runs, 1); i++ {
+		runtime.GC()
+		debug.FreeOSMemory()
+		c0, t0 := cpuTime(), time.Now()
+		err := f()
+		r := result{row: row{wall: time.Since(t0), cpu: cpuTime() - c0}, err: err}
+		if err != nil {
+			return r
+		}
+		if i == 0 || r.wall < best.wall {
+			best = r
+		}
+	}
+	return best
 }
 
 // ensureData writes the data set under dir once and returns its path and byte count.
@@ -407,6 +460,80 @@ func xferFetch(ctx context.Context, src, dst blockstore.Blockstore, root cid.Cid
 	}
 	if len(st.Dropped) > 0 {
 		return fmt.Errorf("peers dropped in a clean run: %v", st.Dropped)
+	}
+	return nil
+}
+
+// gatewayFetch serves src through boxo/gateway (trustless responses only) over go-libp2p's
+// HTTP-over-streams transport and fetches /ipfs/ROOT?format=car&dag-scope=all, hashing each
+// block against its CID and storing it in batches. It does not check the blocks' order against
+// the DAG, so it is an upper bound for a fully verifying CAR client.
+func gatewayFetch(ctx context.Context, src, dst blockstore.Blockstore, root cid.Cid) error {
+	a, b, err := twoHosts()
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	defer b.Close()
+	backend, err := gateway.NewBlocksBackend(blockservice.New(src, nil))
+	if err != nil {
+		return err
+	}
+	const proto = "/evalmesh-bench/gateway"
+	server := &libp2phttp.Host{StreamHost: b}
+	server.SetHTTPHandlerAtPath(proto, "/", gateway.NewHandler(gateway.Config{}, backend))
+	go server.Serve()
+	defer server.Close()
+	client := &libp2phttp.Host{StreamHost: a}
+	hc, err := client.NamespacedClient(proto, peer.AddrInfo{ID: b.ID()})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", "/ipfs/"+root.String()+"?format=car&dag-scope=all", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/vnd.ipld.car; version=1; order=dfs; dups=n")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("gateway: %s: %s", resp.Status, msg)
+	}
+	br, err := car.NewBlockReader(bufio.NewReaderSize(resp.Body, 64<<10), car.WithTrustedCAR(true))
+	if err != nil {
+		return err
+	}
+	var batch []blocks.Block
+	size := 0
+	for {
+		blk, err := br.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if err := xfer.Verify(blk.Cid(), blk.RawData()); err != nil {
+			return err
+		}
+		batch = append(batch, blk)
+		size += len(blk.RawData())
+		if size >= 16<<20 {
+			if err := dst.PutMany(ctx, batch); err != nil {
+				return err
+			}
+			batch, size = batch[:0], 0
+		}
+	}
+	if err := dst.PutMany(ctx, batch); err != nil {
+		return err
+	}
+	if ok, err := dst.Has(ctx, root); err != nil || !ok {
+		return fmt.Errorf("gateway: root %s not received", root)
 	}
 	return nil
 }

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Whole-bundle transfer benchmark (issue 5, point 3).
+#
+# Builds evalmesh and the Go driver (bench/transfer), then for each data set (a 1 GiB file; a
+# bundle of 2,000 files of 4-64 KiB plus 4 x 100 MiB; generated once under $WORK/data) prints:
+#   raw TCP                 the same bytes over one plain loopback TCP connection (the bound)
+#   libp2p stream           the same bytes over one libp2p stream (TCP+noise+yamux), unverified
+#   2 daemons               `evalmesh daemon` x2 on 127.0.0.1: task add on A, pin add on B
+#                           (B fetches over /evalmesh/xfer/1.0.0, verifies, stores, pins)
+#   xfer, N peer(s)         node/xfer in-process between libp2p hosts, per blockstore
+#   gateway CAR             boxo/gateway trustless CAR over go-libp2p HTTP, for comparison
+# with MB/s (10^6 bytes of file content per second), CPU seconds (all processes involved) and
+# the ratio to raw TCP measured in the same run. Each row is the fastest of RUNS runs.
+#
+# Usage: bench/transfer.sh [extra driver flags, e.g. -sets bundle -stores mem]
+# Env: WORK (default /tmp/evalmesh-bench; needs ~4 GiB free), RUNS (default 3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WORK=${WORK:-/tmp/evalmesh-bench}
+RUNS=${RUNS:-3}
+mkdir -p "$WORK/bin"
+export CGO_CFLAGS=${CGO_CFLAGS:--Wno-deprecated-declarations}
+go build -o "$WORK/bin/evalmesh" ./cmd/evalmesh
+go build -o "$WORK/bin/transfer" ./bench/transfer
+echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+exec "$WORK/bin/transfer" -dir "$WORK" -runs "$RUNS" -daemons "$WORK/bin/evalmesh" "$@"
