@@ -69,16 +69,12 @@ func BenchmarkDecodeEnvelope(b *testing.B) {
 	}
 }
 
-func BenchmarkParseStatementAndPredicate(b *testing.B) {
+func BenchmarkDecodeStatement(b *testing.B) {
 	_, envs := benchEnvelopes(b, 64)
 	d, _ := DecodeEnvelope(envs[0])
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		st, err := ParseStatement(d.Payload)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, _, err := decodePredicate(st.PredicateType, st.Predicate); err != nil {
+		if _, run, _, err := DecodeStatement(d.Payload); err != nil || run == nil {
 			b.Fatal(err)
 		}
 	}

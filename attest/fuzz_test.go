@@ -66,8 +66,17 @@ func FuzzDecodeStatement(f *testing.F) {
 	}
 	f.Add([]byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"digest":{"sha256":"` + sha("") + `"}}],"predicateType":"` + PredicateRescoreV1 + `","predicate":{"run":"x","node":"n","metric":"m","evaluator":"e"}}`))
 	f.Add([]byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"digest":{"md5":"x"},"annotations":{"cid":1}}],"predicateType":"p","predicate":[]}`))
+	// A repeated predicate: encoding/json would merge the two objects into one pointer.
+	f.Add([]byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"digest":{"sha256":"` + sha("") + `"}}],"predicateType":"` + PredicateRescoreV1 + `","predicate":{"run":"x","node":"n","metric":"m","evaluator":"e"},"PREDICATE":{"metric":"z"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st, run, rs, err := DecodeStatement(b)
+		rst, rrun, rrs, rerr := decodeStatementReference(b)
+		if (err == nil) != (rerr == nil) || ReasonOf(err) != ReasonOf(rerr) {
+			t.Fatalf("fast path %v, reference %v", err, rerr)
+		}
+		if err == nil && (!reflect.DeepEqual(st, rst) || !reflect.DeepEqual(run, rrun) || !reflect.DeepEqual(rs, rrs)) {
+			t.Fatalf("fast path and reference disagree:\n%+v %+v %+v\n%+v %+v %+v", st, run, rs, rst, rrun, rrs)
+		}
 		if err != nil {
 			if r := ReasonOf(err); r != ReasonMalformedStatement && r != ReasonMalformedPredicate {
 				t.Fatalf("refusal without a statement reason: %v", err)

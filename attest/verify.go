@@ -191,6 +191,15 @@ func finish(p *prepared) (*Verified, error) {
 // predicate (exactly one of run, rescore is then non-nil; both are nil for other types).
 // Errors are *VerifyError with ReasonMalformedStatement or ReasonMalformedPredicate.
 func DecodeStatement(b []byte) (*Statement, *RunPredicate, *RescorePredicate, error) {
+	if st, run, rs, ok := fastStatement(b); ok {
+		return st, run, rs, nil
+	}
+	return decodeStatementReference(b)
+}
+
+// decodeStatementReference is the plain two-step decoder (statement, then predicate) that
+// fastStatement is fuzzed against, and that decides every input fastStatement declines.
+func decodeStatementReference(b []byte) (*Statement, *RunPredicate, *RescorePredicate, error) {
 	st, err := ParseStatement(b)
 	if err != nil {
 		return nil, nil, nil, refuse(ReasonMalformedStatement, "%v", err)
