@@ -154,7 +154,7 @@ func (r *Runner) evaluateInTask(ctx context.Context, ex Executor, st *RunState, 
 	env[EnvSubmission] = subPath
 	cmd = append(cmd, "--submission-file", subPath)
 	cfg := TaskConfig{
-		ID:           st.ID + "-eval",
+		ID:           fmt.Sprintf("%s-eval%d", st.ID, st.EvalAttempt),
 		Image:        m.Evaluator.Image,
 		Command:      cmd,
 		Env:          env,
@@ -173,8 +173,18 @@ func (r *Runner) evaluateInTask(ctx context.Context, ex Executor, st *RunState, 
 	if err != nil {
 		return nil, fmt.Errorf("start evaluator %s: %w", evaluator, err)
 	}
+	st.EvalHandle = h
+	if err := saveState(r.Home, st, r.now()); err != nil {
+		_ = ex.Stop(context.Background(), h, 0)
+		_ = ex.Destroy(context.Background(), h)
+		return nil, err
+	}
 	exit, werr := ex.Wait(ctx, h)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	_ = ex.Destroy(context.Background(), h)
+	st.EvalHandle = nil
 	if werr != nil {
 		return nil, fmt.Errorf("evaluator %s: %w", evaluator, werr)
 	}

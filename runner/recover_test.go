@@ -224,3 +224,55 @@ func TestRecoverLostTaskFailsAndReleasesGPUs(t *testing.T) {
 		t.Fatalf("2-GPU run after recovery: %v", err)
 	}
 }
+
+// A node killed while its evaluator ran: the restarted node removes that evaluator task and
+// evaluates again under a new task ID, and signs once.
+func TestRecoverDuringEvaluation(t *testing.T) {
+	h := newHome(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	task := copyTask(t, "arithmetic", func(y string) string {
+		i := strings.Index(y, "evaluator:")
+		script := `while [ ! -e ` + gate + ` ]; do sleep 0.05; done; echo '--- EVALUATION RESULT ---'; echo '{"Accuracy": 0.5}'`
+		return y[:i] + "evaluator:\n  image: sha256:" + strings.Repeat("0", 64) + "\n  command: [\"/bin/sh\", \"-c\", \"" + strings.ReplaceAll(script, `"`, `\"`) + "\"]\n"
+	})
+	oe := &orderExecutor{Executor: processRunner(t, h, nil).Executors["process"]}
+	r := processRunner(t, h, oe)
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Run(ctx, runner.Request{TaskDir: task, Agent: exampleAgent("solver")})
+		done <- err
+	}()
+	var id string
+	waitFor(t, 30*time.Second, "the evaluator task to be recorded", func() bool {
+		runs, _ := runner.ListRuns(h)
+		if len(runs) == 1 && runs[0].EvalHandle != nil {
+			id = runs[0].ID
+			return true
+		}
+		return false
+	})
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("abandoned run returned no error")
+	}
+	if st, _ := runner.LoadState(h, id); st.Phase != runner.PhaseEvaluating {
+		t.Fatalf("phase %s", st.Phase)
+	}
+	oe2 := &orderExecutor{Executor: oe.Executor}
+	r2 := processRunner(t, h, oe2)
+	os.WriteFile(gate, nil, 0o644)
+	rec, err := r2.Recover(bg)
+	if err != nil || len(rec) != 1 || rec[0].Err != nil {
+		t.Fatalf("recover: %v %+v", err, rec)
+	}
+	if o := rec[0].Outcome; !o.Valid || *o.Score != 0.5 {
+		t.Fatalf("outcome valid %v score %v (%s)", o.Valid, o.Score, o.InvalidReason)
+	}
+	if got := strings.Join(oe2.calls, ","); got != "destroy eval0,start eval1,destroy eval1" {
+		t.Fatalf("recovery calls %s", got)
+	}
+	if files := attestationFiles(t, h); len(files) != 1 {
+		t.Fatalf("attestations %v", files)
+	}
+}

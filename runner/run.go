@@ -281,8 +281,18 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 		r.progress(st, meter.Last)
 	}
 	if st.Phase == PhaseEvaluating {
+		if st.EvalHandle != nil {
+			// An evaluator of an earlier process: its result was never recorded; run anew.
+			_ = ex.Stop(ctx, st.EvalHandle, 0)
+			_ = ex.Destroy(ctx, st.EvalHandle)
+			st.EvalHandle = nil
+			st.EvalAttempt++
+		}
 		if _, err := os.Stat(filepath.Join(dir, statementFile)); err != nil {
 			if err := r.evaluateAndState(ctx, ex, st, b); err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err() // left in PhaseEvaluating for Recover
+				}
 				return nil, r.fail(st, err)
 			}
 		}

@@ -209,7 +209,7 @@ func TestEvaluatorTask(t *testing.T) {
 			if o.Valid != tt.valid || !strings.Contains(o.InvalidReason, tt.reason) {
 				t.Fatalf("valid %v reason %q, want %v %q", o.Valid, o.InvalidReason, tt.valid, tt.reason)
 			}
-			if got := strings.Join(oe.calls, ","); got != "start agent,destroy agent,start eval,destroy eval" {
+			if got := strings.Join(oe.calls, ","); got != "start agent,destroy agent,start eval0,destroy eval0" {
 				t.Fatalf("executor calls %s: the agent must be gone before the evaluator starts", got)
 			}
 			private := filepath.Join(task, "private")

@@ -45,8 +45,12 @@ type RunState struct {
 	GPUs     []string  `json:"gpus,omitempty"`
 	Start    time.Time `json:"start"`
 	// AgentHandle is saved right after Start, before waiting, so Recover can re-attach.
-	AgentHandle *Handle       `json:"agent_handle,omitempty"`
-	AgentExit   *ExitResult   `json:"agent_exit,omitempty"`
+	AgentHandle *Handle     `json:"agent_handle,omitempty"`
+	AgentExit   *ExitResult `json:"agent_exit,omitempty"`
+	// EvalHandle is the evaluator task while it runs; EvalAttempt numbers evaluator tasks so
+	// a retry after a restart never collides with a leftover of the previous attempt.
+	EvalHandle  *Handle       `json:"eval_handle,omitempty"`
+	EvalAttempt int           `json:"eval_attempt,omitempty"`
 	Telemetry   gpu.Telemetry `json:"telemetry"`
 	// AttestationID is set once attestation.json exists.
 	AttestationID string    `json:"attestation_id,omitempty"`
