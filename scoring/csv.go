@@ -142,9 +142,9 @@ func csvErr(err error, row int) error {
 //   - MRR: submission columns query and rankings (JSON list of ids); labels query and the
 //     scoring column (the right id). Rounded to 4 decimals, as upstream.
 //   - RougeL: text; mean ROUGE-L F over rows.
-//   - Pass@k: the scoring columns hold per-program test outcomes (true/false, 1/0,
-//     pass/fail) that the APPS evaluator produced by running the programs; labels only fix
-//     the row count.
+//   - Pass@k: every submission column holds one program's test outcome (true/false, 1/0,
+//     pass/fail), as the APPS evaluator produces by running the programs (running them is
+//     not this package's business); the labels only fix the row count.
 //   - MCQ*: comma-separated letter sets A–D; an empty answer is unanswered.
 func ScoreCSV(metric string, submission, labels []byte, spec CSVSpec) (float64, error) {
 	mi, ok := LookupMetric(metric)
@@ -200,6 +200,11 @@ func ScoreCSV(metric string, submission, labels []byte, spec CSVSpec) (float64, 
 				return 0, fmt.Errorf("labels: scoring column %q missing from the labels header %s", c, strings.Join(lab.header, ","))
 			}
 			if sub.col(c) < 0 {
+				if len(spec.Header) > 0 {
+					// The submission has exactly the expected header, so the task's spec
+					// is what disagrees with itself.
+					return 0, fmt.Errorf("labels: scoring column %q is not in the task's submission header %s", c, strings.Join(spec.Header, ","))
+				}
 				return 0, invalid(0, c, "missing scoring column")
 			}
 		}
@@ -223,7 +228,9 @@ func ScoreCSV(metric string, submission, labels []byte, spec CSVSpec) (float64, 
 		v, err = s.rougeL()
 	case strings.HasPrefix(key, "pass@"):
 		k, _ := parsePassK(key)
-		v, err = s.passK(k, cols)
+		// Every submission column is one program's outcome; the task's scoring column
+		// names the labels' test cases (APPS: input_output), not a submission column.
+		v, err = s.passK(k, sub.header)
 	case strings.HasPrefix(key, "mcq"):
 		v, err = s.mcq(mi.Name)
 	default:
@@ -579,9 +586,6 @@ func (s *scorer) rougeL() (float64, error) {
 }
 
 func (s *scorer) passK(k int, cols []string) (float64, error) {
-	if len(cols) == 0 {
-		cols = s.sub.header
-	}
 	out := make([][]bool, len(s.sub.rows))
 	for i := range s.sub.rows {
 		row := make([]bool, 0, len(cols))

@@ -5,4 +5,33 @@
 //
 // Everything here is pure: values in, values out, no I/O, no wall clock, no map iteration
 // order or goroutine scheduling reaching an output. Functions are safe for concurrent use.
+//
+// Entry points:
+//   - ScoreCSV: one submission against its labels with a named metric (LookupMetric lists
+//     direction, optimum and re-score tolerance). A malformed submission is an
+//     *InvalidSubmission naming the row and column — an invalid run, never a score.
+//   - ParseResultsJSONL: a results file (one JSON object a line) into []Result.
+//   - ComputeLedger: results + task metadata + policy → *Ledger; Canonical() is its
+//     canonical JSON (floats at 9 significant digits) and Root() that JSON's sha256.
+//
+// How the ledger stays deterministic: results are sorted by (task, agent, seed) before
+// use and hashed (every field, scores as exact IEEE-754 bits) into inputs_digest, which is
+// in the canonical JSON — so any change of any input changes the root — and which seeds
+// the bootstrap: round r of the Elo bootstrap and agent a's normalized-score bootstrap
+// draw from ChaCha8 streams keyed by sha256(digest, purpose, r or a), so work can be split
+// across cores without changing a single draw. Integer game counts are summed across
+// goroutines; floating sums are done in a fixed order.
+//
+// Elo follows AIRS-Bench (AIRS-BENCH.md): every seed-vs-seed game per task between every
+// pair of players, the sota player holding 10 runs at the task's SOTA; a win weighs 2 and
+// a tie 1 each way; maximum-likelihood Bradley–Terry at 400 points per factor 10, mean
+// 1000. Games are aggregated into per-pair win/tie counts (counted by two pointers over
+// sorted scores), never enumerated, and the bootstrap resamples those counts as a
+// multinomial, which is the same distribution as resampling the games. A vanishing
+// pseudo-tie weight (1e-12 of the games) on every pair keeps the fit finite when a player
+// never loses; see epsFor.
+//
+// Cross-platform note: results are bit-identical for the same build on amd64. Go may fuse
+// multiply-adds on arm64/ppc64le/s390x, which can move the last bits of a float before the
+// 9-digit rounding; networks mixing architectures should compare roots with that in mind.
 package scoring

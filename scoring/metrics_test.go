@@ -35,7 +35,7 @@ func TestScoreCSV(t *testing.T) {
 		{"mrr", "MRR", "query,rankings\nq1,\"[3, 1, 2]\"\nq2,\"[\"\"a\"\", \"\"b\"\"]\"\n", "query,id\nq1,1\nq2,\"\"\"z\"\"\"\n", CSVSpec{Header: []string{"query", "rankings"}, ScoringColumns: []string{"id"}}, 0.25},
 		{"mrr rounds to 4 decimals", "MRR", "query,rankings\nq1,\"[9, 9, 1]\"\n", "query,id\nq1,1\n", CSVSpec{Header: []string{"query", "rankings"}}, 0.3333},
 		{"rougeL identical", "RougeL", "answers\nthe cat sat\n", "answers\nThe cat sat.\n", CSVSpec{}, 1},
-		{"pass@5 outcomes", "Pass@5", "code1,code2,code3,code4,code5\n0,0,1,0,0\nfalse,false,false,false,false\n", "input_output\nx\ny\n", CSVSpec{Header: []string{"code1", "code2", "code3", "code4", "code5"}}, 0.5},
+		{"pass@5 outcomes", "Pass@5", "code1,code2,code3,code4,code5\n0,0,1,0,0\nfalse,false,false,false,false\n", "input_output\nx\ny\n", CSVSpec{Header: []string{"code1", "code2", "code3", "code4", "code5"}, ScoringColumns: []string{"input_output"}}, 0.5},
 		{"pass@1 unbiased", "Pass@1", "c1,c2,c3,c4\n1,0,0,0\n", "input_output\nx\n", CSVSpec{Header: []string{"c1", "c2", "c3", "c4"}}, 0.25},
 		{"mcq accuracy", "MCQAccuracy", "answer\n\"A, C\"\nb\n\"\"\n", "answer\n\"C,A\"\n\"B,D\"\nA\n", CSVSpec{}, 1.0 / 3},
 		{"mcq micro recall", "MCQRecallMicro", "answer\n\"A, C\"\nb\n\"\"\n", "answer\n\"C,A\"\n\"B,D\"\nA\n", CSVSpec{}, 3.0 / 5},
