@@ -1,0 +1,79 @@
+package runner_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/evalmesh/evalmesh/runner"
+	"github.com/evalmesh/evalmesh/runner/executortest"
+)
+
+// Hostile agents in the real engine, through the whole pipeline: each is contained, and the
+// signed attestation says why the run is what it is.
+func TestRunDockerHostileAgentsAttested(t *testing.T) {
+	r, cli := dockerRunner(t)
+	img := executortest.Image(t, cli)
+	insp, err := cli.ImageInspect(bg, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := func(y string) string {
+		y = strings.Replace(y, "wall_clock_seconds: 120", "wall_clock_seconds: 3", 1)
+		return strings.Replace(y, "memory_bytes: 536870912", "memory_bytes: 67108864", 1)
+	}
+	task := copyTask(t, "arithmetic", limits)
+	tests := []struct {
+		name   string
+		args   []string
+		reason string // in the attestation's exit reason
+		check  func(exit runner.ExitResult, log string) bool
+	}{
+		{"allocates past its memory limit", []string{"alloc", "512"}, "memory limit",
+			func(e runner.ExitResult, log string) bool { return e.OOMKilled && !strings.Contains(log, "allocated all") }},
+		{"outlives its wall-clock limit", []string{"sleep", "1h"}, "wall-clock limit",
+			func(e runner.ExitResult, log string) bool { return e.TimedOut && !strings.Contains(log, "done sleeping") }},
+		{"fork bomb", []string{"forkbomb"}, "exited with status 3",
+			func(e runner.ExitResult, log string) bool { return strings.Contains(log, "then:") }},
+		{"looks for a network", []string{"netifs"}, "",
+			func(e runner.ExitResult, log string) bool { return strings.Contains(log, "interfaces: lo\n") }},
+		{"writes outside its output folder", []string{"writes"}, "",
+			func(e runner.ExitResult, log string) bool {
+				for _, p := range []string{"/evil", "/etc/evil", "/task/evil", "/public/evil"} {
+					if !strings.Contains(log, "write "+p+": denied") {
+						return false
+					}
+				}
+				return strings.Contains(log, "write /output/ok: ok")
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			agent := &runner.AgentSpec{Name: "hostile", Version: "1", Image: insp.ID, Command: append([]string{"/agent"}, tt.args...)}
+			o, err := r.Run(bg, runner.Request{TaskDir: task, Agent: agent})
+			if err != nil {
+				t.Fatal(err)
+			}
+			log, _ := os.ReadFile(filepath.Join(runner.RunDir(r.Home, o.RunID), "logs", "agent.log"))
+			p := o.Predicate
+			exit := runner.ExitResult{ExitCode: p.Exit.Code, Signal: p.Exit.Signal, OOMKilled: p.Exit.OOMKilled, TimedOut: p.Exit.TimedOut}
+			if !tt.check(exit, string(log)) {
+				t.Fatalf("not contained: exit %+v\nlog:\n%s", p.Exit, log)
+			}
+			if tt.reason != "" && !strings.Contains(p.Exit.Reason, tt.reason) {
+				t.Fatalf("exit reason %q, want %q", p.Exit.Reason, tt.reason)
+			}
+			if o.Valid || !strings.Contains(o.InvalidReason, "no submission") {
+				t.Fatalf("valid %v reason %q", o.Valid, o.InvalidReason)
+			}
+			if tt.reason != "" && !strings.Contains(o.InvalidReason, tt.reason) {
+				t.Fatalf("invalid reason %q does not say %q", o.InvalidReason, tt.reason)
+			}
+		})
+	}
+	// Nothing the agents tried reached the bundle.
+	if _, err := os.Stat(filepath.Join(task, "public", "evil")); err == nil {
+		t.Fatal("an agent wrote into the bundle's public/")
+	}
+}
