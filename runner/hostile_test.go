@@ -31,9 +31,13 @@ func TestRunDockerHostileAgentsAttested(t *testing.T) {
 		check  func(exit runner.ExitResult, log string) bool
 	}{
 		{"allocates past its memory limit", []string{"alloc", "512"}, "memory limit",
-			func(e runner.ExitResult, log string) bool { return e.OOMKilled && !strings.Contains(log, "allocated all") }},
+			func(e runner.ExitResult, log string) bool {
+				return e.OOMKilled && !strings.Contains(log, "allocated all")
+			}},
 		{"outlives its wall-clock limit", []string{"sleep", "1h"}, "wall-clock limit",
-			func(e runner.ExitResult, log string) bool { return e.TimedOut && !strings.Contains(log, "done sleeping") }},
+			func(e runner.ExitResult, log string) bool {
+				return e.TimedOut && !strings.Contains(log, "done sleeping")
+			}},
 		{"fork bomb", []string{"forkbomb"}, "exited with status 3",
 			func(e runner.ExitResult, log string) bool { return strings.Contains(log, "then:") }},
 		{"looks for a network", []string{"netifs"}, "",
