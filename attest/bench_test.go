@@ -97,3 +97,14 @@ func BenchmarkVoiExpanded(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkDecodeStatementReference(b *testing.B) {
+	_, envs := benchEnvelopes(b, 64)
+	d, _ := DecodeEnvelope(envs[0])
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, run, _, err := decodeStatementReference(d.Payload); err != nil || run == nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,8 +1,8 @@
 package attest
 
 import (
+	"bytes"
 	"encoding/json"
-	"strings"
 )
 
 // fastEnvelope decodes the common shape of a DSSE JSON envelope without reflection: it is
@@ -20,8 +20,8 @@ func fastEnvelope(b []byte) (w wireEnvelope, ok bool) {
 	var pt, pl string
 	var sigs []wireSig
 	seen := 0
-	if !p.object(func(key string) bool {
-		switch key {
+	if !p.object(func(key []byte) bool {
+		switch string(key) {
 		case "payloadType":
 			if seen&1 != 0 {
 				return false
@@ -47,7 +47,7 @@ func fastEnvelope(b []byte) (w wireEnvelope, ok bool) {
 			sigs = ss
 			return ok
 		}
-		if strings.EqualFold(key, "payloadType") || strings.EqualFold(key, "payload") || strings.EqualFold(key, "signatures") {
+		if bytes.EqualFold(key, []byte("payloadType")) || bytes.EqualFold(key, []byte("payload")) || bytes.EqualFold(key, []byte("signatures")) {
 			return false
 		}
 		return p.skip(0)
@@ -105,7 +105,7 @@ func (p *fastParser) peek() byte {
 
 // object parses the members of an object whose '{' was eaten, calling member for each key
 // with the parser positioned before the value.
-func (p *fastParser) object(member func(key string) bool) bool {
+func (p *fastParser) object(member func(key []byte) bool) bool {
 	if p.eat('}') {
 		return true
 	}
@@ -113,7 +113,7 @@ func (p *fastParser) object(member func(key string) bool) bool {
 		if p.peek() != '"' {
 			return false
 		}
-		key, ok := p.str()
+		key, ok := p.raw()
 		if !ok || !p.eat(':') || !member(key) {
 			return false
 		}
@@ -124,25 +124,32 @@ func (p *fastParser) object(member func(key string) bool) bool {
 	}
 }
 
-// str reads a string with no escapes and only printable ASCII.
-func (p *fastParser) str() (string, bool) {
+// raw reads a string with no escapes and only printable ASCII, returning its bytes
+// (aliasing the input: no allocation).
+func (p *fastParser) raw() ([]byte, bool) {
 	if !p.eat('"') {
-		return "", false
+		return nil, false
 	}
 	start := p.i
 	for p.i < len(p.b) {
 		c := p.b[p.i]
 		switch {
 		case c == '"':
-			s := string(p.b[start:p.i])
+			s := p.b[start:p.i]
 			p.i++
 			return s, true
 		case c == '\\' || c < 0x20 || c >= 0x80:
-			return "", false
+			return nil, false
 		}
 		p.i++
 	}
-	return "", false
+	return nil, false
+}
+
+// str is raw as a string.
+func (p *fastParser) str() (string, bool) {
+	b, ok := p.raw()
+	return string(b), ok
 }
 
 func (p *fastParser) sigs() ([]wireSig, bool) {
@@ -159,8 +166,8 @@ func (p *fastParser) sigs() ([]wireSig, bool) {
 		}
 		var s wireSig
 		seen := 0
-		if !p.object(func(key string) bool {
-			switch key {
+		if !p.object(func(key []byte) bool {
+			switch string(key) {
 			case "keyid":
 				if seen&1 != 0 {
 					return false
@@ -186,7 +193,7 @@ func (p *fastParser) sigs() ([]wireSig, bool) {
 				s.Extension = ext
 				return ok
 			}
-			if strings.EqualFold(key, "keyid") || strings.EqualFold(key, "sig") || strings.EqualFold(key, "extension") {
+			if bytes.EqualFold(key, []byte("keyid")) || bytes.EqualFold(key, []byte("sig")) || bytes.EqualFold(key, []byte("extension")) {
 				return false
 			}
 			return p.skip(0)
@@ -207,8 +214,8 @@ func (p *fastParser) sigs() ([]wireSig, bool) {
 func (p *fastParser) ext() (*wireExt, bool) {
 	e := &wireExt{}
 	seen := 0
-	ok := p.object(func(key string) bool {
-		switch key {
+	ok := p.object(func(key []byte) bool {
+		switch string(key) {
 		case "kind":
 			if seen&1 != 0 {
 				return false
@@ -233,7 +240,7 @@ func (p *fastParser) ext() (*wireExt, bool) {
 			e.Ext = p.b[start:p.i]
 			return true
 		}
-		if strings.EqualFold(key, "kind") || strings.EqualFold(key, "ext") {
+		if bytes.EqualFold(key, []byte("kind")) || bytes.EqualFold(key, []byte("ext")) {
 			return false
 		}
 		return p.skip(0)
@@ -248,11 +255,11 @@ func (p *fastParser) skip(depth int) bool {
 	}
 	switch p.peek() {
 	case '"':
-		_, ok := p.str()
+		_, ok := p.raw()
 		return ok
 	case '{':
 		p.i++
-		return p.object(func(string) bool { return p.skip(depth + 1) })
+		return p.object(func([]byte) bool { return p.skip(depth + 1) })
 	case '[':
 		p.i++
 		if p.eat(']') {
@@ -354,12 +361,12 @@ func fastStatement(b []byte) (*Statement, *RunPredicate, *RescorePredicate, bool
 	if !p.eat('{') {
 		return nil, nil, nil, false
 	}
-	var keys [8]string
+	var keys [8][]byte
 	nk := 0
 	var predStart, predEnd int
-	ok := p.object(func(key string) bool {
+	ok := p.object(func(key []byte) bool {
 		for _, k := range keys[:nk] {
-			if strings.EqualFold(k, key) {
+			if bytes.EqualFold(k, key) {
 				return false
 			}
 		}
@@ -374,9 +381,9 @@ func fastStatement(b []byte) (*Statement, *RunPredicate, *RescorePredicate, bool
 			return false
 		}
 		switch {
-		case strings.EqualFold(key, "predicate"):
+		case bytes.EqualFold(key, []byte("predicate")):
 			predStart, predEnd = start, p.i
-		case strings.EqualFold(key, "predicateType"):
+		case bytes.EqualFold(key, []byte("predicateType")):
 			// Only evalmesh predicates take this path; others go straight to the reference.
 			v := string(b[start:p.i])
 			return v == `"`+PredicateRunV1+`"` || v == `"`+PredicateRescoreV1+`"`
