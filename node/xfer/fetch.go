@@ -206,6 +206,9 @@ func (f *fetcher) pool(ctx context.Context, queue []pend, live []peer.ID) error 
 	if len(live) == 1 {
 		target = 1 << 62
 	}
+	// A fatal error (local store, unwalkable block, caller's cancel) stops the other batches.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	results := make(chan batchResult)
 	idle := append([]peer.ID(nil), live...)
 	inflight := 0
@@ -249,6 +252,7 @@ func (f *fetcher) pool(ctx context.Context, queue []pend, live []peer.ID) error 
 				if ctx.Err() != nil && !errors.As(r.err, &fe) {
 					fatal = ctx.Err()
 				}
+				cancel()
 			}
 			continue
 		}
