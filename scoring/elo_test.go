@@ -202,3 +202,56 @@ func TestQuantile(t *testing.T) {
 		}
 	}
 }
+
+// On the games of a synthetic leaderboard (with the sota player and the pseudo-ties the
+// ledger uses), Newton and MM agree to 1e-6 Elo.
+func TestNewtonAndMMAgreeOnLedgerGames(t *testing.T) {
+	rs, ti := synthResults(15, 6, 4, 21)
+	l := mustLedger(t, rs, ti, Options{BootstrapRounds: 1})
+	agentIdx := map[string]int{}
+	var names []string
+	for _, r := range rs {
+		if _, ok := agentIdx[r.Agent]; !ok {
+			agentIdx[r.Agent] = 0
+			names = append(names, r.Agent)
+		}
+	}
+	sort.Strings(names)
+	for i, n := range names {
+		agentIdx[n] = i
+	}
+	P := len(names) + 1
+	g := NewGames(P)
+	for _, task := range ti {
+		var sub []Result
+		for _, r := range rs {
+			if r.Task == task.Name {
+				sub = append(sub, r)
+			}
+		}
+		sort.Slice(sub, func(i, j int) bool { return sub[i].Agent < sub[j].Agent })
+		addTaskGames(g, taskRuns(sub, &task, agentIdx, P))
+	}
+	c := weights(g, epsFor(g))
+	tn, err := FitNewton(c, P, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, _ := FitMM(c, P, 500000)
+	en, em := ToElo(tn), ToElo(tm)
+	for i := range en {
+		if math.Abs(en[i]-em[i]) > 1e-6 {
+			t.Fatalf("player %d: Newton %.9f, MM %.9f", i, en[i], em[i])
+		}
+	}
+	// And the ledger's elo_mle is that fit.
+	for _, a := range l.Agents {
+		p := P - 1
+		if a.Agent != SOTAPlayer {
+			p = agentIdx[a.Agent]
+		}
+		if math.Abs(a.EloMLE-en[p]) > 1e-5 {
+			t.Errorf("%s: ledger elo_mle %v, fit %v", a.Agent, a.EloMLE, en[p])
+		}
+	}
+}

@@ -282,3 +282,25 @@ func TestWriteTable(t *testing.T) {
 		}
 	}
 }
+
+// Scores 1e-6 apart tie (equal ratings); 1.2e-6 apart, the better wins every game.
+func TestLedgerTiesAtOneMillionth(t *testing.T) {
+	ti := []TaskInfo{{Name: "T", Optimum: 1, SOTA: 0.9}}
+	mk := func(d float64) *Ledger {
+		var rs []Result
+		for s := 0; s < 3; s++ {
+			rs = append(rs,
+				Result{Task: "T", Agent: "x", Seed: s, Status: StatusSuccess, Score: fp(0)},
+				Result{Task: "T", Agent: "y", Seed: s, Status: StatusSuccess, Score: fp(d)})
+		}
+		return mustLedger(t, rs, ti, Options{BootstrapRounds: 10})
+	}
+	l := mk(1e-6)
+	if x, y := agentByName(l, "x"), agentByName(l, "y"); x.EloMLE != y.EloMLE {
+		t.Errorf("1e-6 apart: x %v y %v, want a tie", x.EloMLE, y.EloMLE)
+	}
+	l = mk(1.2e-6)
+	if x, y := agentByName(l, "x"), agentByName(l, "y"); !(y.EloMLE > x.EloMLE+100) {
+		t.Errorf("1.2e-6 apart: x %v y %v, want y far ahead", x.EloMLE, y.EloMLE)
+	}
+}
