@@ -32,7 +32,9 @@ func startDaemon(home string) (*daemon, error) {
 	d := &daemon{home: home}
 	d.cmd = exec.Command(daemonBin, "daemon", "--home", home, "--json",
 		"--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0")
-	logf, err := os.Create(home + ".log")
+	logPath := filepath.Join(filepath.Dir(filepath.Dir(home)), "logs", filepath.Base(home)+".log")
+	os.MkdirAll(filepath.Dir(logPath), 0o755)
+	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +48,7 @@ func startDaemon(home string) (*daemon, error) {
 	}
 	if err := json.NewDecoder(bufio.NewReader(out)).Decode(&d.info); err != nil || len(d.info.Addrs) == 0 {
 		d.stop()
-		return nil, fmt.Errorf("daemon %s did not print its addresses (see %s.log): %v", home, home, err)
+		return nil, fmt.Errorf("daemon %s did not print its addresses (see %s): %v", home, logPath, err)
 	}
 	return d, nil
 }
