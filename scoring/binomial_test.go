@@ -87,3 +87,28 @@ func lchoose(n, k int64) float64 {
 	c, _ := math.Lgamma(float64(n - k + 1))
 	return a - b - c
 }
+
+// indexDrawer is uniform over [0, n), including n that do not divide 2^32.
+func TestIndexDrawerUniform(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	for _, n := range []uint32{1, 3, 7, 1000} {
+		d := indexDrawer{rng: rng, n: n}
+		hist := make([]float64, n)
+		const draws = 300000
+		for i := 0; i < draws; i++ {
+			k := d.next()
+			if k >= n {
+				t.Fatalf("n=%d drew %d", n, k)
+			}
+			hist[k]++
+		}
+		e := float64(draws) / float64(n)
+		var chi2 float64
+		for _, h := range hist {
+			chi2 += (h - e) * (h - e) / e
+		}
+		if df := float64(n - 1); chi2 > df+5*math.Sqrt(2*df)+1e-9 && n > 1 {
+			t.Errorf("n=%d: chi² %.1f over %d cells", n, chi2, n)
+		}
+	}
+}

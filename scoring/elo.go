@@ -1,8 +1,10 @@
 package scoring
 
 import (
+	"cmp"
 	"errors"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -45,8 +47,7 @@ func (g *Games) Total() int64 {
 }
 
 // playerRuns is one player's runs on one task: valid scores in "goodness" units (negated
-// when lower is better, so larger is always better), sorted ascending, and the number of
-// invalid runs.
+// when lower is better, so larger is always better), and the number of invalid runs.
 type playerRuns struct {
 	player  int
 	good    []float64
@@ -58,44 +59,62 @@ type playerRuns struct {
 // tie; invalid loses to any valid score. Tie is invariant under negation, so comparing
 // goodness values is the same as comparing raw scores by the task's direction.
 //
-// For sorted score lists the set of b's scores that a score x beats is a prefix of b's
-// list and the set that beats x a suffix, and both boundaries only move right as x grows,
-// so two pointers count a pair in O(len(a)+len(b)) instead of O(len(a)·len(b)).
+// Counting without enumerating: merge every valid score of the task into one sorted list
+// G. The scores a value x beats form a prefix of G (length lo(x)), found for all x by one
+// pass of two pointers. With C[k][b] = how many of player b's scores lie in G[:k], player
+// a's wins over b are Σ_{x of a} C[lo(x)][b] — one row added per score, for all b at once —
+// so a task costs O(|G|·players) additions instead of O(seeds²·players²) comparisons.
+// b's wins over a come from b's rows; the rest of the n_a·n_b games are ties.
 func addTaskGames(g *Games, runs []playerRuns) {
-	P := g.P
-	for ai := range runs {
-		a := &runs[ai]
-		for bi := ai + 1; bi < len(runs); bi++ {
-			b := &runs[bi]
-			i, j := a.player, b.player
-			var aw, bw, t int64
-			lo, hi := 0, 0
-			B := b.good
-			for _, x := range a.good {
-				for lo < len(B) && B[lo] < x && !Tie(x, B[lo]) {
-					lo++
-				}
-				if hi < lo {
-					hi = lo
-				}
-				for hi < len(B) && !(B[hi] > x && !Tie(x, B[hi])) {
-					hi++
-				}
-				aw += int64(lo)
-				bw += int64(len(B) - hi)
-				t += int64(hi - lo)
-			}
-			na, nb := int64(len(a.good)), int64(len(B))
-			aw += na * b.invalid
-			bw += nb * a.invalid
-			t += a.invalid * b.invalid
+	P, R := g.P, len(runs)
+	type item struct {
+		v     float64
+		owner int32
+	}
+	var G []item
+	for r := range runs {
+		for _, v := range runs[r].good {
+			G = append(G, item{v, int32(r)})
+		}
+	}
+	slices.SortFunc(G, func(a, b item) int {
+		if c := cmp.Compare(a.v, b.v); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.owner, b.owner)
+	})
+	M := len(G)
+	C := make([]int32, (M+1)*R)
+	for k, it := range G {
+		copy(C[(k+1)*R:(k+2)*R], C[k*R:(k+1)*R])
+		C[(k+1)*R+int(it.owner)]++
+	}
+	W := make([]int64, R*R)
+	lo := 0
+	for _, it := range G {
+		x := it.v
+		for lo < M && G[lo].v < x && !Tie(x, G[lo].v) {
+			lo++
+		}
+		row := C[lo*R : (lo+1)*R]
+		acc := W[int(it.owner)*R : (int(it.owner)+1)*R]
+		for b, c := range row {
+			acc[b] += int64(c)
+		}
+	}
+	for a := 0; a < R; a++ {
+		for b := a + 1; b < R; b++ {
+			ra, rb := &runs[a], &runs[b]
+			i, j := ra.player, rb.player
+			na, nb := int64(len(ra.good)), int64(len(rb.good))
+			aw, bw := W[a*R+b], W[b*R+a]
+			t := na*nb - aw - bw
+			aw += na * rb.invalid
+			bw += nb * ra.invalid
+			t += ra.invalid * rb.invalid
 			g.Wins[i*P+j] += aw
 			g.Wins[j*P+i] += bw
-			if i < j {
-				g.Ties[i*P+j] += t
-			} else {
-				g.Ties[j*P+i] += t
-			}
+			g.Ties[min(i, j)*P+max(i, j)] += t
 		}
 	}
 }
