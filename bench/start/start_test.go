@@ -10,6 +10,7 @@ package start
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -32,7 +33,10 @@ type target struct {
 }
 
 func targets(b *testing.B) []target {
-	ts := []target{{name: "process", ex: process.New(process.Options{}), agent: executortest.Binary(b), bound: 100 * time.Millisecond}}
+	ts := []target{
+		{name: "process", ex: process.New(process.Options{}), agent: executortest.Binary(b), bound: 100 * time.Millisecond},
+		{name: "process-rlimits", ex: process.New(process.Options{NoCgroups: true}), agent: executortest.Binary(b), bound: 100 * time.Millisecond},
+	}
 	cli := executortest.DockerClient(b)
 	img := executortest.Image(b, cli)
 	dx, err := docker.New(docker.Options{Client: cli, StopGrace: time.Second})
@@ -73,7 +77,30 @@ func readMarker(b *testing.B, out string) time.Time {
 	return time.Time{}
 }
 
+// BenchmarkFirstInstruction/bare is the peer: the agent started with a plain fork/exec and
+// no executor, in the same run and on the same (possibly busy) machine, so the executors'
+// own overhead is their figure minus this one.
 func BenchmarkFirstInstruction(b *testing.B) {
+	b.Run("bare", func(b *testing.B) {
+		agent := executortest.Binary(b)
+		var total time.Duration
+		for i := 0; i < b.N; i++ {
+			out := b.TempDir()
+			cmd := exec.Command(agent, "exit", "0")
+			cmd.Env = []string{"EVALMESH_MARKER=1", "EVALMESH_OUTPUT=" + out}
+			t0 := time.Now()
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			total += readMarker(b, out).Sub(t0)
+			b.StopTimer()
+			if err := cmd.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(total/time.Duration(b.N))/1e6, "ms/first-instr")
+	})
 	for _, tg := range targets(b) {
 		b.Run(tg.name, func(b *testing.B) {
 			var total time.Duration
@@ -118,6 +145,9 @@ func BenchmarkWaitCPU(b *testing.B) {
 	const run = 10 * time.Second
 	for _, tg := range targets(b) {
 		modes := []string{"attached"}
+		if tg.name == "process-rlimits" {
+			continue // same Wait as "process"
+		}
 		if tg.name == "process" {
 			modes = append(modes, "recovered")
 		}

@@ -7,9 +7,10 @@
 // What is enforced:
 //   - wall clock: Wait kills the task's whole process group at Handle.Deadline (TimedOut);
 //   - memory: a cgroup v1 memory group when /sys/fs/cgroup/memory is writable (the kernel
-//     OOM-kills the agent and Wait reports OOMKilled); otherwise RLIMIT_AS, which bounds
-//     address space rather than resident memory and makes allocations fail instead of
-//     killing, so OOMKilled is not reported;
+//     OOM-kills the agent and Wait reports OOMKilled); otherwise RLIMIT_DATA, which bounds
+//     writable private memory (not address space: RLIMIT_AS would stop Go or CUDA programs
+//     at startup) and makes allocations fail instead of killing, so OOMKilled is not
+//     reported;
 //   - pids: a cgroup v1 pids group when /sys/fs/cgroup/pids is writable; RLIMIT_NPROC is not
 //     used because it counts every process of the user, not of the task;
 //   - CPU: a cgroup v1 cpu quota when /sys/fs/cgroup/cpu is writable; otherwise not enforced.

@@ -123,9 +123,12 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 			memViaCgroup = memViaCgroup || filepath.Base(filepath.Dir(filepath.Dir(d))) == "memory"
 		}
 	}
-	vmem := ""
+	// Without a memory cgroup, RLIMIT_DATA (writable private mappings) stands in: unlike
+	// RLIMIT_AS it does not count the address space runtimes reserve without using (Go's
+	// heap arenas, CUDA's unified address space), which would stop such agents at startup.
+	dataKiB := ""
 	if cfg.Limits.MemoryBytes > 0 && !memViaCgroup {
-		vmem = strconv.FormatInt((cfg.Limits.MemoryBytes+1023)/1024, 10)
+		dataKiB = strconv.FormatInt((cfg.Limits.MemoryBytes+1023)/1024, 10)
 	}
 
 	logf, err := os.OpenFile(cfg.LogPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
@@ -142,7 +145,7 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 	defer gateR.Close()
 	defer gateW.Close()
 
-	args := append([]string{"-c", supervisorScript, "evalmesh-supervisor", statusPath, vmem}, cfg.Command...)
+	args := append([]string{"-c", supervisorScript, "evalmesh-supervisor", statusPath, dataKiB}, cfg.Command...)
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.Env = taskEnv(cfg)
 	cmd.Dir = cfg.WorkspaceDir

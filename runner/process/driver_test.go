@@ -117,3 +117,23 @@ func TestCgroupPidsLimit(t *testing.T) {
 		t.Fatalf("fork bomb did not hit the pids limit:\n%s", log)
 	}
 }
+
+// Without cgroups the memory limit falls back to RLIMIT_DATA: a Go agent still starts under a
+// small limit (RLIMIT_AS would kill it at startup) and cannot allocate past it.
+func TestRlimitMemoryFallback(t *testing.T) {
+	env := testEnv(t)
+	ex := New(Options{NoCgroups: true})
+	cfg := env.Task(t, "exit", "0")
+	cfg.Limits.MemoryBytes = 64 << 20
+	h := executortest.Start(t, ex, cfg)
+	if res := executortest.Wait(t, ex, h); !res.Successful() {
+		t.Fatalf("a small agent under a 64 MiB limit = %+v\n%s", res, executortest.Log(t, h))
+	}
+	cfg = env.Task(t, "alloc", "1024")
+	cfg.Limits.MemoryBytes = 64 << 20
+	h = executortest.Start(t, ex, cfg)
+	res := executortest.Wait(t, ex, h)
+	if res.Successful() || strings.Contains(executortest.Log(t, h), "allocated all") {
+		t.Fatalf("agent allocated 1 GiB under a 64 MiB RLIMIT_DATA: %+v", res)
+	}
+}

@@ -16,13 +16,13 @@ import (
 )
 
 // supervisorScript runs under /bin/sh as the task's process-group leader. $1 is the status
-// file, $2 the address-space limit in KiB ("" for none), the rest the agent's argv. It waits
+// file, $2 the data limit (RLIMIT_DATA) in KiB ("" for none), the rest the agent's argv. It waits
 // on fd 3 until the executor has placed it in its cgroups (so the agent never runs outside
 // them), runs the agent, and records the agent's exit status for a node that restarted in
 // the meantime. "exec 3<&-" keeps the pipe away from the agent.
 const supervisorScript = `s=$1; v=$2; shift 2
 read -r _ <&3; exec 3<&-
-if [ -n "$v" ]; then ulimit -v "$v" || exit 125; fi
+if [ -n "$v" ]; then ulimit -d "$v" || exit 125; fi
 "$@"
 rc=$?
 echo "$rc" > "$s"
