@@ -2,7 +2,6 @@ package attest
 
 import (
 	"bytes"
-	"encoding/json"
 )
 
 // fastEnvelope decodes the common shape of a DSSE JSON envelope without reflection: it is
@@ -331,92 +330,4 @@ func (p *fastParser) number() bool {
 	}
 	p.i = i
 	return true
-}
-
-// unionPredicate holds the fields of both evalmesh predicates (they share node, lab, score,
-// valid, metric, evaluator; "run" is the re-score's own), so one encoding/json pass decodes
-// either.
-type unionPredicate struct {
-	RunPredicate
-	Run string `json:"run"`
-}
-
-type typedStatement struct {
-	Type          string          `json:"_type"`
-	Subject       []Subject       `json:"subject"`
-	PredicateType string          `json:"predicateType"`
-	Predicate     *unionPredicate `json:"predicate"`
-}
-
-// fastStatement decodes an evalmesh statement in one encoding/json pass instead of two
-// (statement, then predicate), about halving the cost. It declines (ok=false) anything it
-// cannot prove the reference decoder reads the same way — other predicate types, any string
-// escape, duplicate or case-folded top-level keys (encoding/json would merge a repeated
-// "predicate" object into one pointer, where the reference keeps the last), and every
-// error — so that the reference decides those. FuzzDecodeStatement checks the agreement.
-func fastStatement(b []byte) (*Statement, *RunPredicate, *RescorePredicate, bool) {
-	// Pass 1 (cheap, no allocation): the top level is an object of distinct keys and the
-	// subset grammar; remember where the predicate value lies.
-	p := fastParser{b: b}
-	if !p.eat('{') {
-		return nil, nil, nil, false
-	}
-	var keys [8][]byte
-	nk := 0
-	var predStart, predEnd int
-	ok := p.object(func(key []byte) bool {
-		for _, k := range keys[:nk] {
-			if bytes.EqualFold(k, key) {
-				return false
-			}
-		}
-		if nk == len(keys) {
-			return false
-		}
-		keys[nk] = key
-		nk++
-		p.ws()
-		start := p.i
-		if !p.skip(0) {
-			return false
-		}
-		switch {
-		case bytes.EqualFold(key, []byte("predicate")):
-			predStart, predEnd = start, p.i
-		case bytes.EqualFold(key, []byte("predicateType")):
-			// Only evalmesh predicates take this path; others go straight to the reference.
-			v := string(b[start:p.i])
-			return v == `"`+PredicateRunV1+`"` || v == `"`+PredicateRescoreV1+`"`
-		}
-		return true
-	})
-	p.ws()
-	if !ok || p.i != len(b) || predEnd == 0 || b[predStart] != '{' {
-		return nil, nil, nil, false
-	}
-	// Pass 2: one typed decode.
-	var ts typedStatement
-	if err := json.Unmarshal(b, &ts); err != nil || ts.Predicate == nil {
-		return nil, nil, nil, false
-	}
-	st := &Statement{Type: ts.Type, Subject: ts.Subject, PredicateType: ts.PredicateType, Predicate: b[predStart:predEnd:predEnd]}
-	if st.validate() != nil {
-		return nil, nil, nil, false
-	}
-	switch ts.PredicateType {
-	case PredicateRunV1:
-		run := ts.Predicate.RunPredicate
-		if run.validate() != nil {
-			return nil, nil, nil, false
-		}
-		return st, &run, nil, true
-	case PredicateRescoreV1:
-		u := ts.Predicate
-		rs := &RescorePredicate{Run: u.Run, Score: u.Score, Valid: u.Valid, Metric: u.Metric, Evaluator: u.Evaluator, Node: u.Node, Lab: u.Lab}
-		if rs.validate() != nil {
-			return nil, nil, nil, false
-		}
-		return st, nil, rs, true
-	}
-	return nil, nil, nil, false
 }

@@ -66,6 +66,21 @@ func FuzzDecodeStatement(f *testing.F) {
 	}
 	f.Add([]byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"digest":{"sha256":"` + sha("") + `"}}],"predicateType":"` + PredicateRescoreV1 + `","predicate":{"run":"x","node":"n","metric":"m","evaluator":"e"}}`))
 	f.Add([]byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"digest":{"md5":"x"},"annotations":{"cid":1}}],"predicateType":"p","predicate":[]}`))
+	fx := newFixture(f)
+	rp := runPredicate(fx.nodeID, fx.lab.ID, 1, 0.1)
+	rp.Telemetry = map[string]any{"gpu_util": []any{0.5, 0.9}, "peak_mem": 1e9, "x": nil}
+	rp.Exit = ExitStatus{Code: 137, Signal: 9, OOMKilled: true, TimedOut: true, Reason: "oom"}
+	rp.Valid, rp.Score, rp.InvalidReason = false, nil, "no submission"
+	if st, err := NewStatement(runSubjects("x"), PredicateRunV1, rp); err == nil {
+		f.Add(st)
+		// Case-folded, repeated and escaped keys, exotic numbers: the fast path must decline
+		// or agree.
+		for _, r := range [][2]string{{`"metric"`, `"METRIC"`}, {`"seed":1`, `"seed":1,"seed":2`}, {`"node"`, `"no\u0064e"`},
+			{`"wall_seconds":3600`, `"wall_seconds":3.6e3`}, {`"code":137`, `"code":137.0`}, {`"gpu_count":1`, `"gpu_count":-0`},
+			{`"start"`, `"Start"`}, {`"slot":{`, `"slot":{"extra":[{}],`}} {
+			f.Add(bytes.Replace(st, []byte(r[0]), []byte(r[1]), 1))
+		}
+	}
 	// A repeated predicate: encoding/json would merge the two objects into one pointer.
 	f.Add([]byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"digest":{"sha256":"` + sha("") + `"}}],"predicateType":"` + PredicateRescoreV1 + `","predicate":{"run":"x","node":"n","metric":"m","evaluator":"e"},"PREDICATE":{"metric":"z"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -152,4 +167,32 @@ func FuzzParseTrust(f *testing.F) {
 			t.Fatal("marshalled trust file lost its header")
 		}
 	})
+}
+
+// The fast decoders must actually take the envelopes evalmesh itself writes (else they only
+// cost time), and agree with the reference on them.
+func TestFastPathsTakeOurOwnOutput(t *testing.T) {
+	f := newFixture(t)
+	run, id := f.signRun(t, 4, "sub", 0.5)
+	rs := f.signRescore(t, id, false, 0)
+	p := runPredicate(f.nodeID, f.lab.ID, 1, 0.1)
+	p.Telemetry = map[string]any{"gpu_util": []any{0.5, 0.9}, "peak_mem": 1e9}
+	p.Exit = ExitStatus{Code: 137, Signal: 9, OOMKilled: true, Reason: "oom"}
+	p.Valid, p.Score, p.InvalidReason = false, nil, "no submission"
+	st, _ := NewStatement(runSubjects("x"), PredicateRunV1, p)
+	odd, _, _ := Sign(f.node, f.cert, st)
+	for _, env := range [][]byte{run, rs, odd} {
+		if _, ok := fastEnvelope(env); !ok {
+			t.Fatalf("fast envelope path declined our envelope %s", env)
+		}
+		d, _ := DecodeEnvelope(env)
+		st, r, s, ok := fastStatement(d.Payload)
+		if !ok {
+			t.Fatalf("fast statement path declined our statement %s", d.Payload)
+		}
+		rst, rr, rrs, err := decodeStatementReference(d.Payload)
+		if err != nil || !reflect.DeepEqual(st, rst) || !reflect.DeepEqual(r, rr) || !reflect.DeepEqual(s, rrs) {
+			t.Fatalf("fast and reference differ on %s: %v", d.Payload, err)
+		}
+	}
 }
