@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 
+	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	carv2 "github.com/ipld/go-car/v2"
 
@@ -72,6 +73,21 @@ func (n *Node) ExportCAR(ctx context.Context, root cid.Cid, w io.Writer) error {
 // ImportCAR stores every block of a CAR (v1 or v2) read from r, each checked against its CID,
 // then pins each of its roots; every root's DAG must be complete. It returns the roots.
 func (n *Node) ImportCAR(ctx context.Context, r io.Reader) ([]cid.Cid, error) {
+	roots, err := readCAR(r, func(b blocks.Block) error { return n.bstore.Put(ctx, b) })
+	if err != nil {
+		return nil, err
+	}
+	for _, root := range roots {
+		if err := n.pinLocal(ctx, root, "import-car"); err != nil {
+			return nil, fmt.Errorf("CAR root %s is incomplete: %w", root, err)
+		}
+	}
+	return roots, nil
+}
+
+// readCAR passes every block of a CAR to put, each checked against its CID, and returns the
+// CAR's roots (at least one).
+func readCAR(r io.Reader, put func(blocks.Block) error) ([]cid.Cid, error) {
 	br, err := carv2.NewBlockReader(r)
 	if err != nil {
 		return nil, fmt.Errorf("not a CAR file: %w", err)
@@ -82,19 +98,13 @@ func (n *Node) ImportCAR(ctx context.Context, r io.Reader) ([]cid.Cid, error) {
 	for {
 		blk, err := br.Next()
 		if errors.Is(err, io.EOF) {
-			break
+			return br.Roots, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read CAR: %w", err)
 		}
-		if err := n.bstore.Put(ctx, blk); err != nil {
+		if err := put(blk); err != nil {
 			return nil, err
 		}
 	}
-	for _, root := range br.Roots {
-		if err := n.pinLocal(ctx, root, "import-car"); err != nil {
-			return nil, fmt.Errorf("CAR root %s is incomplete: %w", root, err)
-		}
-	}
-	return br.Roots, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -38,11 +39,14 @@ func DeclaredSize(root blocks.Block) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("root %s: %w", root.Cid(), err)
 		}
-		total := int64(len(root.RawData()))
+		total := uint64(len(root.RawData()))
 		for _, l := range nd.Links() {
-			total += int64(l.Size)
+			if l.Size > math.MaxInt64-total {
+				return 0, fmt.Errorf("root %s declares more than %d bytes: not a bundle this node can hold", root.Cid(), int64(math.MaxInt64))
+			}
+			total += l.Size
 		}
-		return total, nil
+		return int64(total), nil
 	default:
 		return 0, fmt.Errorf("root %s: codec %#x is not a UnixFS bundle (want dag-pb or raw)", root.Cid(), root.Cid().Type())
 	}

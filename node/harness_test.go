@@ -34,7 +34,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 }
 
 // newHome makes an initialised home in a temp dir.
-func newHome(t *testing.T) home.Home {
+func newHome(t testing.TB) home.Home {
 	t.Helper()
 	h := home.Home{Dir: t.TempDir()}
 	if _, err := h.Init(); err != nil {
@@ -49,12 +49,12 @@ func testOptions() Options {
 }
 
 // startNode starts a real node on 127.0.0.1 in a fresh home; it is closed at test end.
-func startNode(t *testing.T, opts Options) *Node {
+func startNode(t testing.TB, opts Options) *Node {
 	t.Helper()
 	return startNodeAt(t, newHome(t), opts)
 }
 
-func startNodeAt(t *testing.T, h home.Home, opts Options) *Node {
+func startNodeAt(t testing.TB, h home.Home, opts Options) *Node {
 	t.Helper()
 	n, err := New(context.Background(), h, opts)
 	if err != nil {
@@ -87,7 +87,7 @@ func randomBytes(seed uint64, n int) []byte {
 
 // importFile adds data as a UnixFS file with the bundle parameters (CIDv1, raw leaves,
 // 256 KiB chunks, balanced layout) into dag.
-func importFile(t *testing.T, dag ipld.DAGService, data []byte) ipld.Node {
+func importFile(t testing.TB, dag ipld.DAGService, data []byte) ipld.Node {
 	t.Helper()
 	params := helpers.DagBuilderParams{
 		Maxlinks:   helpers.DefaultLinksPerBlock,
@@ -107,7 +107,7 @@ func importFile(t *testing.T, dag ipld.DAGService, data []byte) ipld.Node {
 }
 
 // importDir adds a flat directory of named files.
-func importDir(t *testing.T, dag ipld.DAGService, files map[string][]byte) cid.Cid {
+func importDir(t testing.TB, dag ipld.DAGService, files map[string][]byte) cid.Cid {
 	t.Helper()
 	ctx := context.Background()
 	dir, err := uio.NewDirectory(dag)
