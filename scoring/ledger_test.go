@@ -304,3 +304,11 @@ func TestLedgerTiesAtOneMillionth(t *testing.T) {
 		t.Errorf("1.2e-6 apart: x %v y %v, want y far ahead", x.EloMLE, y.EloMLE)
 	}
 }
+
+// No results: a ledger with the sota player alone, not a panic.
+func TestLedgerEmpty(t *testing.T) {
+	l := mustLedger(t, nil, nil, Options{})
+	if len(l.Agents) != 1 || l.Agents[0].Agent != SOTAPlayer || l.Agents[0].Elo != 1000 || len(l.Root()) != 64 {
+		t.Fatalf("empty ledger: %s", l.Canonical())
+	}
+}

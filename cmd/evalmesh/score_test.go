@@ -118,6 +118,12 @@ func TestScoreAIRSFixtures(t *testing.T) {
 		t.Fatalf("shuffled table (exit %d) lacks root %s:\n%s", code, led.Root, out2)
 	}
 
+	// --bootstrap-rounds reaches the policy (and so the root).
+	out4, _, code := scoreRunCLI(t, "score", "--results", res, "--tasks", scoreFixtures, "--bootstrap-rounds", "10", "--json")
+	if code != 0 || !strings.Contains(out4, `"bootstrap_rounds": 10`) || strings.Contains(out4, led.Root) {
+		t.Fatalf("--bootstrap-rounds 10: exit %d\n%s", code, out4)
+	}
+
 	// The estimated worst anchor gives another ledger.
 	out3, _, code := scoreRunCLI(t, "score", "--results", res, "--tasks", scoreFixtures, "--worst", "estimated", "--json")
 	if code != 0 || strings.Contains(out3, led.Root) {
