@@ -93,6 +93,19 @@ func OpenCAR(carPath string) (ng ipld.NodeGetter, root cid.Cid, close func() err
 	if err != nil {
 		return nil, cid.Undef, nil, fmt.Errorf("%s: not a readable CAR file: %w", carPath, err)
 	}
+	return carRoot(bs, carPath)
+}
+
+// openCARReaderAt is OpenCAR over bytes already in memory (the fuzz target uses it).
+func openCARReaderAt(r io.ReaderAt, name string) (ipld.NodeGetter, cid.Cid, func() error, error) {
+	bs, err := carbs.NewReadOnly(r, nil, carv2.ZeroLengthSectionAsEOF(true))
+	if err != nil {
+		return nil, cid.Undef, nil, fmt.Errorf("%s: not a readable CAR file: %w", name, err)
+	}
+	return carRoot(bs, name)
+}
+
+func carRoot(bs *carbs.ReadOnly, carPath string) (ipld.NodeGetter, cid.Cid, func() error, error) {
 	roots, err := bs.Roots()
 	if err != nil {
 		bs.Close()

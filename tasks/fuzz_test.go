@@ -102,23 +102,30 @@ func FuzzUnpackCAR(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		work := t.TempDir()
-		car := filepath.Join(work, "in.car")
-		if err := os.WriteFile(car, data, 0o644); err != nil {
-			t.Fatal(err)
+		opts := UnpackOptions{MaxSize: 1 << 20, MaxEntries: 1000}
+		// Most inputs die in the CAR reader or the walk: check those in memory, and touch
+		// the disk only for a DAG that passes every check.
+		ng, root, closeFn, err := openCARReaderAt(bytes.NewReader(data), "fuzz.car")
+		if err != nil {
+			return
 		}
+		defer closeFn()
+		if _, err := plan(ctx, ng, root, opts); err != nil {
+			var ue *UnsafeError
+			if errors.As(err, &ue) && strings.Contains(ue.Path, "\x00") {
+				t.Fatalf("error path carries NUL")
+			}
+			return
+		}
+		work := t.TempDir()
 		parent := filepath.Join(work, "parent")
 		os.Mkdir(parent, 0o755)
 		out := filepath.Join(parent, "out")
-		_, err := UnpackCAR(ctx, car, out, UnpackOptions{MaxSize: 1 << 20, MaxEntries: 1000})
+		err = Unpack(ctx, ng, root, out, opts)
 		ents, _ := os.ReadDir(parent)
 		if err != nil {
 			if len(ents) != 0 {
 				t.Fatalf("failed unpack (%v) left %v", err, ents[0].Name())
-			}
-			var ue *UnsafeError
-			if errors.As(err, &ue) && strings.Contains(ue.Path, "\x00") {
-				t.Fatalf("error path carries NUL")
 			}
 			return
 		}
@@ -126,7 +133,7 @@ func FuzzUnpackCAR(f *testing.F) {
 			t.Fatalf("unpack wrote beside out: %v", ents)
 		}
 		wents, _ := os.ReadDir(work)
-		if len(wents) != 2 {
+		if len(wents) != 1 {
 			t.Fatalf("unpack wrote outside its parent: %v", wents)
 		}
 		filepath.WalkDir(out, func(p string, d os.DirEntry, err error) error {
