@@ -1,10 +1,13 @@
 // Package process is the development executor: each task is a local subprocess. It exists so
 // evalmesh can be tried without Docker or GPUs and so tests run at CI speed; it is NOT an
-// isolation boundary. The agent runs as the node's user, sees the whole filesystem the node
-// sees and the host's network; only the folder layout (passed in EVALMESH_* variables instead
+// isolation boundary. The agent runs as the node's user and sees the whole filesystem the
+// node sees; only the folder layout (passed in EVALMESH_* variables instead
 // of mounts) matches the docker executor.
 //
 // What is enforced:
+//   - network: a task without TaskConfig.Network gets a network namespace of its own with
+//     only lo, when the node runs as root with CAP_SYS_ADMIN; otherwise it shares the host's
+//     network, and its handle's driver state says "network_isolated": false;
 //   - wall clock: Wait kills the task's whole process group at Handle.Deadline (TimedOut);
 //   - memory: a cgroup v1 memory group when /sys/fs/cgroup/memory is writable (the kernel
 //     OOM-kills the agent and Wait reports OOMKilled); otherwise RLIMIT_DATA, which bounds

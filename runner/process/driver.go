@@ -24,6 +24,9 @@ type Options struct {
 	CgroupRoot, CgroupParent string
 	// NoCgroups disables cgroups even where they are writable (limits fall back to rlimits).
 	NoCgroups bool
+	// NoNetNS lets tasks without a network share the host's network even where the node
+	// could give them a namespace of their own.
+	NoNetNS bool
 	// StopGrace is the SIGTERM→SIGKILL grace when Wait stops a task at its deadline; 0: 10 s.
 	StopGrace time.Duration
 	// PollInterval is how often Wait checks a task it did not start itself (after a restart);
@@ -154,8 +157,25 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 	// A session of its own: its own process group (killed as a whole at the deadline) and no
 	// controlling terminal, so it outlives the node process.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// No network unless the task may have one: a network namespace of its own, where the
+	// node may create one (root); elsewhere the task shares the host's network, and the
+	// handle says so (NetworkIsolated false).
+	isolate := !cfg.Network && !e.opts.NoNetNS && os.Geteuid() == 0
+	if isolate {
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNET
+	}
 	started := e.opts.Now()
-	if err := cmd.Start(); err != nil {
+	if err := cmd.Start(); err != nil && isolate && errors.Is(err, syscall.EPERM) {
+		// Root without CAP_SYS_ADMIN (an unprivileged container): no namespace to be had.
+		isolate = false
+		cmd = rebuild(cmd)
+		cmd.SysProcAttr.Cloneflags = 0
+		err = cmd.Start()
+		if err != nil {
+			removeCgroups(cgroups)
+			return nil, fmt.Errorf("process executor: task %s: start: %w", cfg.ID, err)
+		}
+	} else if err != nil {
 		removeCgroups(cgroups)
 		return nil, fmt.Errorf("process executor: task %s: start: %w", cfg.ID, err)
 	}
@@ -175,6 +195,11 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 	if err := joinCgroups(cgroups, pid); err != nil {
 		return fail(err)
 	}
+	if isolate {
+		if err := loopbackUp(pid); err != nil {
+			return fail(err)
+		}
+	}
 	st, err := readStat(pid)
 	if err != nil {
 		return fail(err)
@@ -190,7 +215,7 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 		Driver:      DriverName,
 		Config:      cfg,
 		Started:     started,
-		DriverState: encodeState(state{PID: pid, StartTicks: st.StartTicks, StatusPath: statusPath, Cgroups: cgroups}),
+		DriverState: encodeState(state{PID: pid, StartTicks: st.StartTicks, StatusPath: statusPath, Cgroups: cgroups, NetworkIsolated: isolate}),
 	}
 	if cfg.Limits.WallClock > 0 {
 		h.Deadline = started.Add(cfg.Limits.WallClock)
@@ -265,4 +290,13 @@ func (e *Executor) Destroy(ctx context.Context, h *runner.Handle) error {
 		err = errors.Join(err, rerr)
 	}
 	return err
+}
+
+// rebuild returns a fresh, unstarted copy of cmd (an exec.Cmd cannot be started twice).
+func rebuild(cmd *exec.Cmd) *exec.Cmd {
+	c := exec.Command(cmd.Path, cmd.Args[1:]...)
+	c.Env, c.Dir, c.Stdout, c.Stderr, c.ExtraFiles = cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.ExtraFiles
+	attr := *cmd.SysProcAttr
+	c.SysProcAttr = &attr
+	return c
 }

@@ -137,3 +137,32 @@ func TestRlimitMemoryFallback(t *testing.T) {
 		t.Fatalf("agent allocated 1 GiB under a 64 MiB RLIMIT_DATA: %+v", res)
 	}
 }
+
+// A task without a network sees only lo where the node can give it a namespace (root); with
+// Network it sees the host's interfaces. The agent only lists interfaces, it sends nothing.
+func TestNetworkNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: network namespaces need root; the process executor then shares the host network (documented)")
+	}
+	env := testEnv(t)
+	ex := New(Options{})
+	h := executortest.Start(t, ex, env.Task(t, "netifs"))
+	res := executortest.Wait(t, ex, h)
+	s, _ := decodeState(h)
+	if !s.NetworkIsolated {
+		t.Skip("skipping: this node cannot create network namespaces")
+	}
+	if log := executortest.Log(t, h); !res.Successful() || !strings.Contains(log, "interfaces: lo\n") {
+		t.Fatalf("isolated task: %+v\n%s", res, log)
+	}
+	cfg := env.Task(t, "netifs")
+	cfg.Network = true
+	h = executortest.Start(t, ex, cfg)
+	executortest.Wait(t, ex, h)
+	if s, _ := decodeState(h); s.NetworkIsolated {
+		t.Error("a task with Network was isolated")
+	}
+	if log := executortest.Log(t, h); strings.Contains(log, "interfaces: lo\n") {
+		t.Errorf("a task with Network saw only lo:\n%s", log)
+	}
+}

@@ -25,6 +25,9 @@ type state struct {
 	StatusPath string `json:"status_path"`
 	// Cgroups are the cgroup v1 folders created for the task (empty where none were writable).
 	Cgroups []string `json:"cgroups,omitempty"`
+	// NetworkIsolated: the task runs in a network namespace of its own with only lo (root
+	// only); false means it shares the host's network.
+	NetworkIsolated bool `json:"network_isolated,omitempty"`
 }
 
 func encodeState(s state) json.RawMessage {

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/evalmesh/evalmesh/runner"
 )
@@ -195,4 +198,43 @@ func peakMemory(dirs []string) int64 {
 		}
 	}
 	return 0
+}
+
+// loopbackUp brings lo up in the network namespace of pid (a fresh namespace starts with lo
+// down, and agents may talk to themselves over 127.0.0.1, as they can under docker's "none").
+func loopbackUp(pid int) error {
+	errc := make(chan error, 1)
+	go func() {
+		// This thread enters the task's namespace for good: it is never unlocked, so the
+		// runtime discards it when the goroutine ends instead of reusing it.
+		runtime.LockOSThread()
+		errc <- func() error {
+			fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(fd)
+			if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+				return fmt.Errorf("enter network namespace: %w", err)
+			}
+			s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(s)
+			ifr, err := unix.NewIfreq("lo")
+			if err != nil {
+				return err
+			}
+			if err := unix.IoctlIfreq(s, unix.SIOCGIFFLAGS, ifr); err != nil {
+				return fmt.Errorf("lo flags: %w", err)
+			}
+			ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+			if err := unix.IoctlIfreq(s, unix.SIOCSIFFLAGS, ifr); err != nil {
+				return fmt.Errorf("bring lo up: %w", err)
+			}
+			return nil
+		}()
+	}()
+	return <-errc
 }
