@@ -10,9 +10,10 @@ import (
 	"io"
 	"os"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 	"go.yaml.in/yaml/v3"
 
@@ -57,8 +58,8 @@ type TrustStore struct {
 	revoked map[revKey]time.Time         // (lab, node or cert ID) -> earliest effective time
 	revs    []*Revocation
 
-	certs *lru.Cache[[32]byte, *NodeCert]              // sha256 of a cert envelope's bytes -> checked cert
-	keys  *lru.Cache[[32]byte, *voi.ExpandedPublicKey] // raw key -> precomputed verification key
+	certs *readMostly[*NodeCert]              // sha256 of a cert envelope's bytes -> checked cert
+	keys  *readMostly[*voi.ExpandedPublicKey] // raw key -> precomputed verification key
 }
 
 type labEntry struct {
@@ -114,8 +115,8 @@ func build(f trustFile) (*TrustStore, error) {
 		nodes:   map[string]ed25519.PublicKey{},
 		revoked: map[revKey]time.Time{},
 	}
-	t.certs, _ = lru.New[[32]byte, *NodeCert](certCacheSize)
-	t.keys, _ = lru.New[[32]byte, *voi.ExpandedPublicKey](keyCacheSize)
+	t.certs = &readMostly[*NodeCert]{limit: certCacheSize}
+	t.keys = &readMostly[*voi.ExpandedPublicKey]{limit: keyCacheSize}
 	for i, l := range f.Labs {
 		pub, err := decodeEd25519Pub(l.Key)
 		if err != nil {
@@ -283,4 +284,32 @@ func (t *TrustStore) Save(path string) error {
 		return err
 	}
 	return home.WriteFileAtomic(path, b, 0o644)
+}
+
+// readMostly is a bounded cache for the few certificates and keys a federation has: every
+// envelope reads it, almost none writes it, so reads must not contend between cores (an LRU's
+// mutex would). When full it starts over, which only costs re-verification.
+type readMostly[V any] struct {
+	m     sync.Map // [32]byte -> V
+	n     atomic.Int64
+	limit int64
+}
+
+func (c *readMostly[V]) Get(k [32]byte) (V, bool) {
+	v, ok := c.m.Load(k)
+	if !ok {
+		var zero V
+		return zero, false
+	}
+	return v.(V), true
+}
+
+func (c *readMostly[V]) Add(k [32]byte, v V) {
+	if c.n.Load() >= c.limit {
+		c.m.Clear()
+		c.n.Store(0)
+	}
+	if _, loaded := c.m.LoadOrStore(k, v); !loaded {
+		c.n.Add(1)
+	}
 }

@@ -16,7 +16,7 @@
 // other tenants of a busy machine disturb far less. Ratios are to raw ed25519 at the same
 // core count, by CPU time; scaling is by wall clock.
 //
-// Usage: go run ./bench/verify [-n 100000] [-cores 1,2] [-batch 64] [-rounds 3]
+// Usage: go run ./bench/verify [-n 100000] [-cores 1,2] [-batch 64,256] [-rounds 3]
 package main
 
 import (
@@ -50,26 +50,20 @@ type signed struct {
 func main() {
 	n := flag.Int("n", 100000, "distinct envelopes")
 	coresFlag := flag.String("cores", "1,2", "core counts to measure")
-	batch := flag.Int("batch", 64, "envelopes per VerifyBatch call")
+	batchFlag := flag.String("batch", "64,256", "envelopes per VerifyBatch call (a list: one row each)")
 	rounds := flag.Int("rounds", 3, "repetitions of each measurement (best is reported)")
 	flag.Parse()
-	var cores []int
-	for _, c := range strings.Split(*coresFlag, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(c))
-		if err != nil || v < 1 {
-			fail(fmt.Errorf("-cores %q: want a list like 1,2", *coresFlag))
-		}
-		cores = append(cores, v)
-	}
+	cores, batches := ints("-cores", *coresFlag), ints("-batch", *batchFlag)
 
 	t0 := time.Now()
 	trust, data := generate(*n)
 	fmt.Fprintf(os.Stderr, "signed %d envelopes (%.1f KB each on average) in %s\n", len(data), avgKB(data), time.Since(t0).Round(time.Millisecond))
 
-	modes := []struct {
+	type mode struct {
 		name string
 		run  func(part []signed) error
-	}{
+	}
+	modes := []mode{
 		{"raw ed25519", func(part []signed) error {
 			for _, s := range part {
 				if !ed25519.Verify(s.pub, s.msg, s.sig) {
@@ -101,11 +95,13 @@ func main() {
 			}
 			return nil
 		}},
-		{fmt.Sprintf("attest.VerifyBatch/%d", *batch), func(part []signed) error {
-			envs := make([][]byte, 0, *batch)
-			for i := 0; i < len(part); i += *batch {
+	}
+	for _, batch := range batches {
+		modes = append(modes, mode{fmt.Sprintf("attest.VerifyBatch/%d", batch), func(part []signed) error {
+			envs := make([][]byte, 0, batch)
+			for i := 0; i < len(part); i += batch {
 				envs = envs[:0]
-				for _, s := range part[i:min(i+*batch, len(part))] {
+				for _, s := range part[i:min(i+batch, len(part))] {
 					envs = append(envs, s.env)
 				}
 				_, errs := attest.VerifyBatch(envs, trust, now)
@@ -116,7 +112,7 @@ func main() {
 				}
 			}
 			return nil
-		}},
+		}})
 	}
 
 	best := map[string]map[int]float64{}    // mode -> cores -> envelopes/s (wall)
@@ -184,6 +180,18 @@ func measure(data []signed, c int, fn func([]signed) error) (float64, float64, e
 		}
 	}
 	return float64(len(data)) / el.Seconds(), float64(len(data)) / cpu.Seconds(), nil
+}
+
+func ints(flagName, s string) []int {
+	var out []int
+	for _, c := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || v < 1 {
+			fail(fmt.Errorf("%s %q: want a list of positive numbers like 1,2", flagName, s))
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // cpuTime is this process's user + system CPU time.
