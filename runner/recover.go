@@ -33,6 +33,9 @@ func (r *Runner) Recover(ctx context.Context) ([]Recovered, error) {
 			continue
 		}
 		o, err := r.recoverRun(ctx, st)
+		if errors.Is(err, errOwned) {
+			continue // alive in another process: not ours to recover
+		}
 		out = append(out, Recovered{RunID: st.ID, Outcome: o, Err: err})
 		if ctx.Err() != nil {
 			return out, ctx.Err()
@@ -54,6 +57,18 @@ func (r *Runner) RecoverRun(ctx context.Context, runID string) (*Outcome, error)
 }
 
 func (r *Runner) recoverRun(ctx context.Context, st *RunState) (*Outcome, error) {
+	release, err := ownRun(r.Home, st.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	// Re-read under the lock: the previous owner may have finished meanwhile.
+	if fresh, err := LoadState(r.Home, st.ID); err == nil {
+		st = fresh
+	}
+	if st.Phase == PhaseFailed {
+		return nil, fmt.Errorf("run %s failed: %s", st.ID, st.Error)
+	}
 	dir := RunDir(r.Home, st.ID)
 	// An attestation on disk is final, whatever state.json says.
 	if _, err := os.Stat(filepath.Join(dir, attestationFile)); err == nil {

@@ -276,3 +276,35 @@ func TestRecoverDuringEvaluation(t *testing.T) {
 		t.Fatalf("attestations %v", files)
 	}
 }
+
+// Two evalmesh processes on one home: recovery leaves alone a run another live process
+// drives (its lock is held), so the run is neither doubled nor torn down.
+func TestRecoverSkipsRunsOwnedByALiveProcess(t *testing.T) {
+	h := newHome(t)
+	r := processRunner(t, h, nil)
+	gate := filepath.Join(t.TempDir(), "gate")
+	agent := exampleAgent("sleepy")
+	agent.Env = map[string]string{"GATE": gate}
+	done := make(chan *runner.Outcome, 1)
+	go func() {
+		o, err := r.Run(bg, runner.Request{TaskDir: exampleTask(t, "arithmetic"), Agent: agent})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- o
+	}()
+	waitFor(t, 20*time.Second, "the agent task to be recorded", func() bool {
+		runs, _ := runner.ListRuns(h)
+		return len(runs) == 1 && runs[0].Phase == runner.PhaseAgent
+	})
+	if rec, err := processRunner(t, h, nil).Recover(bg); err != nil || len(rec) != 0 {
+		t.Fatalf("recovered a live run: %+v %v", rec, err)
+	}
+	os.WriteFile(gate, nil, 0o644)
+	if o := <-done; o == nil || !o.Valid {
+		t.Fatalf("owner's run: %+v", o)
+	}
+	if files := attestationFiles(t, h); len(files) != 1 {
+		t.Fatalf("attestations %v", files)
+	}
+}

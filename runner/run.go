@@ -200,13 +200,20 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Outcome, error) {
 	if err == nil {
 		err = r.makeRunDir(st)
 	}
+	var release func()
 	if err == nil {
-		err = saveState(r.Home, st, r.now())
+		release, err = ownRun(r.Home, st.ID)
+	}
+	if err == nil {
+		if err = saveState(r.Home, st, r.now()); err != nil {
+			release()
+		}
 	}
 	unlock()
 	if err != nil {
 		return nil, fmt.Errorf("run %s/%s: %w", b.Meta.Name, req.Agent.Name, err)
 	}
+	defer release()
 	return r.drive(ctx, st, b, nil)
 }
 

@@ -149,6 +149,27 @@ func lockRuns(h home.Home) (unlock func(), err error) {
 	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
+// errOwned means another live process drives the run.
+var errOwned = errors.New("run is driven by another live evalmesh process")
+
+// ownRun takes the run's own lock for as long as this process drives it. The lock dies with
+// the process, so a SIGKILLed node's runs are free for Recover at once, while two processes
+// sharing a home never drive the same run.
+func ownRun(h home.Home, runID string) (release func(), err error) {
+	f, err := os.OpenFile(filepath.Join(RunDir(h, runID), lockFile), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, errOwned
+		}
+		return nil, err
+	}
+	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}
+
 // writeOnce creates path with data atomically (temp file, fsync, link) unless it exists.
 // It returns the bytes now at path: data if it wrote them, the existing content otherwise.
 // This is what keeps a run to one statement and one attestation across crashes.
