@@ -102,9 +102,10 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 		opts.Logf = func(string, ...any) {}
 	}
 	n = &Node{home: h, cfg: cfg, opts: opts}
+	started := n // n is nil on the error returns below
 	defer func() {
 		if err != nil {
-			n.Close()
+			started.Close()
 		}
 	}()
 

@@ -1,0 +1,89 @@
+package node
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evalmesh/evalmesh/internal/home"
+)
+
+func writeSwarmKey(t *testing.T, hexKey string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "swarm.key")
+	if err := os.WriteFile(p, []byte("/key/swarm/psk/1.0.0/\n/base16/\n"+hexKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func pskOptions(t *testing.T, keyPath string) Options {
+	cfg := home.DefaultConfig()
+	cfg.PrivateNetworkKey = keyPath
+	o := testOptions()
+	o.Listen = []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"}
+	o.Config = &cfg
+	return o
+}
+
+// TestPrivateNetwork: nodes sharing a pre-shared key connect and move a bundle; a node with
+// another key or none cannot connect; QUIC (which cannot carry a PSK) is not listened on.
+func TestPrivateNetwork(t *testing.T) {
+	key1 := writeSwarmKey(t, strings.Repeat("ab", 32))
+	key2 := writeSwarmKey(t, strings.Repeat("cd", 32))
+	a, b := startNode(t, pskOptions(t, key1)), startNode(t, pskOptions(t, key1))
+	for _, addr := range a.Addrs() {
+		if strings.Contains(addr, "quic") {
+			t.Fatalf("private-network node listens on QUIC: %s", addr)
+		}
+	}
+	files := testFiles(700 << 10)
+	root := seed(t, files, a)
+	connect(t, b, a)
+	if err := b.Fetch(context.Background(), root, nil); err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, b, root, files)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	other := startNode(t, pskOptions(t, key2))
+	if err := other.Connect(ctx, a.Addrs()[0]); err == nil {
+		t.Fatal("a node with another network key connected")
+	}
+	public := startNode(t, testOptions())
+	if err := public.Connect(ctx, a.Addrs()[0]); err == nil {
+		t.Fatal("a node without the network key connected")
+	}
+}
+
+func TestBadSwarmKeyNamesFile(t *testing.T) {
+	p := writeSwarmKey(t, "nothex")
+	_, err := New(context.Background(), newHome(t), pskOptions(t, p))
+	if err == nil || !strings.Contains(err.Error(), p) {
+		t.Fatalf("err = %v, want it to name %s", err, p)
+	}
+}
+
+// TestDefaultsListenOnLoopbackOnly: the default config listens on 127.0.0.1 (TCP and QUIC).
+func TestDefaultsListenOnLoopbackOnly(t *testing.T) {
+	cfg := home.DefaultConfig()
+	for i, a := range cfg.Listen { // keep the defaults' shape, pick free ports
+		cfg.Listen[i] = strings.Replace(strings.Replace(a, "/tcp/4201", "/tcp/0", 1), "/udp/4201", "/udp/0", 1)
+	}
+	n := startNode(t, Options{Config: &cfg, API: "127.0.0.1:0"})
+	var tcp, quic bool
+	for _, a := range n.Addrs() {
+		if !strings.HasPrefix(a, "/ip4/127.0.0.1/") {
+			t.Fatalf("default listen address %s is not loopback", a)
+		}
+		tcp = tcp || strings.Contains(a, "/tcp/")
+		quic = quic || strings.Contains(a, "/quic-v1/")
+	}
+	if !tcp || !quic {
+		t.Fatalf("default addresses %v: want TCP and QUIC", n.Addrs())
+	}
+}
