@@ -159,7 +159,7 @@ func TestNetworkNamespace(t *testing.T) {
 	cfg.Network = true
 	h = executortest.Start(t, ex, cfg)
 	executortest.Wait(t, ex, h)
-	if s, _ := decodeState(h); s.NetworkIsolated {
+	if NetworkIsolated(h) {
 		t.Error("a task with Network was isolated")
 	}
 	if log := executortest.Log(t, h); strings.Contains(log, "interfaces: lo\n") {

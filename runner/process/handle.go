@@ -105,3 +105,10 @@ func parseStatus(b []byte) (res *runner.ExitResult, ok bool, err error) {
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// NetworkIsolated reports whether the task of h runs in a network namespace of its own (only
+// lo), so a caller can attest what was enforced. False for a bad handle.
+func NetworkIsolated(h *runner.Handle) bool {
+	s, err := decodeState(h)
+	return err == nil && s.NetworkIsolated
+}
