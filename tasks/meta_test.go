@@ -3,6 +3,7 @@ package tasks
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -148,5 +149,57 @@ func TestParseMetaRefusesBadYAML(t *testing.T) {
 				t.Errorf("error does not say which file: %v", err)
 			}
 		})
+	}
+}
+
+func TestLoadMeta(t *testing.T) {
+	// An AIRS-Bench folder (metadata.yaml only) is converted.
+	m, err := LoadMeta(svampDir)
+	if err != nil || m.Name != "MathQuestionAnsweringSVAMPAccuracy" || m.Submission.Rows != 300 {
+		t.Fatalf("AIRS folder: %+v %v", m, err)
+	}
+	// task.yaml wins over metadata.yaml.
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "task.yaml"), readTestMeta(t), 0o644)
+	os.WriteFile(filepath.Join(dir, "metadata.yaml"), []byte("garbage: ["), 0o644)
+	if m, err := LoadMeta(dir); err != nil || m.Limits.PIDs != 4096 {
+		t.Fatalf("task.yaml folder: %v", err)
+	}
+	// A bad task.yaml is reported with its path and field.
+	os.WriteFile(filepath.Join(dir, "task.yaml"), []byte("name: x\n"), 0o644)
+	if _, err := LoadMeta(dir); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "task.yaml")) || !strings.Contains(err.Error(), "metric.name") {
+		t.Fatalf("bad task.yaml: %v", err)
+	}
+	if _, err := LoadMeta(t.TempDir()); err == nil || !strings.Contains(err.Error(), "neither task.yaml nor metadata.yaml") {
+		t.Fatalf("empty folder: %v", err)
+	}
+}
+
+func TestOpenChecksLabelsFile(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "task.yaml"), readTestMeta(t), 0o644)
+	os.WriteFile(filepath.Join(dir, "prompt.md"), []byte("hi"), 0o644)
+	os.Mkdir(filepath.Join(dir, "public"), 0o755)
+	os.Mkdir(filepath.Join(dir, "private"), 0o755)
+	_, err := Open(dir)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Fields[0].Field != "evaluator.labels" {
+		t.Fatalf("missing labels file: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, "private", "labels.csv"), []byte("Answer\n1\n"), 0o644)
+	b, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.LabelsPath() != filepath.Join(dir, "private", "labels.csv") || b.PublicDir() != filepath.Join(dir, "public") ||
+		b.PrivateDir() != filepath.Join(dir, "private") || b.PromptPath() != filepath.Join(dir, "prompt.md") {
+		t.Errorf("paths: %s %s %s %s", b.LabelsPath(), b.PublicDir(), b.PrivateDir(), b.PromptPath())
+	}
+	// A symlinked public/ is a layout error.
+	os.Remove(filepath.Join(dir, "public"))
+	os.Symlink(t.TempDir(), filepath.Join(dir, "public"))
+	var le *LayoutError
+	if _, err := Open(dir); !errors.As(err, &le) || !strings.Contains(err.Error(), "public: is a symlink") {
+		t.Fatalf("symlinked public/: %v", err)
 	}
 }
