@@ -178,7 +178,9 @@ func signDSSE(key crypto.PrivKey, payloadType string, body []byte, keyID string,
 // certificate (nil: then only a trust store that trusts the node key directly accepts it).
 // It returns the envelope JSON and its ID (EnvelopeID).
 func Sign(key crypto.PrivKey, cert *NodeCert, statement []byte) (envelope []byte, id string, err error) {
-	if _, err := ParseStatement(statement); err != nil {
+	// Sign only what Verify would accept: a malformed evalmesh predicate is refused here,
+	// not discovered by every peer.
+	if _, _, _, err := DecodeStatement(statement); err != nil {
 		return nil, "", fmt.Errorf("refusing to sign: %w", err)
 	}
 	nodeID, err := peerIDOf(key)
