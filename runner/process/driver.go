@@ -89,6 +89,14 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 	if cfg.LogPath == "" {
 		return nil, fmt.Errorf("process executor: task %s has no log path", cfg.ID)
 	}
+	if p, err := exec.LookPath(cfg.Command[0]); err != nil {
+		return nil, fmt.Errorf("process executor: task %s: agent command %q is not an executable file: %w", cfg.ID, cfg.Command[0], err)
+	} else if !filepath.IsAbs(p) && cfg.WorkspaceDir != "" {
+		// The supervisor runs in the workspace: a relative path must not change meaning.
+		if abs, err := filepath.Abs(p); err == nil {
+			cfg.Command = append([]string{abs}, cfg.Command[1:]...)
+		}
+	}
 	if len(cfg.ExtraMounts) > 0 {
 		return nil, fmt.Errorf("process executor: task %s: extra mounts cannot be provided to a subprocess (pass the folder in Env, or use the docker executor)", cfg.ID)
 	}

@@ -166,3 +166,12 @@ func TestNetworkNamespace(t *testing.T) {
 		t.Errorf("a task with Network saw only lo:\n%s", log)
 	}
 }
+
+func TestStartRejectsMissingAgent(t *testing.T) {
+	env := testEnv(t)
+	cfg := env.Task(t)
+	cfg.Command = []string{"/nonexistent/agent"}
+	if _, err := New(Options{}).Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "not an executable") {
+		t.Fatalf("Start with a missing agent = %v, want a clear error", err)
+	}
+}
