@@ -146,6 +146,9 @@ func TestRecoverReattachesToRunningAgent(t *testing.T) {
 	if st.Phase != runner.PhaseAgent || len(st.GPUs) != 1 {
 		t.Fatalf("abandoned run: %+v", st)
 	}
+	if held, _ := runner.GPUHolders(h); len(held) != 1 || held["GPU-aaaa"] != id {
+		t.Fatalf("GPU holders %v, want GPU-aaaa held by %s", held, id)
+	}
 
 	r2 := processRunner(t, h, nil)
 	r2.GPUs = r.GPUs // the same hardware: its energy counters kept counting

@@ -205,3 +205,21 @@ func writeOnce(path string, data []byte) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// GPUHolders maps each GPU held by an unfinished run of the home to that run's ID.
+func GPUHolders(h home.Home) (map[string]string, error) {
+	runs, err := ListRuns(h)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, r := range runs {
+		if r.Phase.Final() {
+			continue
+		}
+		for _, g := range r.GPUs {
+			out[g] = r.ID
+		}
+	}
+	return out, nil
+}

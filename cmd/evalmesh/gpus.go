@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/gpu"
 )
 
@@ -35,8 +36,17 @@ Examples:
 			if err != nil {
 				return err
 			}
+			// Which unfinished run of this home holds each GPU (none when no home exists).
+			held := map[string]string{}
+			if h, err := g.Home(); err == nil {
+				held, _ = runner.GPUHolders(h)
+			}
+			out := gpusOutput{Inventory: inv, GPUs: make([]gpuRow, len(inv.GPUs))}
+			for i, d := range inv.GPUs {
+				out.GPUs[i] = gpuRow{Info: d, HeldBy: held[d.UUID]}
+			}
 			if g.jsonOut {
-				return printJSON(cmd.OutOrStdout(), inv)
+				return printJSON(cmd.OutOrStdout(), out)
 			}
 			w := cmd.OutOrStdout()
 			if inv.CPUOnly {
@@ -44,9 +54,13 @@ Examples:
 				return nil
 			}
 			fmt.Fprintf(w, "driver %s, NVML %s, CUDA driver %d\n", inv.Driver, inv.NVMLVersion, inv.CUDAVersion)
-			fmt.Fprintf(w, "%-5s %-42s %-28s %s\n", "INDEX", "UUID", "NAME", "MEMORY")
-			for _, d := range inv.GPUs {
-				fmt.Fprintf(w, "%-5d %-42s %-28s %.1f GiB\n", d.Index, d.UUID, d.Name, float64(d.MemoryBytes)/(1<<30))
+			fmt.Fprintf(w, "%-5s %-42s %-28s %-10s %s\n", "INDEX", "UUID", "NAME", "MEMORY", "HELD BY RUN")
+			for _, d := range out.GPUs {
+				holder := d.HeldBy
+				if holder == "" {
+					holder = "-"
+				}
+				fmt.Fprintf(w, "%-5d %-42s %-28s %-10s %s\n", d.Index, d.UUID, d.Name, fmt.Sprintf("%.1f GiB", float64(d.MemoryBytes)/(1<<30)), holder)
 			}
 			return nil
 		},
@@ -55,6 +69,17 @@ Examples:
 	cmd.Flags().DurationVar(&energy, "energy-sample", 0, "read each GPU's energy counter twice, this far apart, and print the delta")
 	_ = cmd.Flags().MarkHidden("energy-sample")
 	return cmd
+}
+
+// gpusOutput is the inventory with, per GPU, the unfinished run that holds it.
+type gpusOutput struct {
+	gpu.Inventory
+	GPUs []gpuRow `json:"gpus"`
+}
+
+type gpuRow struct {
+	gpu.Info
+	HeldBy string `json:"held_by,omitempty"`
 }
 
 type energyReading struct {
