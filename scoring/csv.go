@@ -64,11 +64,11 @@ func (t *table) col(name string) int {
 // maxCSVBytes bounds what ScoreCSV accepts, so a hostile submission cannot exhaust memory
 // through the parser. AIRS-Bench's largest submission (KaggleWebTraffic) is a few hundred MB
 // at most; callers wanting larger must split.
-const maxCSVBytes = 2 << 30
+const maxCSVBytes int64 = 2 << 30
 
 // parseTable reads a CSV with a header row. Fields per record must equal the header's.
 func parseTable(data []byte) (*table, error) {
-	if len(data) > maxCSVBytes {
+	if int64(len(data)) > maxCSVBytes {
 		return nil, invalid(0, "", "file is %d bytes, over the %d-byte limit", len(data), maxCSVBytes)
 	}
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))

@@ -593,7 +593,7 @@ func bootstrapMeans(vals [][]float64, rounds int, seed [32]byte) [][2]float64 {
 				n := len(v)
 				for r := range means {
 					var s float64
-					if n <= math.MaxUint32 {
+					if uint64(n) <= math.MaxUint32 {
 						d := indexDrawer{rng: rng, n: uint32(n)}
 						for range v {
 							s += v[d.next()]
