@@ -353,6 +353,9 @@ func (r *Runner) agentTask(st *RunState, b *tasks.Bundle, ex Executor) (TaskConf
 	if m := st.Agent.Resources.MemoryBytes; m > 0 && (limits.MemoryBytes == 0 || m < limits.MemoryBytes) {
 		limits.MemoryBytes = m
 	}
+	if c := int64(st.Agent.Resources.CPUs) * 1e9; c > 0 && (limits.NanoCPUs == 0 || c < limits.NanoCPUs) {
+		limits.NanoCPUs = c
+	}
 	return TaskConfig{
 		ID:           st.ID + "-agent",
 		Image:        st.Agent.Image,
