@@ -24,6 +24,8 @@ type Server struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
+	mu     sync.Mutex // guards closed and wg.Add against Close's wg.Wait
+	closed bool
 	wg     sync.WaitGroup
 }
 
@@ -77,13 +79,23 @@ func NewServer(h host.Host, bs blockstore.Blockstore, opts ...ServerOption) *Ser
 // Close removes the stream handler and waits for the requests being served to stop.
 func (s *Server) Close() error {
 	s.h.RemoveStreamHandler(ProtocolID)
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
 	return nil
 }
 
 func (s *Server) handle(st network.Stream) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		st.Reset()
+		return
+	}
 	s.wg.Add(1)
+	s.mu.Unlock()
 	defer s.wg.Done()
 	select {
 	case s.sem <- struct{}{}:
