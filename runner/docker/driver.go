@@ -15,6 +15,7 @@ import (
 
 	errdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
 	"github.com/evalmesh/evalmesh/runner"
@@ -281,4 +282,37 @@ func (e *Executor) Destroy(ctx context.Context, h *runner.Handle) error {
 		return fmt.Errorf("docker executor: task %s: remove container: %w", h.Config.ID, err)
 	}
 	return nil
+}
+
+// Container is one evalmesh container on the engine, as List reports it.
+type Container struct {
+	TaskID      string `json:"task_id"`
+	ContainerID string `json:"container_id"`
+	Name        string `json:"name"`
+	Running     bool   `json:"running"`
+}
+
+// List returns every container evalmesh created on this engine (label evalmesh.managed),
+// running or not, so a restarted node can find containers that no saved handle names (the
+// node died between creating one and persisting its handle) and Destroy them.
+func (e *Executor) List(ctx context.Context) ([]Container, error) {
+	cs, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
+	if err != nil {
+		return nil, fmt.Errorf("docker executor: list containers: %w", err)
+	}
+	out := make([]Container, 0, len(cs))
+	for _, c := range cs {
+		name := ""
+		if len(c.Names) > 0 {
+			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		out = append(out, Container{TaskID: c.Labels[LabelTaskID], ContainerID: c.ID, Name: name, Running: c.State == "running"})
+	}
+	return out, nil
+}
+
+// HandleFor rebuilds a handle for a listed container (enough for Stop, Inspect and Destroy;
+// its Config holds only the task ID).
+func HandleFor(c Container) *runner.Handle {
+	return &runner.Handle{Driver: DriverName, Config: runner.TaskConfig{ID: c.TaskID}, DriverState: encodeState(state{ContainerID: c.ContainerID, Name: c.Name})}
 }

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -220,5 +221,31 @@ func TestLoadImage(t *testing.T) {
 	os.WriteFile(bad, []byte("not a tar"), 0o644)
 	if _, err := ex.LoadImage(ctx, bad); err == nil {
 		t.Error("LoadImage of garbage succeeded")
+	}
+}
+
+func TestListFindsOrphans(t *testing.T) {
+	env, _ := testEnv(t)
+	ex := env.New().(*Executor)
+	cfg := env.Task(t, "sleep", "1h")
+	h := executortest.Start(t, ex, cfg) // its handle is "never persisted"
+	cs, err := ex.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found *Container
+	for i := range cs {
+		if cs[i].TaskID == cfg.ID {
+			found = &cs[i]
+		}
+	}
+	if found == nil || !found.Running || found.Name != ContainerName(cfg.ID) {
+		t.Fatalf("List = %+v, want running container for %s", cs, cfg.ID)
+	}
+	if err := ex.Destroy(context.Background(), HandleFor(*found)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ex.Recover(context.Background(), h); !errors.Is(err, runner.ErrTaskLost) {
+		t.Fatalf("Recover after destroying the orphan = %v, want ErrTaskLost", err)
 	}
 }
