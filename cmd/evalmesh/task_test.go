@@ -147,3 +147,39 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// unpack of a folder is a checked copy: same CID, and a symlink in it is refused.
+func TestTaskUnpackFolder(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "copy")
+	out, errs, code := runCLI(t, "--json", "task", "unpack", svampFixture, dst)
+	if code != 0 || !strings.Contains(out, "bafybeifhugo2dz7qowc4mlyeuf3ybfd4ynwau5vbbnd77duut36yeal7zi") {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "gold_submission.csv")); err != nil || !strings.HasPrefix(string(b), "Answer\n") {
+		t.Fatalf("copy: %v", err)
+	}
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "a"), []byte("a"), 0o644)
+	os.Symlink("/etc/passwd", filepath.Join(src, "evil"))
+	parent := t.TempDir()
+	_, errs, code = runCLI(t, "task", "unpack", src, filepath.Join(parent, "x"))
+	if code == 0 || !strings.Contains(errs, "evil") {
+		t.Fatalf("symlink: exit %d %s", code, errs)
+	}
+	if ents, _ := os.ReadDir(parent); len(ents) != 0 {
+		t.Errorf("left %v", ents)
+	}
+}
+
+// The bar is drawn only on a terminal: a buffer (or a pipe, in CI) gets no progress.
+func TestProgressOnlyOnTerminal(t *testing.T) {
+	if fn, _ := progressFor(&bytes.Buffer{}, 1<<40, "x"); fn != nil {
+		t.Error("progress bar on a buffer")
+	}
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	defer w.Close()
+	if fn, _ := progressFor(w, 1<<40, "x"); fn != nil {
+		t.Error("progress bar on a pipe")
+	}
+}
