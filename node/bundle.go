@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"time"
 
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
@@ -47,13 +48,32 @@ type GetOptions struct {
 // pins it, and unpacks it into dir with the safe unpacker (no absolute paths, no "..", no
 // links leaving the bundle, nothing over max_bundle_size). dir must not exist or be empty.
 func (n *Node) Get(ctx context.Context, root cid.Cid, dir string, opts GetOptions) error {
-	if err := n.Pin(ctx, root, "", opts.Progress); err != nil {
+	t0 := time.Now()
+	var size int64
+	if err := n.Fetch(ctx, root, func(d, t int64) {
+		size = t
+		if opts.Progress != nil {
+			opts.Progress(d, t)
+		}
+	}); err != nil {
 		return err
 	}
+	t1 := time.Now()
+	if err := n.pinLocal(ctx, root, ""); err != nil {
+		return err
+	}
+	t2 := time.Now()
 	if opts.Unpacking != nil {
 		opts.Unpacking()
 	}
-	return tasks.Unpack(ctx, n.local, root, dir, tasks.UnpackOptions{MaxSize: n.cfg.MaxBundleSize})
+	if err := tasks.Unpack(ctx, n.local, root, dir, tasks.UnpackOptions{MaxSize: n.cfg.MaxBundleSize}); err != nil {
+		return err
+	}
+	t3 := time.Now()
+	n.opts.Logf("get %s: %d bytes fetched in %s (%.0f MB/s), pinned in %s, unpacked in %s",
+		root, size, t1.Sub(t0).Round(time.Millisecond), float64(size)/t1.Sub(t0).Seconds()/1e6,
+		t2.Sub(t1).Round(time.Millisecond), t3.Sub(t2).Round(time.Millisecond))
+	return nil
 }
 
 // ExportCAR writes the DAG under root, which must be local, to w as a CARv1 with root as

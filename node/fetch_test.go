@@ -227,3 +227,23 @@ func forEachPath(t *testing.T, test func(t *testing.T, testOptions func() Option
 		})
 	}
 }
+
+// TestPinRefusesIncompleteDAG: the pin's completeness walk checks raw leaves by presence, so
+// a missing leaf still stops the pin.
+func TestPinRefusesIncompleteDAG(t *testing.T) {
+	n := startNode(t, testOptions())
+	files := testFiles(1 << 20)
+	root := importDir(t, n.LocalDAG(), files)
+	file, _ := n.LocalDAG().Get(context.Background(), root)
+	leafParent, _ := n.LocalDAG().Get(context.Background(), file.Links()[0].Cid)
+	leaf := leafParent.Links()[2].Cid
+	if leaf.Type() != cid.Raw {
+		t.Fatalf("expected a raw leaf, got %s", leaf)
+	}
+	if err := n.Blockstore().DeleteBlock(context.Background(), leaf); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.pinLocal(context.Background(), root, "x"); err == nil {
+		t.Fatal("pinned a DAG with a missing leaf")
+	}
+}

@@ -138,7 +138,7 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	n.bserv = blockservice.New(n.bstore, n.bswap)
 	n.dag = merkledag.NewDAGService(n.bserv)
 	n.local = merkledag.NewDAGService(blockservice.New(n.bstore, offline.Exchange(n.bstore)))
-	if n.pinner, err = dspinner.New(ctx, n.meta, n.local); err != nil {
+	if n.pinner, err = dspinner.New(ctx, n.meta, pinDAG{n.local, n.bstore}); err != nil {
 		return nil, fmt.Errorf("open pins in %s: %w", h.DatastoreDir(), err)
 	}
 	n.xsrv = xfer.NewServer(n.host, n.bstore)
@@ -373,4 +373,27 @@ func (s *latchStore) since(mark uint64) (error, uint64) {
 		return s.lastErr, s.seq
 	}
 	return nil, s.seq
+}
+
+// pinDAG is what the pinner walks to check that a DAG is complete before pinning it. Raw
+// leaves carry no links, so for them a presence check replaces reading the block: pinning a
+// 1 GiB bundle then reads ~0.1% of it. Leaves were verified against their CIDs when stored.
+type pinDAG struct {
+	ipld.DAGService
+	bs blockstore.Blockstore
+}
+
+func (d pinDAG) Get(ctx context.Context, c cid.Cid) (ipld.Node, error) {
+	if c.Type() != cid.Raw {
+		return d.DAGService.Get(ctx, c)
+	}
+	ok, err := d.bs.Has(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, ipld.ErrNotFound{Cid: c}
+	}
+	stub, _ := blocks.NewBlockWithCid(nil, c)
+	return merkledag.DecodeRawBlock(stub)
 }
