@@ -70,7 +70,11 @@ var ErrTooLarge = errors.New("declared size exceeds the limit")
 // entry is one file or folder of a planned unpack.
 type entry struct {
 	path string // slash-separated, relative to the root
+	// node is kept for small dag-pb nodes only; a raw leaf (up to a chunk of file data)
+	// is fetched again when written, so planning a folder of many small files does not
+	// hold all their bytes in memory.
 	node ipld.Node
+	c    cid.Cid
 	dir  bool
 	size uint64 // declared file size
 }
@@ -123,13 +127,17 @@ func (p *planner) walk(nd ipld.Node, rel string, depth int) error {
 		if size > math.MaxInt64 || p.total > uint64(p.opts.MaxSize) {
 			return &UnsafeError{Path: rel, Reason: fmt.Sprintf("%v: this file declares %d bytes, %d in total so far, over --max-size %d", ErrTooLarge, size, p.total, p.opts.MaxSize)}
 		}
-		p.entries = append(p.entries, entry{path: rel, node: nd, size: size})
+		e := entry{path: rel, c: nd.Cid(), size: size}
+		if _, raw := nd.(*mdag.RawNode); !raw {
+			e.node = nd
+		}
+		p.entries = append(p.entries, e)
 		return nil
 	case kindDir:
 		if depth > maxDepth {
 			return &UnsafeError{Path: rel, Reason: fmt.Sprintf("folders nested more than %d deep", maxDepth)}
 		}
-		p.entries = append(p.entries, entry{path: rel, node: nd, dir: true})
+		p.entries = append(p.entries, entry{path: rel, c: nd.Cid(), dir: true})
 		d, err := uio.NewDirectoryFromNode(p.ds, nd)
 		if err != nil {
 			return &UnsafeError{Path: rel, Reason: "unreadable directory: " + err.Error()}
@@ -374,7 +382,14 @@ func checkTarget(dir string) error {
 }
 
 func writeFile(ctx context.Context, ng ipld.NodeGetter, e entry, dst string, done *int64, progress func(int64)) error {
-	r, err := uio.NewDagReader(ctx, e.node, ng)
+	nd := e.node
+	if nd == nil {
+		var err error
+		if nd, err = ng.Get(ctx, e.c); err != nil {
+			return fmt.Errorf("%s: %w", e.path, err)
+		}
+	}
+	r, err := uio.NewDagReader(ctx, nd, ng)
 	if err != nil {
 		return &UnsafeError{Path: e.path, Reason: "unreadable file: " + err.Error()}
 	}
