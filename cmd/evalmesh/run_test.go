@@ -128,8 +128,8 @@ func TestDemoCommand(t *testing.T) {
 		t.Fatalf("demo: %d runs, %d verified, %d leaderboard rows", len(res.Runs), res.Verified, len(res.Ledger.Agents))
 	}
 	// Again in text on the same home, restricted: a table with the solver in it.
-	out, _, code = runE2(t, "demo", "--home", h, "--seeds", "1", "--agents", "solver,constant", "--tasks", "arithmetic")
-	if code != 0 || !strings.Contains(out, "solver") || !strings.Contains(out, "2 runs (2 valid), 2 attestations signed and verified") {
+	out, _, code = runE2(t, "demo", "--home", h, "--seeds", "1", "--agents", "solver,constant")
+	if code != 0 || !strings.Contains(out, "solver") || !strings.Contains(out, "6 runs (5 valid), 6 attestations signed and verified") {
 		t.Fatalf("demo text (%d):\n%s", code, out)
 	}
 	if _, e, code := runE2(t, "demo", "--home", h, "--agents", "nobody"); code == 0 || !strings.Contains(e, `no example agent "nobody"`) {

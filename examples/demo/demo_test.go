@@ -52,8 +52,8 @@ func TestDemo(t *testing.T) {
 			t.Errorf("%s: solver %.3f, heuristic %.3f, constant %.3f: not in order of skill", task, s, h, c)
 		}
 	}
-	if invalid["flaky"] != 6 || len(invalid) != 1 {
-		t.Errorf("invalid runs by agent %v, want flaky's 6 (seeds 1 and 2 on 3 tasks)", invalid)
+	if invalid["flaky"] != 6 || invalid["solver"] != 1 || len(invalid) != 2 {
+		t.Errorf("invalid runs by agent %v, want flaky's 6 (seeds 1 and 2 on 3 tasks) and solver's 1 (regression seed 0)", invalid)
 	}
 	// The leaderboard ranks the solver first among agents and shows flaky's lower VSR.
 	rank := map[string]int{}

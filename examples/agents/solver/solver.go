@@ -1,9 +1,12 @@
 // Package solver is the strongest example agent: it parses each word problem's operation,
 // fits least squares to the regression (on a bootstrap sample drawn by seed), and trains a
-// naive Bayes classifier on the labelled reviews (a random 80 % of them, by seed).
+// naive Bayes classifier on the labelled reviews (a random 80 % of them, by seed). Like real
+// agents it is not perfectly reliable: on one seed in five (seed ≡ 0 mod 5) its regression
+// scaffold gives up without a submission.
 package solver
 
 import (
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -23,6 +26,9 @@ func Solve(t *kit.Task) ([]string, error) {
 	case kit.Arithmetic:
 		return arithmetic(t), nil
 	case kit.Regression:
+		if t.Seed%5 == 0 {
+			return nil, fmt.Errorf("regression: fit did not finish within the time budget (seed %d)", t.Seed)
+		}
 		return regression(t, r), nil
 	}
 	return sentiment(t, r), nil
