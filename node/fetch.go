@@ -139,6 +139,11 @@ func (n *Node) Fetch(ctx context.Context, root cid.Cid, progress func(done, tota
 	}
 	report(int64(len(rootBlk.RawData())))
 
+	if n.localComplete(ctx, rootBlk) {
+		report(total)
+		return nil
+	}
+
 	// The streaming protocol first: one round trip per batch instead of one per block.
 	if peers := n.xferPeers(ctx); len(peers) > 0 && !n.opts.BitswapOnly {
 		xctx, xcancel := context.WithCancelCause(ctx)
@@ -270,4 +275,37 @@ func (n *Node) xferPeers(ctx context.Context) []peer.ID {
 		}
 	}
 	return out
+}
+
+// localComplete reports whether every block under root is already in the blockstore (raw
+// leaves checked by presence only), so a repeated get does not touch the network.
+func (n *Node) localComplete(ctx context.Context, root blocks.Block) bool {
+	seen := map[cid.Cid]struct{}{}
+	stack := []blocks.Block{root}
+	for len(stack) > 0 {
+		b := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		links, err := blockLinks(b)
+		if err != nil {
+			return false
+		}
+		for _, l := range links {
+			if _, ok := seen[l.c]; ok {
+				continue
+			}
+			seen[l.c] = struct{}{}
+			if l.c.Type() == cid.Raw {
+				if ok, err := n.bstore.Has(ctx, l.c); err != nil || !ok {
+					return false
+				}
+				continue
+			}
+			child, err := n.bstore.Get(ctx, l.c)
+			if err != nil {
+				return false
+			}
+			stack = append(stack, child)
+		}
+	}
+	return true
 }

@@ -247,3 +247,19 @@ func TestPinRefusesIncompleteDAG(t *testing.T) {
 		t.Fatal("pinned a DAG with a missing leaf")
 	}
 }
+
+// TestFetchLocalNeedsNoPeer: a DAG already complete here is "fetched" with no peer at all.
+func TestFetchLocalNeedsNoPeer(t *testing.T) {
+	opts := testOptions()
+	opts.StallTimeout = time.Second
+	n := startNode(t, opts)
+	files := testFiles(1<<20, 10)
+	root := importDir(t, n.LocalDAG(), files)
+	var last, total int64
+	if err := n.Fetch(context.Background(), root, func(d, t int64) { last, total = d, t }); err != nil {
+		t.Fatal(err)
+	}
+	if last != total || total == 0 {
+		t.Fatalf("progress %d/%d", last, total)
+	}
+}
