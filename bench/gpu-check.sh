@@ -4,14 +4,22 @@
 # in between: the counter must not go backwards, and it advances even at idle), and run one
 # example slot on the process executor with a GPU-requiring copy of a task so the attestation
 # carries the GPU model, hashed UUID and energy. Prints one section per step; exits non-zero
-# on the first failure.
+# on the first failure. Set EVALMESH_BIN to a prebuilt binary where Go is not installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CGO_CFLAGS=-Wno-deprecated-declarations
 OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
 echo "== build"
-go build -o "$OUT/evalmesh" ./cmd/evalmesh 2>"$OUT/build.log" || { tail -20 "$OUT/build.log"; exit 1; }
-echo "ok: $OUT/evalmesh"
+if [ -n "${EVALMESH_BIN:-}" ]; then
+  # A binary built elsewhere (with cgo, e.g. `go build -o evalmesh ./cmd/evalmesh`), for a
+  # machine without Go.
+  cp "$EVALMESH_BIN" "$OUT/evalmesh"
+  echo "using $EVALMESH_BIN"
+else
+  go build -o "$OUT/evalmesh" ./cmd/evalmesh 2>"$OUT/build.log" || { tail -20 "$OUT/build.log"; exit 1; }
+  echo "ok: $OUT/evalmesh"
+fi
 echo "== nvidia-smi"
 nvidia-smi --query-gpu=index,uuid,name,memory.total,driver_version,power.draw --format=csv || true
 echo "== evalmesh gpus --json"
