@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
+	"github.com/evalmesh/evalmesh/runner/executortest"
 )
 
 // TestMain lets this test binary stand in for evalmesh when the process executor runs the
@@ -141,5 +144,38 @@ func TestAgentCommandUnknown(t *testing.T) {
 	_, e, code := runE2(t, "agent", "nobody")
 	if code != 2 || !strings.Contains(e, `no example agent "nobody"`) {
 		t.Fatalf("exit %d: %s", code, e)
+	}
+}
+
+// An agent spec may name a `docker save` tar instead of an image already in the engine.
+func TestRunCommandDockerImageTar(t *testing.T) {
+	cli := executortest.DockerClient(t)
+	ref := executortest.Image(t, cli)
+	dir := t.TempDir()
+	rc, err := cli.ImageSave(context.Background(), []string{ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tarPath := filepath.Join(dir, "agent.tar")
+	f, _ := os.Create(tarPath)
+	if _, err := io.Copy(f, rc); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	rc.Close()
+	spec := filepath.Join(dir, "agent.yaml")
+	os.WriteFile(spec, []byte("name: tarred\nversion: \"1\"\nimage_tar: agent.tar\ncommand: [\"/agent\", \"exit\", \"0\"]\n"), 0o644)
+	h := filepath.Join(dir, "home")
+	runE2(t, "init", "--home", h)
+	exampletasks.Generate(filepath.Join(dir, "tasks"))
+	out, e, code := runE2(t, "run", "--home", h, "--task", filepath.Join(dir, "tasks", "arithmetic"), "--agent", spec, "--executor", "docker", "--json")
+	if code != 0 {
+		t.Fatalf("run: %s", e)
+	}
+	var res runOutput
+	json.Unmarshal([]byte(out), &res)
+	// The test agent's submission has the wrong header: attested, and invalid.
+	if res.AttestationID == "" || res.Valid || !strings.Contains(res.InvalidReason, "header") {
+		t.Fatalf("run output %s", out)
 	}
 }
