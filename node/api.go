@@ -201,13 +201,16 @@ func (n *Node) Handler() http.Handler {
 		}
 		writeJSON(w, out)
 	})
-	return guard(mux)
+	return n.guard(mux)
 }
 
 // guard refuses requests a web page could make: browsers send Origin on cross-site POSTs, the
 // CLI never does. The API is meant for the CLI on the same machine.
-func guard(h http.Handler) http.Handler {
+// It also counts requests in flight, so Run closes the stores only after the last returns.
+func (n *Node) guard(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.inflight.Add(1)
+		defer n.inflight.Done()
 		if r.Header.Get("Origin") != "" {
 			writeErr(w, http.StatusForbidden, errors.New("requests from web pages are refused"))
 			return

@@ -206,3 +206,39 @@ func TestAPIRefusesWebPages(t *testing.T) {
 		t.Fatalf("request with Origin: %s, want 403", resp.Status)
 	}
 }
+
+// TestDaemonStopsDuringGet: SIGTERM while a get waits for blocks ends the request, then
+// closes the stores cleanly; the home opens again with its pins.
+func TestDaemonStopsDuringGet(t *testing.T) {
+	h := newHome(t)
+	d := startDaemon(t, h)
+	src := writeTree(t, map[string]string{"a.txt": "kept"})
+	kept, err := d.c.Add(context.Background(), src, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobodyHasIt := importDir(t, startNode(t, testOptions()).LocalDAG(), testFiles(1000))
+	got := make(chan error, 1)
+	go func() { got <- d.c.Get(context.Background(), nobodyHasIt, filepath.Join(t.TempDir(), "x"), nil, nil) }()
+	waitFor(t, 10*time.Second, "the get to want its root", func() bool {
+		for _, c := range d.n.bswap.GetWantlist() {
+			if c == nobodyHasIt {
+				return true
+			}
+		}
+		return false
+	})
+	d.stop()
+	select {
+	case err := <-got:
+		if err == nil {
+			t.Fatal("get of a CID nobody has succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("get still running 10s after the daemon stopped")
+	}
+	n := startNodeAt(t, h, testOptions())
+	if ok, err := n.IsPinned(context.Background(), kept); err != nil || !ok {
+		t.Fatalf("pin lost after stopping mid-get: %v %v", ok, err)
+	}
+}

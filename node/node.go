@@ -73,6 +73,7 @@ type Node struct {
 	xsrv    *xfer.Server
 	cancel  context.CancelFunc
 
+	inflight  sync.WaitGroup // API requests being served
 	closeOnce sync.Once
 	closeErr  error
 }

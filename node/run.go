@@ -57,6 +57,7 @@ func Run(ctx context.Context, h home.Home, opts Options, ready func(n *Node, api
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	srv.Close()
+	srv.Close() // cancels the requests still running; wait for their handlers to return
+	n.inflight.Wait()
 	return n.Close()
 }
