@@ -3,6 +3,8 @@
 # in one run. Shapes: a 1 GiB file; a folder of 2,000 x 4 KiB files + 4 x 100 MiB.
 # Rows: sha256 (the floor: read + hash every 256 KiB piece), pack (root CID only, what
 # `evalmesh task pack DIR` does), pack-car (every block streamed into a CARv1 file, fsynced).
+# Two tables: wall-clock MB/s, and MB per CPU-second of the process (robust when the
+# machine is shared). Each figure is the best of -count runs.
 # Usage: bench/pack.sh [-count N] [-pack.bigmib M ...]   (run from anywhere)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,16 +16,21 @@ echo "$out" | grep -E '^(goos|goarch|cpu):' || true
 echo "$out" | awk '
 /^BenchmarkPack\// {
 	split($1, p, "/"); shape = p[2]; kind = p[3]; sub(/-[0-9]+$/, "", kind)
-	for (i = 1; i <= NF; i++) if ($(i+1) == "MB/s") v = $i
+	for (i = 1; i <= NF; i++) { if ($(i+1) == "MB/s") v = $i; if ($(i+1) == "cpuMB/s") c = $i }
 	# best of the runs: a shared machine only ever slows a run down
 	if (v > best[shape, kind]) best[shape, kind] = v
+	if (c > cbest[shape, kind]) cbest[shape, kind] = c
 }
 END {
-	printf "%-8s %12s %12s %12s %14s %14s\n", "shape", "sha256 MB/s", "pack MB/s", "car MB/s", "pack/sha256", "car/sha256"
 	n = split("file folder", shapes, " ")
-	for (i = 1; i <= n; i++) {
-		s = shapes[i]; h = best[s, "sha256"]
-		if (h == 0) continue
-		printf "%-8s %12.0f %12.0f %12.0f %14.2f %14.2f\n", s, h, best[s, "pack"], best[s, "pack-car"], best[s, "pack"] / h, best[s, "pack-car"] / h
+	for (m = 1; m <= 2; m++) {
+		unit = (m == 1) ? "MB/s (wall)" : "MB/CPU-s"
+		printf "\n%-8s %-12s %10s %10s %10s %12s %12s\n", "shape", "unit", "sha256", "pack", "pack-car", "pack/sha256", "car/sha256"
+		for (i = 1; i <= n; i++) {
+			s = shapes[i]
+			if (m == 1) { h = best[s, "sha256"]; pk = best[s, "pack"]; q = best[s, "pack-car"] } else { h = cbest[s, "sha256"]; pk = cbest[s, "pack"]; q = cbest[s, "pack-car"] }
+			if (h == 0) continue
+			printf "%-8s %-12s %10.0f %10.0f %10.0f %12.2f %12.2f\n", s, unit, h, pk, q, pk / h, q / h
+		}
 	}
 }'

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	mdag "github.com/ipfs/boxo/ipld/merkledag"
 	blocks "github.com/ipfs/go-block-format"
@@ -139,7 +140,7 @@ type CARWriterDAG struct {
 	f    *os.File
 	car  storage.WritableCar
 	kept map[cid.Cid]ipld.Node // dag-pb nodes, for the importer's own look-ups
-	path string
+	path string                // final name; blocks go to f (a temporary file beside it)
 }
 
 // placeholderRoot has the byte length of any CIDv1 sha2-256 dag-pb or raw CID.
@@ -148,9 +149,10 @@ var placeholderRoot = func() cid.Cid {
 	return c
 }()
 
-// NewCARWriterDAG creates path and returns a DAGService writing into it.
+// NewCARWriterDAG returns a DAGService writing into a temporary file beside path; Finish
+// renames it to path, so a crash or an error never leaves a truncated CAR under that name.
 func NewCARWriterDAG(path string) (*CARWriterDAG, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return nil, err
 	}
@@ -165,27 +167,53 @@ func NewCARWriterDAG(path string) (*CARWriterDAG, error) {
 // Finish writes root into the header, syncs and closes the file.
 func (d *CARWriterDAG) Finish(root cid.Cid) error {
 	if root.ByteLen() != placeholderRoot.ByteLen() {
-		d.f.Close()
+		d.Abort()
 		return fmt.Errorf("root %s: unexpected CID length", root)
 	}
 	if err := d.car.Finalize(); err != nil {
-		d.f.Close()
-		return err
-	}
-	if err := d.f.Sync(); err != nil {
-		d.f.Close()
+		d.Abort()
 		return err
 	}
 	if err := d.f.Close(); err != nil {
+		os.Remove(d.f.Name())
 		return err
 	}
-	return carv2.ReplaceRootsInFile(d.path, []cid.Cid{root})
+	tmp := d.f.Name()
+	if err := carv2.ReplaceRootsInFile(tmp, []cid.Cid{root}); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := syncFile(tmp); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, d.path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(d.path))
 }
 
-// Abort closes and removes the file.
+func syncFile(p string) error {
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Abort closes and removes the temporary file.
 func (d *CARWriterDAG) Abort() {
 	d.f.Close()
-	os.Remove(d.path)
+	os.Remove(d.f.Name())
 }
 
 func (d *CARWriterDAG) Get(ctx context.Context, c cid.Cid) (ipld.Node, error) {
