@@ -277,6 +277,10 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 		}
 		st.Telemetry = meter.Finish()
 		st.AgentExit = exit
+		// What the executor measured of the agent's own use, before its task is removed.
+		if ts, err := ex.Inspect(ctx, st.AgentHandle); err == nil && ts != nil {
+			st.AgentPeakMemory, st.AgentCPUSeconds = ts.PeakMemoryBytes, ts.CPUSeconds
+		}
 		// The agent's task is gone before private/ is touched.
 		if err := ex.Destroy(ctx, st.AgentHandle); err != nil {
 			return nil, r.fail(st, fmt.Errorf("destroy agent task: %w", err))
@@ -496,7 +500,7 @@ func (r *Runner) evaluateAndState(ctx context.Context, ex Executor, st *RunState
 		Score:         ev.score,
 		Metric:        b.Meta.Metric.Name,
 		Evaluator:     ev.evaluator,
-		Telemetry:     telemetryView(st.Telemetry),
+		Telemetry:     telemetryView(st),
 	}
 	if pred.Hardware.GPUModel == "" {
 		pred.Hardware.GPUModel = "cpu"
@@ -510,13 +514,21 @@ func (r *Runner) evaluateAndState(ctx context.Context, ex Executor, st *RunState
 }
 
 // telemetryView is the attested telemetry (without the raw energy counters).
-func telemetryView(t gpu.Telemetry) map[string]any {
-	return map[string]any{
-		"samples":           t.Samples,
-		"util_mean_percent": t.UtilMeanPercent,
-		"util_max_percent":  t.UtilMaxPercent,
-		"peak_memory_bytes": t.PeakMemoryBytes,
+func telemetryView(st *RunState) map[string]any {
+	t := st.Telemetry
+	v := map[string]any{
+		"gpu_samples":           t.Samples,
+		"gpu_util_mean_percent": t.UtilMeanPercent,
+		"gpu_util_max_percent":  t.UtilMaxPercent,
+		"gpu_peak_memory_bytes": t.PeakMemoryBytes,
 	}
+	if st.AgentPeakMemory > 0 {
+		v["agent_peak_memory_bytes"] = st.AgentPeakMemory
+	}
+	if st.AgentCPUSeconds > 0 {
+		v["agent_cpu_seconds"] = st.AgentCPUSeconds
+	}
+	return v
 }
 
 func subject(name string, data []byte, c, role string) attest.Subject {

@@ -49,9 +49,12 @@ type RunState struct {
 	AgentExit   *ExitResult `json:"agent_exit,omitempty"`
 	// EvalHandle is the evaluator task while it runs; EvalAttempt numbers evaluator tasks so
 	// a retry after a restart never collides with a leftover of the previous attempt.
-	EvalHandle  *Handle       `json:"eval_handle,omitempty"`
-	EvalAttempt int           `json:"eval_attempt,omitempty"`
-	Telemetry   gpu.Telemetry `json:"telemetry"`
+	EvalHandle  *Handle `json:"eval_handle,omitempty"`
+	EvalAttempt int     `json:"eval_attempt,omitempty"`
+	// AgentPeakMemory and AgentCPUSeconds are what the executor measured, where it can.
+	AgentPeakMemory int64         `json:"agent_peak_memory_bytes,omitempty"`
+	AgentCPUSeconds float64       `json:"agent_cpu_seconds,omitempty"`
+	Telemetry       gpu.Telemetry `json:"telemetry"`
 	// AttestationID is set once attestation.json exists.
 	AttestationID string    `json:"attestation_id,omitempty"`
 	Error         string    `json:"error,omitempty"`
