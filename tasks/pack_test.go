@@ -232,6 +232,9 @@ func TestPackToCARWriterRoundTrip(t *testing.T) {
 	if err := w.Finish(root); err != nil {
 		t.Fatal(err)
 	}
+	if ents, _ := os.ReadDir(filepath.Dir(car)); len(ents) != 1 {
+		t.Errorf("temporary files left beside the CAR: %v", ents)
+	}
 	want, _ := Pack(ctx, src, NewMemDAG(), PackOptions{Unchecked: true})
 	if !root.Equals(want) {
 		t.Fatalf("CAR-writer root %s, memory root %s", root, want)
