@@ -87,3 +87,16 @@ func TestDefaultsListenOnLoopbackOnly(t *testing.T) {
 		t.Fatalf("default addresses %v: want TCP and QUIC", n.Addrs())
 	}
 }
+
+// TestBootstrapConnectsAtStart: peers listed under bootstrap are dialled when the node starts.
+func TestBootstrapConnectsAtStart(t *testing.T) {
+	a := startNode(t, testOptions())
+	cfg := home.DefaultConfig()
+	cfg.Bootstrap = []string{a.Addrs()[0]}
+	o := testOptions()
+	o.Config = &cfg
+	b := startNode(t, o)
+	waitFor(t, 10*time.Second, "bootstrap connection", func() bool {
+		return len(b.host.Network().ConnsToPeer(a.ID())) > 0
+	})
+}
