@@ -73,7 +73,7 @@ const (
 func RunDir(h home.Home, runID string) string { return filepath.Join(h.RunsDir(), runID) }
 
 // ObjectsDir holds the submissions and log archives of runs, each named by its CID.
-func ObjectsDir(h home.Home) string { return filepath.Join(h.Dir, "objects") }
+func ObjectsDir(h home.Home) string { return h.ObjectsDir() }
 
 func saveState(h home.Home, st *RunState, now time.Time) error {
 	st.Updated = now.UTC()

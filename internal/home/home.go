@@ -12,6 +12,7 @@
 //	datastore/        the datastore: pins, metadata (node package)
 //	runs/             one folder per run (runner package)
 //	attestations/     signed envelopes by ID (runner, node)
+//	objects/          submissions and log archives by CID (runner)
 //
 // Functions here are safe for concurrent use on distinct homes.
 package home
@@ -63,6 +64,7 @@ func (h Home) RunsDir() string      { return filepath.Join(h.Dir, "runs") }
 func (h Home) AttestationsDir() string {
 	return filepath.Join(h.Dir, "attestations")
 }
+func (h Home) ObjectsDir() string { return filepath.Join(h.Dir, "objects") }
 
 // ErrExists is returned by Init when the home already holds an identity.
 var ErrExists = errors.New("already initialised")

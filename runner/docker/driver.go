@@ -273,11 +273,17 @@ func (e *Executor) Stop(ctx context.Context, h *runner.Handle, grace time.Durati
 
 // Destroy implements runner.Executor: it removes the container (idempotent).
 func (e *Executor) Destroy(ctx context.Context, h *runner.Handle) error {
-	s, err := decodeState(h)
-	if err != nil {
+	// The container is named after the task, so a node that died between ContainerCreate and
+	// persisting the handle's driver state can still remove it by name.
+	if h == nil || h.Driver != DriverName {
+		_, err := decodeState(h)
 		return err
 	}
-	err = e.cli.ContainerRemove(ctx, s.ContainerID, container.RemoveOptions{Force: true})
+	ref := ContainerName(h.Config.ID)
+	if s, err := decodeState(h); err == nil {
+		ref = s.ContainerID
+	}
+	err := e.cli.ContainerRemove(ctx, ref, container.RemoveOptions{Force: true})
 	if err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("docker executor: task %s: remove container: %w", h.Config.ID, err)
 	}

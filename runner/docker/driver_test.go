@@ -249,3 +249,19 @@ func TestListFindsOrphans(t *testing.T) {
 		t.Fatalf("Recover after destroying the orphan = %v, want ErrTaskLost", err)
 	}
 }
+
+// A node that died between ContainerCreate and persisting the driver state holds a handle
+// with only the task config; Destroy still finds the container by its name.
+func TestDestroyWithoutDriverStateRemovesByName(t *testing.T) {
+	env, _ := testEnv(t)
+	ex := env.New().(*Executor)
+	cfg := env.Task(t, "sleep", "1h")
+	h := executortest.Start(t, ex, cfg)
+	bare := &runner.Handle{Driver: DriverName, Config: cfg}
+	if err := ex.Destroy(context.Background(), bare); err != nil {
+		t.Fatalf("Destroy(handle without driver state) = %v", err)
+	}
+	if err := ex.Recover(context.Background(), h); !errors.Is(err, runner.ErrTaskLost) {
+		t.Fatalf("Recover after Destroy by name = %v, want ErrTaskLost", err)
+	}
+}
