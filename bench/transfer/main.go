@@ -46,6 +46,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	libp2phttp "github.com/libp2p/go-libp2p/p2p/http"
 )
 
@@ -484,6 +485,13 @@ func gatewayFetch(ctx context.Context, src, dst blockstore.Blockstore, root cid.
 	server.SetHTTPHandlerAtPath(proto, "/", gateway.NewHandler(gateway.Config{}, backend))
 	go server.Serve()
 	defer server.Close()
+	// Serve registers its stream handler asynchronously; wait for it (with a deadline).
+	for deadline := time.Now().Add(10 * time.Second); !supports(b, libp2phttp.ProtocolIDForMultistreamSelect); {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("gateway: libp2p HTTP server did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	client := &libp2phttp.Host{StreamHost: a}
 	hc, err := client.NamespacedClient(proto, peer.AddrInfo{ID: b.ID()})
 	if err != nil {
@@ -536,4 +544,13 @@ func gatewayFetch(ctx context.Context, src, dst blockstore.Blockstore, root cid.
 		return fmt.Errorf("gateway: root %s not received", root)
 	}
 	return nil
+}
+
+func supports(h host.Host, p protocol.ID) bool {
+	for _, q := range h.Mux().Protocols() {
+		if q == p {
+			return true
+		}
+	}
+	return false
 }
