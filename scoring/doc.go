@@ -27,9 +27,17 @@
 // a tie 1 each way; maximum-likelihood Bradley–Terry at 400 points per factor 10, mean
 // 1000. Games are aggregated into per-pair win/tie counts (counted by two pointers over
 // sorted scores), never enumerated, and the bootstrap resamples those counts as a
-// multinomial, which is the same distribution as resampling the games. A vanishing
-// pseudo-tie weight (1e-12 of the games) on every pair keeps the fit finite when a player
-// never loses; see epsFor.
+// multinomial, which is the same distribution as resampling the games.
+//
+// When the maximum-likelihood ratings do not exist — Ford's condition fails: some group of
+// players never won or tied against the rest, e.g. an agent that beats every run, or one
+// whose runs are all invalid where no other run on its tasks is — the fit is regularised:
+// one pseudo-tie (PseudoTie) is added to every pair, which keeps each gap between
+// consecutive ratings within 400·log10(4G+2) Elo (G the most games any pair played). It is
+// applied only then, so a well-posed leaderboard is the pure AIRS-Bench MLE; the ledger
+// says which in "elo_fit" ("mle" or "regularised") and counts the bootstrap resamples that
+// needed it in "elo_bootstrap_regularised". The fit never fails: Newton first, Hunter's
+// MM if Newton's Hessian is numerically singular.
 //
 // Cross-platform note: results are bit-identical for the same build on amd64. Go may fuse
 // multiply-adds on arm64/ppc64le/s390x, which can move the last bits of a float before the

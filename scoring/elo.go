@@ -122,7 +122,8 @@ func addTaskGames(g *Games, runs []playerRuns) {
 // weights turns game counts into Bradley–Terry "win weights" c[i*P+j]: as upstream (the
 // Chatbot Arena recipe), a win counts 2 towards its direction and a tie 1 towards both
 // (each game is also added with the players swapped, which doubles everything and does not
-// move the maximum). eps is a tie weight added to every pair; see fitOptions.
+// move the maximum). eps is a tie weight added to every ordered pair: 0, or PseudoTie
+// when the maximum-likelihood estimate does not exist (see fitWeights).
 func weights(g *Games, eps float64) []float64 {
 	P := g.P
 	c := make([]float64, P*P)
@@ -138,19 +139,101 @@ func weights(g *Games, eps float64) []float64 {
 	return c
 }
 
-// epsFor is the pseudo-tie weight per ordered pair: 1e-12 of the real weight spread over
-// the pairs. Without it the maximum likelihood does not exist whenever the win graph is
-// not strongly connected (a player that never loses — often the SOTA player — has rating
-// +∞) and the fit would depend on when an optimiser gives up. With it the fit is unique
-// and finite, and moves a well-posed fit by far less than the 9 significant digits that
-// are published; the first-order conditions on the real games hold to ~1e-12 of the
-// total weight.
-func epsFor(g *Games) float64 {
-	P := g.P
+// PseudoTie is the tie weight added to every ordered pair of players when the
+// maximum-likelihood estimate does not exist — as if every pair had tied one more game
+// (a real tie weighs 1 each way). It is never added when the MLE exists.
+//
+// Why 1, an absolute weight: it bounds every gap between consecutive ratings. Sort the
+// ratings and cut them into the top m players S and the other P−m; summing the
+// first-order conditions over S gives Σ_{a∈S,b∉S} c_ab σ(θ_b−θ_a) = Σ c_ba σ(θ_a−θ_b). The
+// right side is at least PseudoTie·m(P−m)/2 and the left at most C·e^(−δ), C the weight S
+// holds against the rest and δ the gap at the cut, so δ ≤ ln(2C/(PseudoTie·m(P−m))) ≤
+// ln(4G+2) with G the most games any one pair played: 400·log10(4G+2) Elo — 311 Elo for
+// one game a pair, 2,400 Elo for 250,000 (100 tasks × 50 × 50 seeds). The old vanishing
+// weight (1e-12 of the games) put separated players thousands of Elo apart per cut and
+// left a Hessian too ill-conditioned to factor. And the gap it gives a player that never
+// lost is about the one the MLE would give had one of its games been a tie, so bootstrap
+// rounds that happen to be separated do not jump out of line with those that are not.
+const PseudoTie = 1.0
+
+// Elo fit kinds reported in the ledger (Ledger.EloFit).
+const (
+	EloFitMLE         = "mle"
+	EloFitRegularised = "regularised"
+)
+
+// MLEExists reports whether the Bradley–Terry maximum-likelihood estimate for weights c
+// (P players) exists and is unique: Ford's (1957) condition, that the directed graph with
+// an edge a→b whenever a has positive win-or-tie weight against b is strongly connected —
+// in every split of the players into two groups, each group won or tied at least once
+// against the other. Otherwise some group's ratings would go to ±∞.
+func MLEExists(c []float64, P int) bool {
 	if P < 2 {
-		return 0
+		return true
 	}
-	return 1e-12 * 2 * float64(g.Total()) / float64(P*(P-1))
+	// Strongly connected ⇔ every player is reachable from player 0 along edges and
+	// along reversed edges.
+	seen := make([]bool, P)
+	stack := make([]int, 0, P)
+	reach := func(forward bool) bool {
+		clear(seen)
+		seen[0] = true
+		stack = append(stack[:0], 0)
+		n := 1
+		for len(stack) > 0 {
+			a := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			for b := 0; b < P; b++ {
+				w := c[a*P+b]
+				if !forward {
+					w = c[b*P+a]
+				}
+				if !seen[b] && b != a && w > 0 {
+					seen[b] = true
+					n++
+					stack = append(stack, b)
+				}
+			}
+		}
+		return n == P
+	}
+	return reach(true) && reach(false)
+}
+
+// fitWeights is the objective the Elo fit maximises for g: the real game weights when the
+// MLE exists (the AIRS-Bench reference: a pure, unpenalised fit), otherwise those plus
+// PseudoTie on every ordered pair; regularised says which.
+func fitWeights(g *Games) (c []float64, regularised bool) {
+	c = weights(g, 0)
+	if MLEExists(c, g.P) {
+		return c, false
+	}
+	return weights(g, PseudoTie), true
+}
+
+// fitGames fits ratings to g (θ in natural-log units, Σθ = 0) from start (nil = zeros),
+// regularising exactly when the MLE does not exist. It never fails: see fitRobust.
+func fitGames(g *Games, start []float64) (theta []float64, regularised bool) {
+	c, regularised := fitWeights(g)
+	return fitRobust(c, g.P, start), regularised
+}
+
+// fitRobust maximises the likelihood for weights c whose directed graph is strongly
+// connected (so the maximum exists). Newton first — quadratic, the usual path; should it
+// fail (a numerically singular Hessian, or no convergence), Hunter's MM, which increases
+// the likelihood at every step and converges for any such c, and then Newton again from
+// MM's point to polish the last digits. If even that polish fails MM's point is kept:
+// a ledger must not fail on valid inputs.
+func fitRobust(c []float64, P int, start []float64) []float64 {
+	theta, err := FitNewton(c, P, start)
+	if err == nil {
+		return theta
+	}
+	mm := fitMM(c, P, nil, 100000)
+	if theta, err := FitNewton(c, P, mm); err == nil {
+		return theta
+	}
+	return mm
 }
 
 // logSigmoid is log(1/(1+e^−x)) without overflow.
@@ -300,9 +383,17 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 // γ_i ← W_i / Σ_j n_ij/(γ_i+γ_j): slower (linear convergence) but derivative-free, so it
 // serves as an independent check of FitNewton.
 func FitMM(c []float64, P int, maxIter int) ([]float64, error) {
+	return fitMM(c, P, nil, maxIter), nil
+}
+
+// fitMM runs at most maxIter MM steps from start (θ, nil = zeros).
+func fitMM(c []float64, P int, start []float64, maxIter int) []float64 {
 	gamma := make([]float64, P)
 	for i := range gamma {
 		gamma[i] = 1
+		if start != nil {
+			gamma[i] = math.Exp(start[i])
+		}
 	}
 	W := make([]float64, P)
 	for i := 0; i < P; i++ {
@@ -349,7 +440,7 @@ func FitMM(c []float64, P int, maxIter int) ([]float64, error) {
 		theta[i] = math.Log(v)
 	}
 	center(theta)
-	return theta, nil
+	return theta
 }
 
 // EloScale converts natural-log strength to Elo points: P = 1/(1+10^(−ΔR/400)).

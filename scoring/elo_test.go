@@ -3,6 +3,7 @@ package scoring
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 )
@@ -121,21 +122,31 @@ func TestNewtonAndMMAgree(t *testing.T) {
 }
 
 // The fit satisfies the likelihood's first-order conditions Σ_j c_ij = Σ_j n_ij σ(θ_i−θ_j)
-// to 1e-6 of the total game weight — on the real games (without the pseudo-ties), for a
-// well-posed tournament and for one where a player never loses (the MLE proper is then
-// infinite; the pseudo-ties keep it finite and within tolerance of the conditions).
+// to 1e-6 of the total game weight. For a well-posed tournament c is the real games: the
+// pure maximum-likelihood fit. Where a player never loses the MLE proper is infinite, the
+// fit is regularised (PseudoTie on every pair), and the conditions that hold are those of
+// the regularised likelihood — the real games' conditions cannot, as the ratings stay finite.
 func TestFitFirstOrderConditions(t *testing.T) {
-	check := func(name string, g *Games) {
-		real := weights(g, 0)
-		theta, err := FitNewton(weights(g, epsFor(g)), g.P, nil)
+	check := func(name string, g *Games, wantRegularised bool) {
+		c, regularised := fitWeights(g)
+		if regularised != wantRegularised {
+			t.Fatalf("%s: regularised = %v, want %v", name, regularised, wantRegularised)
+		}
+		if !regularised && !slices.Equal(c, weights(g, 0)) {
+			t.Fatalf("%s: the MLE exists but the fit's weights are not the real games'", name)
+		}
+		theta, err := FitNewton(c, g.P, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		if th, reg := fitGames(g, nil); reg != regularised || !slices.Equal(th, theta) {
+			t.Fatalf("%s: fitGames gives %v (regularised %v), Newton %v", name, th, reg, theta)
+		}
 		var total float64
-		for _, v := range real {
+		for _, v := range c {
 			total += v
 		}
-		grad := Gradient(real, theta)
+		grad := Gradient(c, theta)
 		var sum float64
 		for _, v := range grad {
 			sum += v
@@ -154,13 +165,13 @@ func TestFitFirstOrderConditions(t *testing.T) {
 			t.Errorf("%s: mean rating %v, want 1000", name, mean)
 		}
 	}
-	check("random", randomGames(30, 3))
+	check("random", randomGames(30, 3), false)
 	g := randomGames(6, 4)
 	for j := 1; j < g.P; j++ { // player 0 never loses
 		g.Wins[0*g.P+j] += g.Wins[j*g.P+0] + g.Ties[j]
 		g.Wins[j*g.P+0], g.Ties[j] = 0, 0
 	}
-	check("undefeated player", g)
+	check("undefeated player", g, true)
 }
 
 func TestEloKnownValues(t *testing.T) {
@@ -203,8 +214,8 @@ func TestQuantile(t *testing.T) {
 	}
 }
 
-// On the games of a synthetic leaderboard (with the sota player and the pseudo-ties the
-// ledger uses), Newton and MM agree to 1e-6 Elo.
+// On the games of a synthetic leaderboard (with the sota player, fitted as the ledger fits
+// them), Newton and MM agree to 1e-6 Elo.
 func TestNewtonAndMMAgreeOnLedgerGames(t *testing.T) {
 	rs, ti := synthResults(15, 6, 4, 21)
 	l := mustLedger(t, rs, ti, Options{BootstrapRounds: 1})
@@ -232,7 +243,7 @@ func TestNewtonAndMMAgreeOnLedgerGames(t *testing.T) {
 		sort.Slice(sub, func(i, j int) bool { return sub[i].Agent < sub[j].Agent })
 		addTaskGames(g, taskRuns(sub, &task, agentIdx, P))
 	}
-	c := weights(g, epsFor(g))
+	c, _ := fitWeights(g)
 	tn, err := FitNewton(c, P, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -64,10 +64,19 @@ type Options struct {
 // Ledger is the leaderboard computed from a set of results. Its canonical JSON (without
 // the root) is what every node hashes; the root is the hex sha256 of those bytes.
 type Ledger struct {
-	InputsDigest string    `json:"inputs_digest"`
-	Policy       Policy    `json:"policy"`
-	Agents       []Agent   `json:"agents"`
-	Tasks        []TaskRow `json:"tasks"`
+	InputsDigest string `json:"inputs_digest"`
+	Policy       Policy `json:"policy"`
+	// EloFit is how the ratings were fitted: EloFitMLE, the pure maximum-likelihood fit
+	// (AIRS-Bench's reference), or EloFitRegularised when the maximum-likelihood ratings
+	// do not exist (some group of players never won or tied against the rest, e.g. an
+	// agent that beats every run) and PseudoTie was added to every pair to keep them
+	// finite. Gaps between such groups then reflect the regularisation, not just data.
+	EloFit string `json:"elo_fit"`
+	// EloBootstrapRegularised is how many of the bootstrap rounds needed the same
+	// regularisation (a resample can be separated when the full data is not).
+	EloBootstrapRegularised int       `json:"elo_bootstrap_regularised"`
+	Agents                  []Agent   `json:"agents"`
+	Tasks                   []TaskRow `json:"tasks"`
 
 	canonical []byte
 	root      string
@@ -129,6 +138,9 @@ func (l *Ledger) MarshalJSON() ([]byte, error) {
 // valid-submission rate per agent, and a Bradley–Terry Elo over all seed-vs-seed games per
 // task with the sota player, with bootstrap CIs. It is a pure function of the set of
 // results (their order does not matter), the metadata of the tasks they name, and opts.
+//
+// It never fails on account of the games: when the maximum-likelihood Elo does not exist
+// (an agent that never wins or never loses) the fit is regularised and EloFit says so.
 //
 // Errors: a result naming a task missing from tasks, two results for one (task, agent,
 // seed), an agent called "sota", an unknown opts.Worst, or "estimated" for a task without
@@ -309,16 +321,14 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 	games := aggregateGames(rs, usedTasks, func(ti int) (int, int) { return taskSpans[ti].lo, taskSpans[ti].hi }, agentIdx, P)
 
 	seed := sha256.Sum256(append([]byte("evalmesh ledger bootstrap v1\x00"), digest[:]...))
-	eps := epsFor(games)
-	theta, err := FitNewton(weights(games, eps), P, nil)
-	if err != nil {
-		return nil, err
+	theta, regularised := fitGames(games, nil)
+	l.EloFit = EloFitMLE
+	if regularised {
+		l.EloFit = EloFitRegularised
 	}
 	mle := ToElo(theta)
-	boot, err := bootstrapElo(games, theta, rounds, seed)
-	if err != nil {
-		return nil, err
-	}
+	boot, bootRegularised := bootstrapElo(games, theta, rounds, seed)
+	l.EloBootstrapRegularised = bootRegularised
 
 	agents := make([]Agent, P)
 	for p := 0; p < P; p++ {
@@ -380,12 +390,14 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 		}
 	}
 	type body struct {
-		InputsDigest string    `json:"inputs_digest"`
-		Policy       Policy    `json:"policy"`
-		Agents       []Agent   `json:"agents"`
-		Tasks        []TaskRow `json:"tasks"`
+		InputsDigest            string    `json:"inputs_digest"`
+		Policy                  Policy    `json:"policy"`
+		EloFit                  string    `json:"elo_fit"`
+		EloBootstrapRegularised int       `json:"elo_bootstrap_regularised"`
+		Agents                  []Agent   `json:"agents"`
+		Tasks                   []TaskRow `json:"tasks"`
 	}
-	b, err := json.Marshal(body{l.InputsDigest, l.Policy, l.Agents, l.Tasks})
+	b, err := json.Marshal(body{l.InputsDigest, l.Policy, l.EloFit, l.EloBootstrapRegularised, l.Agents, l.Tasks})
 	if err != nil {
 		return nil, fmt.Errorf("scoring: encoding the ledger: %v", err)
 	}
@@ -510,8 +522,10 @@ func taskRuns(rs []Result, t *TaskInfo, agentIdx map[string]int, P int) []player
 // cell's share of the games, independently. So the counts can be drawn directly, cell by
 // cell as binomials conditioned on what is left — O(cells) per round instead of O(N).
 // Round r's random stream is ChaCha8 keyed by sha256(seed, r), so rounds may run in
-// parallel and still give every node the same draws.
-func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) ([][]float64, error) {
+// parallel and still give every node the same draws. Each round is fitted as the full data
+// is (fitGames: pure MLE where it exists, regularised where the resample is separated);
+// regularised counts those rounds.
+func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) (out [][]float64, regularised int) {
 	P := g.P
 	type cell struct {
 		idx int // into Wins (tie=false) or Ties (tie=true)
@@ -530,8 +544,8 @@ func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) ([][]flo
 		}
 	}
 	total := g.Total()
-	out := make([][]float64, rounds)
-	errs := make([]error, rounds)
+	out = make([][]float64, rounds)
+	reg := make([]bool, rounds)
 	workers := min(runtime.GOMAXPROCS(0), rounds)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
@@ -562,18 +576,18 @@ func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) ([][]flo
 						rg.Wins[c.idx] = x
 					}
 				}
-				theta, err := FitNewton(weights(rg, epsFor(rg)), P, start)
-				out[r], errs[r] = ToElo(theta), err
+				theta, rr := fitGames(rg, start)
+				out[r], reg[r] = ToElo(theta), rr
 			}
 		}(w)
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
+	for _, rr := range reg {
+		if rr {
+			regularised++
 		}
 	}
-	return out, nil
+	return out, regularised
 }
 
 // bootstrapMeans gives each agent's 2.5 % / 97.5 % bootstrap interval of the mean of its

@@ -25,7 +25,11 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\n%d agents + sota, %d tasks, worst anchor %s, %d bootstrap rounds\nledger root %s\n",
-		len(l.Agents)-1, len(l.Tasks), l.Policy.Worst, l.Policy.BootstrapRounds, l.root)
+	fit := "elo fit mle (maximum likelihood)"
+	if l.EloFit == EloFitRegularised {
+		fit = "elo fit regularised (some players never won or never lost against the rest: one pseudo-tie per pair keeps the ratings finite)"
+	}
+	_, err := fmt.Fprintf(w, "\n%d agents + sota, %d tasks, worst anchor %s, %d bootstrap rounds (%d regularised)\n%s\nledger root %s\n",
+		len(l.Agents)-1, len(l.Tasks), l.Policy.Worst, l.Policy.BootstrapRounds, l.EloBootstrapRegularised, fit, l.root)
 	return err
 }
