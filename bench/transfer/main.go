@@ -117,6 +117,12 @@ func run(dir string, stores, sets, npeers []string) error {
 		raw := mbps(size, r.wall)
 		r.raw = raw
 		print(tw, r.row)
+		r = measure(func() error { return diskWrite(src, filepath.Join(dir, "disk-probe")) })
+		r.set, r.path, r.store, r.bytes, r.raw = set, "disk: same bytes, write+fsync", "-", size, raw
+		if r.err != nil {
+			return r.err
+		}
+		print(tw, r.row)
 		r = measure(func() error { return libp2pStream(src) })
 		r.set, r.path, r.store, r.bytes, r.raw = set, "libp2p stream, no verify", "-", size, raw
 		if r.err != nil {
@@ -186,10 +192,12 @@ func run(dir string, stores, sets, npeers []string) error {
 	return tw.Flush()
 }
 
+// print adds a row to the table (printed aligned at the end) and shows it on stderr now.
 func print(tw *tabwriter.Writer, r row) {
 	m := mbps(r.bytes, r.wall)
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.2f\t%.2f\t\n", r.set, r.path, r.store, m, r.cpu.Seconds(), m/r.raw)
-	tw.Flush()
+	line := fmt.Sprintf("%s\t%s\t%s\t%.0f\t%.2f\t%.2f\t\n", r.set, r.path, r.store, m, r.cpu.Seconds(), m/r.raw)
+	fmt.Fprint(tw, line)
+	fmt.Fprint(os.Stderr, strings.ReplaceAll(line, "\t", "  "))
 }
 
 func mbps(n int64, d time.Duration) float64 { return float64(n) / 1e6 / d.Seconds() }
@@ -361,6 +369,21 @@ func sendFiles(dir string, w io.Writer) error {
 		}
 	}
 	return bw.Flush()
+}
+
+// diskWrite writes the data set's bytes into one file and fsyncs it: what any store that keeps
+// a fetched bundle durably must at least pay on this disk.
+func diskWrite(src, path string) error {
+	defer os.Remove(path)
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := sendFiles(src, f); err != nil {
+		return err
+	}
+	return f.Sync()
 }
 
 // rawTCP moves the data set's bytes over a plain loopback TCP connection.
