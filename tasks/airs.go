@@ -210,7 +210,7 @@ func (a *AIRSMetadata) ToMeta() (*Meta, error) {
 	if len(a.FileExportGlobs) > 0 && !strings.ContainsAny(a.FileExportGlobs[0], "*?[") {
 		m.Submission.File = a.FileExportGlobs[0]
 	}
-	m.Submission.Header = append([]string(nil), li.ScoringColumn...)
+	m.Submission.Header, m.ScoringColumn = airsSubmissionColumns(li)
 	if len(li.Shape.Dims) > 0 {
 		m.Submission.Rows = li.Shape.Dims[0]
 	}
@@ -228,6 +228,9 @@ func (a *AIRSMetadata) ToMeta() (*Meta, error) {
 	if len(m.ScoringColumn) == 0 {
 		m.ScoringColumn = StringList{"label"}
 	}
+	if len(m.Submission.Header) == 0 {
+		m.Submission.Header = append([]string(nil), m.ScoringColumn...)
+	}
 
 	airs := map[string]any{
 		"output_type":        li.OutputType,
@@ -235,6 +238,9 @@ func (a *AIRSMetadata) ToMeta() (*Meta, error) {
 		"shape":              li.Shape.Raw,
 		"custom_gold_labels": li.CustomGoldLabels,
 		"custom_rad_class":   li.CustomRadClass,
+	}
+	if !equalStrings(m.ScoringColumn, li.ScoringColumn) && len(li.ScoringColumn) > 0 {
+		airs["scoring_column"] = []string(li.ScoringColumn)
 	}
 	if li.DatasetPaperURL != "" {
 		airs["dataset_paper_url"] = li.DatasetPaperURL
@@ -274,4 +280,47 @@ func (a *AIRSMetadata) ToMeta() (*Meta, error) {
 		return nil, fmt.Errorf("converted task.yaml is invalid: %w", err)
 	}
 	return v, nil
+}
+
+// airsSubmissionColumns returns the header a submission must have and the columns scored,
+// as the task's upstream evaluate.py reads them (AIRS-BENCH.md, "Submission headers vary").
+// Most tasks' submission is the single scoring column (Answer, label, label_target, …),
+// but three are not: Pass@k tasks (APPS) submit one outcome column per attempt,
+// code1..codeK, scored against the labels' test cases (scoring_column input_output);
+// MRR (CodeXGlue) submits query,rankings, scored against the labels' id; DuoRC submits
+// has_answer,answer, both compared (upstream's scoring_column, answers, names the
+// Hugging Face column the two were derived from). The second shape dimension, where
+// upstream writes one, is that header's width (APPS [5000, 5], CodeXGlue (19210,2),
+// DuoRC [15857, 2]).
+func airsSubmissionColumns(li AIRSLoggingInfo) (header []string, scoring StringList) {
+	scoring = append(StringList(nil), li.ScoringColumn...)
+	metric := strings.ToLower(strings.TrimSpace(li.Metric))
+	switch {
+	case strings.HasPrefix(metric, "pass@"):
+		k, err := strconv.Atoi(strings.TrimPrefix(metric, "pass@"))
+		if err != nil || k < 1 || k > 1000 {
+			return nil, scoring
+		}
+		for i := 1; i <= k; i++ {
+			header = append(header, "code"+strconv.Itoa(i))
+		}
+		return header, scoring
+	case metric == "mrr":
+		return []string{"query", "rankings"}, scoring
+	case li.Name == "QuestionAnsweringDuoRCAccuracy":
+		return []string{"has_answer", "answer"}, StringList{"has_answer", "answer"}
+	}
+	return append([]string(nil), li.ScoringColumn...), scoring
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }

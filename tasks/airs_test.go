@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -141,6 +142,49 @@ func TestAIRSMissingFields(t *testing.T) {
 	} {
 		if _, err := ParseAIRSMetadata([]byte(src)); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// The imported submission header is what the upstream evaluate.py reads (AIRS-BENCH.md:
+// APPS code1..code5, CodeXGlue query,rankings, DuoRC has_answer,answer; else the scoring
+// column), and where upstream's shape has a second dimension it is the header's width.
+func TestAIRSSubmissionHeaders(t *testing.T) {
+	special := map[string]struct{ header, scoring []string }{
+		"CodeGenerationAPPSPassAt5":      {[]string{"code1", "code2", "code3", "code4", "code5"}, []string{"input_output"}},
+		"CodeRetrievalCodeXGlueMRR":      {[]string{"query", "rankings"}, []string{"id"}},
+		"QuestionAnsweringDuoRCAccuracy": {[]string{"has_answer", "answer"}, []string{"has_answer", "answer"}},
+	}
+	dirs, _ := filepath.Glob("testdata/airs-bench/*/metadata.yaml")
+	if len(dirs) != 20 {
+		t.Fatalf("want 20 fixtures, found %d", len(dirs))
+	}
+	for _, p := range dirs {
+		name := filepath.Base(filepath.Dir(p))
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := ParseAIRSMetadata(data)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		m, err := a.ToMeta()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		wantH, wantS := []string(a.LoggingInfo.ScoringColumn), []string(a.LoggingInfo.ScoringColumn)
+		if s, ok := special[name]; ok {
+			wantH, wantS = s.header, s.scoring
+			if up := fmt.Sprint(m.Extra["airs"].(map[string]any)["scoring_column"]); name == "QuestionAnsweringDuoRCAccuracy" && up != "[answers]" {
+				t.Errorf("%s: upstream scoring_column not kept under airs: %v", name, up)
+			}
+		}
+		if !reflect.DeepEqual(m.Submission.Header, wantH) || !reflect.DeepEqual([]string(m.ScoringColumn), wantS) {
+			t.Errorf("%s: header %q scoring %q, want %q %q", name, m.Submission.Header, m.ScoringColumn, wantH, wantS)
+		}
+		if d := a.LoggingInfo.Shape.Dims; len(d) == 2 && d[1] != len(m.Submission.Header) {
+			t.Errorf("%s: shape %v says %d submission columns, header has %d", name, d, d[1], len(m.Submission.Header))
 		}
 	}
 }

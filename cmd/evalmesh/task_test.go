@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/evalmesh/evalmesh/tasks"
 )
 
 const svampFixture = "../../tasks/testdata/airs-bench/MathQuestionAnsweringSVAMPAccuracy"
@@ -181,5 +183,31 @@ func TestProgressOnlyOnTerminal(t *testing.T) {
 	defer w.Close()
 	if fn, _ := progressFor(w, 1<<40, "x"); fn != nil {
 		t.Error("progress bar on a pipe")
+	}
+}
+
+// The task.yaml an import writes lets the built-in scorer read the submissions upstream's
+// evaluate.py reads (APPS code1..code5, CodeXGlue query,rankings), not only one-column ones.
+func TestTaskImportSpecScoresUpstreamShapedSubmissions(t *testing.T) {
+	cases := []struct {
+		task, labels, sub string
+		want              float64
+	}{
+		{"CodeGenerationAPPSPassAt5", "input_output\nx\ny\n", "code1,code2,code3,code4,code5\n1,0,0,0,0\n0,0,0,0,0\n", 0.5},
+		{"CodeRetrievalCodeXGlueMRR", "query,id\nq1,1\nq2,2\n", "query,rankings\nq1,\"[1, 2]\"\nq2,\"[1, 2]\"\n", 0.75},
+		{"MathQuestionAnsweringSVAMPAccuracy", "question_concat,Answer\na,1\nb,2\n", "Answer\n1\n3\n", 0.5},
+	}
+	for _, tc := range cases {
+		t.Run(tc.task, func(t *testing.T) {
+			m, err := tasks.LoadMeta(filepath.Join("../../tasks/testdata/airs-bench", tc.task))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The fixtures' row counts are the real test sizes; these stand-ins are 2 rows.
+			got, err := scoreCSV(m.Evaluator.Metric, []byte(tc.sub), []byte(tc.labels), m.Submission.Header, 0, m.ScoringColumn)
+			if err != nil || got != tc.want {
+				t.Fatalf("score %v, %v; want %v (header %q, scoring %q)", got, err, tc.want, m.Submission.Header, m.ScoringColumn)
+			}
+		})
 	}
 }
