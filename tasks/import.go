@@ -40,18 +40,24 @@ func ImportAIRS(src, out string, opts ImportOptions) (*Meta, error) {
 	if err != nil {
 		return nil, fmt.Errorf("import %s: the prompt: %w (AIRS-Bench tasks keep it in project_description.md)", src, err)
 	}
-	if err := checkTarget(out); err != nil {
+	if err := checkTarget(out, "import: --out"); err != nil {
 		return nil, err
 	}
 	out = filepath.Clean(out)
+	undoParents, err := makeParents(filepath.Dir(out))
+	if err != nil {
+		return nil, fmt.Errorf("import %s: --out %s: %w", src, out, err)
+	}
 	tmp, err := os.MkdirTemp(filepath.Dir(out), "."+filepath.Base(out)+".import-")
 	if err != nil {
-		return nil, err
+		undoParents()
+		return nil, fmt.Errorf("import %s: --out %s: %w", src, out, err)
 	}
 	ok := false
 	defer func() {
 		if !ok {
 			os.RemoveAll(tmp)
+			undoParents()
 		}
 	}()
 	for _, d := range []string{PublicDir, PrivateDir} {

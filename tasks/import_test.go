@@ -151,3 +151,28 @@ func TestImportRefusals(t *testing.T) {
 		assertNothingWritten(t, parent)
 	})
 }
+
+// --out may name a folder whose parents do not exist yet (bundles/svamp on a fresh
+// machine); a failed import removes the parents it made.
+func TestImportCreatesMissingParents(t *testing.T) {
+	src := standInAIRS(t, "MathQuestionAnsweringSVAMPAccuracy")
+	out := filepath.Join(t.TempDir(), "bundles", "airs", "svamp")
+	if _, err := ImportAIRS(src, out, ImportOptions{}); err != nil {
+		t.Fatalf("import into a new nested folder: %v", err)
+	}
+	if _, err := Open(out); err != nil {
+		t.Fatal(err)
+	}
+	parent := t.TempDir()
+	_, err := ImportAIRS(src, filepath.Join(parent, "bundles", "svamp"), ImportOptions{DataDir: t.TempDir()})
+	if err == nil {
+		t.Fatal("import with an empty --data folder accepted")
+	}
+	assertNothingWritten(t, parent)
+	// A target that exists and is not empty is named as --out.
+	full := t.TempDir()
+	os.WriteFile(filepath.Join(full, "x"), nil, 0o644)
+	if _, err := ImportAIRS(src, full, ImportOptions{}); err == nil || !strings.Contains(err.Error(), "--out") {
+		t.Fatalf("got %v", err)
+	}
+}

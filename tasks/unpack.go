@@ -307,7 +307,7 @@ func DAGSize(ctx context.Context, dag ipld.NodeGetter, root cid.Cid) (int64, err
 // folder. Blocks are re-hashed as they are read.
 func Unpack(ctx context.Context, dag ipld.NodeGetter, root cid.Cid, dir string, opts UnpackOptions) error {
 	opts.defaults()
-	if err := checkTarget(dir); err != nil {
+	if err := checkTarget(dir, "unpack:"); err != nil {
 		return err
 	}
 	p, err := plan(ctx, dag, root, opts)
@@ -315,14 +315,22 @@ func Unpack(ctx context.Context, dag ipld.NodeGetter, root cid.Cid, dir string, 
 		return err
 	}
 	parent := filepath.Dir(filepath.Clean(dir))
+	// Only now, with the DAG accepted, create the folders above dir that are missing (as
+	// `mkdir -p`); a failure below removes them again.
+	undoParents, err := makeParents(parent)
+	if err != nil {
+		return fmt.Errorf("unpack: %w", err)
+	}
 	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".unpack-")
 	if err != nil {
+		undoParents()
 		return fmt.Errorf("unpack: cannot create a temporary folder beside %s: %w", dir, err)
 	}
 	ok := false
 	defer func() {
 		if !ok {
 			os.RemoveAll(tmp)
+			undoParents()
 		}
 	}()
 	var done int64
@@ -360,7 +368,9 @@ func Unpack(ctx context.Context, dag ipld.NodeGetter, root cid.Cid, dir string, 
 	return syncDir(parent)
 }
 
-func checkTarget(dir string) error {
+// checkTarget accepts a dir that does not exist or is an empty folder; what starts the
+// error ("unpack:", "import: --out").
+func checkTarget(dir, what string) error {
 	fi, err := os.Lstat(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -369,14 +379,14 @@ func checkTarget(dir string) error {
 		return err
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("unpack: %s exists and is not a folder; choose a new folder", dir)
+		return fmt.Errorf("%s %s exists and is not a folder; choose a new folder", what, dir)
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	if len(ents) > 0 {
-		return fmt.Errorf("unpack: %s exists and is not empty; choose a new folder or remove it", dir)
+		return fmt.Errorf("%s %s exists and is not empty; choose a new folder or remove it", what, dir)
 	}
 	return nil
 }
@@ -444,4 +454,37 @@ func syncDir(dir string) error {
 		return err
 	}
 	return nil
+}
+
+// makeParents creates dir and the missing folders above it, and returns a func removing
+// the ones it created (each only if still empty), so a failed unpack or import leaves the
+// file system as it found it.
+func makeParents(dir string) (undo func(), err error) {
+	var created []string
+	for p := dir; ; p = filepath.Dir(p) {
+		_, err := os.Lstat(p)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		created = append(created, p)
+		if filepath.Dir(p) == p {
+			break
+		}
+	}
+	undo = func() {
+		for _, p := range created { // deepest first
+			os.Remove(p)
+		}
+	}
+	if len(created) == 0 {
+		return undo, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		undo()
+		return nil, fmt.Errorf("creating the folder %s: %w", dir, err)
+	}
+	return undo, nil
 }

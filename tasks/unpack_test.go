@@ -277,3 +277,39 @@ func TestDAGSizeRefusesLikeUnpack(t *testing.T) {
 		t.Fatal("DAGSize accepted '..'")
 	}
 }
+
+// The target's missing parent folders are made like `mkdir -p`, but only for a DAG that
+// passes every check: a refusal or a failure leaves no folder behind, not even a parent.
+func TestUnpackCreatesMissingParentsOnlyWhenAccepted(t *testing.T) {
+	ctx := context.Background()
+	dag := NewMemDAG()
+	root, err := Pack(ctx, svampDir, dag, PackOptions{Unchecked: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := t.TempDir()
+	out := filepath.Join(base, "a", "b", "out")
+	if err := Unpack(ctx, dag, root, out, UnpackOptions{}); err != nil {
+		t.Fatalf("unpack into a new nested folder: %v", err)
+	}
+	if again, err := Pack(ctx, out, NewHashOnlyDAG(), PackOptions{Unchecked: true}); err != nil || again.String() != svampCID {
+		t.Fatalf("unpacked folder packs to %s (%v)", again, err)
+	}
+
+	hostile, nodes := bundleish(t, child{"..", rawFile(t, "x")})
+	car := writeHostileCAR(t, hostile, nodes...)
+	parent := t.TempDir()
+	if _, err := UnpackCAR(ctx, car, filepath.Join(parent, "x", "y", "out"), UnpackOptions{}); err == nil {
+		t.Fatal("hostile CAR accepted")
+	}
+	assertNothingWritten(t, parent)
+
+	// Accepted DAG, failure while writing (a block is missing): the parents go again.
+	missing, _ := bundleish(t, child{"a", rawFile(t, "absent from the CAR")})
+	car = writeHostileCAR(t, missing)
+	parent = t.TempDir()
+	if _, err := UnpackCAR(ctx, car, filepath.Join(parent, "x", "y", "out"), UnpackOptions{}); err == nil {
+		t.Fatal("CAR with a missing block accepted")
+	}
+	assertNothingWritten(t, parent)
+}
