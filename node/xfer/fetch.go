@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ type FetchOption func(*fetchConfig)
 
 type fetchConfig struct {
 	batchBytes int64
+	streams    int           // concurrent requests per peer
 	onBlock    func(peer.ID) // test hook: called after each verified block, in the receiving goroutine
 }
 
@@ -43,6 +45,12 @@ type fetchConfig struct {
 // Smaller batches rebalance faster when peers differ in speed; each costs one round trip.
 func WithBatchBytes(n int64) FetchOption {
 	return func(c *fetchConfig) { c.batchBytes = n }
+}
+
+// WithStreamsPerPeer sets how many requests run at once on each peer (default 2). One stream
+// leaves a core idle while the other decrypts or hashes; two keep both sides busy.
+func WithStreamsPerPeer(n int) FetchOption {
+	return func(c *fetchConfig) { c.streams = n }
 }
 
 // Fetch gets every block of the DAG under root from the given peers (split across them),
@@ -83,9 +91,11 @@ type fetcher struct {
 // FetchWithStats is Fetch that also reports per-peer figures and why peers were dropped.
 func FetchWithStats(ctx context.Context, h host.Host, root cid.Cid, peers []peer.ID, bs blockstore.Blockstore, progress func(int64), opts ...FetchOption) (Stats, error) {
 	f := &fetcher{h: h, progress: progress, stats: Stats{PerPeer: map[peer.ID]PeerStats{}, Dropped: map[peer.ID]error{}}}
+	f.cfg.streams = 2
 	for _, o := range opts {
 		o(&f.cfg)
 	}
+	f.cfg.streams = max(f.cfg.streams, 1)
 	if !root.Defined() {
 		return f.stats, errors.New("xfer: fetch: undefined root CID")
 	}
@@ -129,9 +139,9 @@ func (f *fetcher) drop(p peer.ID, err error) {
 // run fetches everything; it returns when the DAG is complete or no peer can supply the rest.
 func (f *fetcher) run(ctx context.Context, root cid.Cid, live []peer.ID) error {
 	frontier := []pend{{c: root, mode: ModeDAG}}
-	if len(live) > 1 {
+	if slots := len(live) * f.cfg.streams; slots > 1 {
 		// Fetch the top of the DAG block by block until there are enough subtrees to spread.
-		for depth := 0; depth < 4 && len(frontier) > 0 && len(frontier) < 8*len(live); depth++ {
+		for depth := 0; depth < 4 && len(frontier) > 0 && len(frontier) < 8*slots; depth++ {
 			for i := range frontier {
 				frontier[i].mode = ModeBlock
 			}
@@ -193,24 +203,30 @@ type batchResult struct {
 	err  error
 }
 
-// pool hands batches of subtrees to idle peers until the queue drains.
+// pool hands batches of subtrees to idle stream slots (streams per peer) until the queue
+// drains.
 func (f *fetcher) pool(ctx context.Context, queue []pend, live []peer.ID) error {
+	slots := len(live) * f.cfg.streams
 	target := f.cfg.batchBytes
 	if target <= 0 {
 		var total uint64
 		for _, q := range queue {
 			total += q.size
 		}
-		target = min(max(int64(total)/int64(4*len(live)), 8<<20), 256<<20)
+		target = min(max(int64(total)/int64(4*slots), 8<<20), 256<<20)
 	}
-	if len(live) == 1 {
+	if slots == 1 {
 		target = 1 << 62
 	}
 	// A fatal error (local store, unwalkable block, caller's cancel) stops the other batches.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make(chan batchResult)
-	idle := append([]peer.ID(nil), live...)
+	var idle []peer.ID // one entry per free stream slot, peers interleaved
+	for i := 0; i < f.cfg.streams; i++ {
+		idle = append(idle, live...)
+	}
+	dropped := map[peer.ID]bool{}
 	inflight := 0
 	var fatal error
 	for {
@@ -242,7 +258,9 @@ func (f *fetcher) pool(ctx context.Context, queue []pend, live []peer.ID) error 
 		r := <-results
 		inflight--
 		if r.err == nil {
-			idle = append(idle, r.p)
+			if !dropped[r.p] {
+				idle = append(idle, r.p)
+			}
 			continue
 		}
 		var fe *fatalError
@@ -256,7 +274,11 @@ func (f *fetcher) pool(ctx context.Context, queue []pend, live []peer.ID) error 
 			}
 			continue
 		}
-		f.drop(r.p, r.err)
+		if !dropped[r.p] {
+			dropped[r.p] = true
+			f.drop(r.p, r.err)
+			idle = slices.DeleteFunc(idle, func(p peer.ID) bool { return p == r.p })
+		}
 		queue = append(r.rest, queue...)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -142,25 +143,31 @@ func TestFetchOnePeer(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			seed, getter := newNode(t, nil), newNode(t, nil)
-			root := tt.build(t, seed.bs)
-			peers := connect(t, getter, seed)
-			var got atomic.Int64
-			st, err := FetchWithStats(context.Background(), getter.h, root, peers, getter.bs, func(n int64) {
-				if n < got.Load() {
-					t.Errorf("progress went from %d to %d", got.Load(), n)
-				}
-				got.Store(n)
+		for _, streams := range []int{1, 2, 3} {
+			t.Run(fmt.Sprintf("%s/%d streams", tt.name, streams), func(t *testing.T) {
+				fetchOnePeer(t, tt.build, streams)
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			requireComplete(t, seed.bs, getter.bs, root)
-			if got.Load() != st.Bytes || st.PerPeer[seed.h.ID()].Bytes != st.Bytes {
-				t.Fatalf("progress saw %d bytes, stats %+v", got.Load(), st)
-			}
-		})
+		}
+	}
+}
+
+func fetchOnePeer(t *testing.T, build func(t *testing.T, bs blockstore.Blockstore) cid.Cid, streams int) {
+	seed, getter := newNode(t, nil), newNode(t, nil)
+	root := build(t, seed.bs)
+	peers := connect(t, getter, seed)
+	var got atomic.Int64
+	st, err := FetchWithStats(context.Background(), getter.h, root, peers, getter.bs, func(n int64) {
+		if n < got.Load() {
+			t.Errorf("progress went from %d to %d", got.Load(), n)
+		}
+		got.Store(n)
+	}, WithStreamsPerPeer(streams), WithBatchBytes(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireComplete(t, seed.bs, getter.bs, root)
+	if got.Load() != st.Bytes || st.PerPeer[seed.h.ID()].Bytes != st.Bytes {
+		t.Fatalf("progress saw %d bytes, stats %+v", got.Load(), st)
 	}
 }
 
