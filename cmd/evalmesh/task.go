@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -80,15 +81,36 @@ Example:
 	return cmd
 }
 
-// progressFor returns a progress callback drawing a bar on stderr when stderr is a
-// terminal and the job is large enough to be worth one; else nil, and a finish func.
+// Progress bars: drawn on stderr only when it is a terminal (a pipe, a CI log or a test
+// buffer gets none) and only for jobs of at least progressMin bytes. Variables so tests
+// can draw one without a pty or a 64 MiB folder.
+var (
+	isTerminal  = term.IsTerminal
+	progressMin = int64(64 << 20)
+)
+
+// progressFor returns a progress callback drawing a bar on stderr — that writer, not the
+// process's os.Stderr — when it is a terminal and the job is large enough to be worth
+// one; else nil. The second func ends the bar.
 func progressFor(stderr io.Writer, total int64, what string) (func(int64), func()) {
 	f, ok := stderr.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) || total < 64<<20 {
+	if !ok || !isTerminal(int(f.Fd())) || total < progressMin {
 		return nil, func() {}
 	}
-	bar := progressbar.DefaultBytes(total, what)
-	return func(n int64) { bar.Set64(n) }, func() { bar.Finish(); fmt.Fprintln(f) }
+	bar := progressbar.NewOptions64(total,
+		progressbar.OptionSetDescription(what),
+		progressbar.OptionSetWriter(f),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionShowTotalBytes(true),
+		progressbar.OptionSetWidth(10),
+		progressbar.OptionThrottle(65*time.Millisecond),
+		progressbar.OptionShowCount(),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(f) }),
+		progressbar.OptionSpinnerType(14),
+		progressbar.OptionFullWidth(),
+		progressbar.OptionSetRenderBlankState(true),
+	)
+	return func(n int64) { bar.Set64(n) }, func() { bar.Finish() }
 }
 
 func treeSize(dir string) int64 {
@@ -288,8 +310,11 @@ func parseSize(s string) (int64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 || v*mult > 1<<62 {
-		return 0, fmt.Errorf("size %q: expected bytes like 1073741824, 64GiB or 500MB", s)
+	// NaN fails every comparison, so test for the good range rather than the bad one. Zero
+	// is refused too: UnpackOptions reads 0 as "the default", which a user asking for 0
+	// would not expect.
+	if err != nil || !(v*mult >= 1 && v*mult <= 1<<62) {
+		return 0, fmt.Errorf("size %q: expected a positive number of bytes like 1073741824, 64GiB or 500MB", s)
 	}
 	return int64(v * mult), nil
 }
@@ -314,7 +339,7 @@ Example:
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ms, err := parseSize(maxSize)
 			if err != nil {
-				return err
+				return fmt.Errorf("--max-size: %w", err)
 			}
 			ctx := context.Background()
 			src, dir := args[0], args[1]
@@ -322,7 +347,11 @@ Example:
 			if err != nil {
 				return err
 			}
-			progress, finish := progressFor(cmd.ErrOrStderr(), fi.Size(), "unpacking")
+			total := fi.Size() // a CAR: about the bytes to write
+			if fi.IsDir() {
+				total = treeSize(src)
+			}
+			progress, finish := progressFor(cmd.ErrOrStderr(), total, "unpacking")
 			opts := tasks.UnpackOptions{MaxSize: ms, Progress: progress}
 			var root string
 			if fi.IsDir() {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,7 +144,7 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "x", "-1", "1PB"} {
+	for _, bad := range []string{"", "x", "-1", "1PB", "0", "0.1", "NaN", "nanGiB", "Inf", "1e30"} {
 		if _, err := parseSize(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -209,5 +210,60 @@ func TestTaskImportSpecScoresUpstreamShapedSubmissions(t *testing.T) {
 				t.Fatalf("score %v, %v; want %v (header %q, scoring %q)", got, err, tc.want, m.Submission.Header, m.ScoringColumn)
 			}
 		})
+	}
+}
+
+// On a terminal, a large enough job draws its bar on the command's own stderr (the writer
+// run was given, not the process's os.Stderr), and stdout still holds only the CID. A pipe
+// stands in for the terminal here; TestProgressOnlyOnTerminal checks the real test.
+func TestProgressBarDrawnOnTerminal(t *testing.T) {
+	oldTerm, oldMin := isTerminal, progressMin
+	defer func() { isTerminal, progressMin = oldTerm, oldMin }()
+	isTerminal = func(int) bool { return true }
+
+	pack := func(min int64) (stdout, bar string) {
+		progressMin = min
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		var got bytes.Buffer
+		done := make(chan struct{})
+		go func() { io.Copy(&got, r); close(done) }()
+		var out bytes.Buffer
+		code := run([]string{"--home", filepath.Join(t.TempDir(), "h"), "task", "pack", "--unchecked", svampFixture}, &out, w)
+		w.Close()
+		<-done
+		if code != 0 {
+			t.Fatalf("pack exit %d: %s", code, got.String())
+		}
+		return out.String(), got.String()
+	}
+	out, bar := pack(1)
+	if strings.TrimSpace(out) != "bafybeifhugo2dz7qowc4mlyeuf3ybfd4ynwau5vbbnd77duut36yeal7zi" {
+		t.Errorf("stdout %q: want only the CID", out)
+	}
+	if !strings.Contains(bar, "packing") || !strings.Contains(bar, "100%") {
+		t.Errorf("no bar on the terminal: %q", bar)
+	}
+	// Below the size threshold, no bar even on a terminal.
+	if _, bar := pack(1 << 40); bar != "" {
+		t.Errorf("bar drawn for a small job: %q", bar)
+	}
+}
+
+// A bad --max-size is refused, naming the flag, before anything is read or written
+// (NaN and 0 once fell through to the 64 GiB default).
+func TestTaskUnpackBadMaxSize(t *testing.T) {
+	for _, v := range []string{"NaN", "0", "lots"} {
+		parent := t.TempDir()
+		_, errs, code := runCLI(t, "task", "unpack", svampFixture, filepath.Join(parent, "out"), "--max-size", v)
+		if code == 0 || !strings.Contains(errs, "--max-size") || !strings.Contains(errs, v) {
+			t.Errorf("--max-size %s: exit %d %q", v, code, errs)
+		}
+		if ents, _ := os.ReadDir(parent); len(ents) != 0 {
+			t.Errorf("--max-size %s: left %v", v, ents)
+		}
 	}
 }
