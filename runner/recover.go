@@ -10,6 +10,11 @@ import (
 	"github.com/evalmesh/evalmesh/tasks"
 )
 
+// ErrExecutorUnavailable means a run was left untouched by Recover because its executor is
+// not among the Runner's: the run keeps its phase and its GPUs until a process with that
+// executor recovers it.
+var ErrExecutorUnavailable = errors.New("executor unavailable")
+
 // Recovered is what Recover did with one unfinished run.
 type Recovered struct {
 	RunID   string
@@ -21,7 +26,8 @@ type Recovered struct {
 // (Nomad's RecoverTask shape): a run whose attestation exists is only marked done (never
 // signed again); a run whose agent task still exists is re-attached and carried on; a run
 // whose agent task is gone, or that never recorded its task, is marked failed and its GPUs
-// are released. Runs are handled one after another; RecoverRun handles one.
+// are released; a run whose executor this Runner lacks is left as it is (Err wraps
+// ErrExecutorUnavailable). Runs are handled one after another; RecoverRun handles one.
 func (r *Runner) Recover(ctx context.Context) ([]Recovered, error) {
 	runs, err := ListRuns(r.Home)
 	if err != nil {
@@ -81,7 +87,11 @@ func (r *Runner) recoverRun(ctx context.Context, st *RunState) (*Outcome, error)
 	}
 	ex, err := r.executor(st.Executor)
 	if err != nil {
-		return nil, r.fail(st, fmt.Errorf("recover: %w", err))
+		// Not this process's to judge: the run's task may well be alive under an executor
+		// this process did not open (a docker run recovered by `run --executor process`).
+		// Failing it would free GPUs its container still uses; leave it as it is.
+		return nil, fmt.Errorf("%w: run %s needs the %s executor: %v (recover it with evalmesh run --recover --executor %s)",
+			ErrExecutorUnavailable, st.ID, st.Executor, err, st.Executor)
 	}
 	switch st.Phase {
 	case PhaseStarting:

@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/gpu"
+	"github.com/evalmesh/evalmesh/runner/process"
 )
 
 // fakeGPUs is a two-GPU source whose energy counters advance by 1 J per read.
@@ -306,6 +308,53 @@ func TestRecoverSkipsRunsOwnedByALiveProcess(t *testing.T) {
 	os.WriteFile(gate, nil, 0o644)
 	if o := <-done; o == nil || !o.Valid {
 		t.Fatalf("owner's run: %+v", o)
+	}
+	if files := attestationFiles(t, h); len(files) != 1 {
+		t.Fatalf("attestations %v", files)
+	}
+}
+
+// A process that lacks the run's executor (a docker run, recovered by `evalmesh run
+// --executor process`) must leave the run alone: failing it would free GPUs its task still
+// uses. A process that has the executor then finishes it, once.
+func TestRecoverWithoutTheRunsExecutorLeavesItAlone(t *testing.T) {
+	h := newHome(t)
+	r := processRunner(t, h, nil)
+	r.GPUs = &fakeGPUs{}
+	gate := filepath.Join(t.TempDir(), "gate")
+	id := startSleepy(t, r, gpuTask(t), gate)
+
+	other := processRunner(t, h, nil)
+	other.Executors = map[string]runner.Executor{"other": process.New(process.Options{})}
+	other.Executor = "other"
+	other.GPUs = r.GPUs
+	rec, err := other.Recover(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec) != 1 || !errors.Is(rec[0].Err, runner.ErrExecutorUnavailable) || rec[0].Outcome != nil {
+		t.Fatalf("recovered %+v, want the run left alone with ErrExecutorUnavailable", rec)
+	}
+	if !strings.Contains(rec[0].Err.Error(), "--executor process") {
+		t.Fatalf("error %q does not say how to recover the run", rec[0].Err)
+	}
+	st, _ := runner.LoadState(h, id)
+	if st.Phase != runner.PhaseAgent {
+		t.Fatalf("phase %s (%s), want agent", st.Phase, st.Error)
+	}
+	if held, _ := runner.GPUHolders(h); held["GPU-aaaa"] != id {
+		t.Fatalf("GPU holders %v: the run's GPU was released while its task runs", held)
+	}
+	if ts, err := r.Executors["process"].Inspect(bg, st.AgentHandle); err != nil || !ts.Running {
+		t.Fatalf("agent task after the foreign recovery: %+v %v", ts, err)
+	}
+
+	os.WriteFile(gate, nil, 0o644)
+	r2 := processRunner(t, h, nil)
+	r2.GPUs = r.GPUs
+	rec, err = r2.Recover(bg)
+	if err != nil || len(rec) != 1 || rec[0].Err != nil || rec[0].Outcome == nil || !rec[0].Outcome.Valid {
+		t.Fatalf("recovery with the run's executor: %+v %v", rec, err)
 	}
 	if files := attestationFiles(t, h); len(files) != 1 {
 		t.Fatalf("attestations %v", files)

@@ -90,9 +90,24 @@ func LoadState(h home.Home, runID string) (*RunState, error) {
 	if err != nil {
 		return nil, err
 	}
+	return DecodeState(runID, b)
+}
+
+// DecodeState parses the state.json of run folder runID. It is a decoder of input from disk
+// (a crash, a hand edit): the ID must name that very folder, since every later write goes to
+// RunDir(ID), and the phase must be one this runner knows.
+func DecodeState(runID string, b []byte) (*RunState, error) {
 	var st RunState
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, fmt.Errorf("run %s: state.json is corrupt: %w", runID, err)
+	}
+	if st.ID != runID {
+		return nil, fmt.Errorf("run %s: state.json names run %q: it belongs to another folder (move it back or remove the folder)", runID, st.ID)
+	}
+	switch st.Phase {
+	case PhaseStarting, PhaseAgent, PhaseEvaluating, PhaseSigning, PhaseDone, PhaseFailed:
+	default:
+		return nil, fmt.Errorf("run %s: state.json has unknown phase %q", runID, st.Phase)
 	}
 	return &st, nil
 }
