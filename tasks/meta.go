@@ -122,14 +122,20 @@ func (s *StringList) UnmarshalYAML(n *yaml.Node) error {
 		out := make(StringList, 0, len(n.Content))
 		for _, c := range n.Content {
 			if c.Kind != yaml.ScalarNode {
-				return fmt.Errorf("line %d: expected a string, got a %s", c.Line, kindName(c.Kind))
+				return typeError(c, "expected a string, got a %s", kindName(c.Kind))
 			}
 			out = append(out, c.Value)
 		}
 		*s = out
 		return nil
 	}
-	return fmt.Errorf("line %d: expected a string or a list of strings, got a %s", n.Line, kindName(n.Kind))
+	return typeError(n, "expected a string or a list of strings, got a %s", kindName(n.Kind))
+}
+
+// typeError reports a value of the wrong shape as yaml's own type errors are reported, so
+// decoding goes on, and the error names the field at that line with the others.
+func typeError(n *yaml.Node, format string, args ...any) error {
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d col %d: ", n.Line, n.Column) + fmt.Sprintf(format, args...)}}
 }
 
 func kindName(k yaml.Kind) string {
@@ -182,6 +188,23 @@ const maxMetaSize = 1 << 20
 // ParseMeta decodes and validates a task.yaml. A *ValidationError lists each bad field.
 func ParseMeta(data []byte) (*Meta, error) {
 	m, present, err := decodeMeta(data)
+	var typeErrs *ValidationError
+	if errors.As(err, &typeErrs) && m != nil {
+		// yaml keeps decoding past a value of the wrong type, so the rest of the file can
+		// still be checked: report every bad field in one go, not the type errors first
+		// and the others only once those are fixed. A field with a type error counts as
+		// absent for the checks, and its other complaints (e.g. "required") are dropped.
+		for _, f := range typeErrs.Fields {
+			delete(present, f.Field)
+		}
+		errs := typeErrs.Fields
+		for _, f := range m.validate(present) {
+			if !coveredBy(f.Field, typeErrs.Fields) {
+				errs = append(errs, f)
+			}
+		}
+		return nil, &ValidationError{Fields: errs}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +212,18 @@ func ParseMeta(data []byte) (*Meta, error) {
 		return nil, &ValidationError{Fields: errs}
 	}
 	return m, nil
+}
+
+// coveredBy tells whether field, a mapping above it or a key under it already has an
+// error in errs.
+func coveredBy(field string, errs []FieldError) bool {
+	under := func(a, b string) bool { return strings.HasPrefix(a, b+".") || strings.HasPrefix(a, b+"[") }
+	for _, e := range errs {
+		if field == e.Field || under(field, e.Field) || under(e.Field, field) {
+			return true
+		}
+	}
+	return false
 }
 
 func decodeMeta(data []byte) (*Meta, map[string]bool, error) {
@@ -213,12 +248,20 @@ func decodeMeta(data []byte) (*Meta, map[string]bool, error) {
 	collectKeys(doc, "", present)
 	var m Meta
 	if err := doc.Decode(&m); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			return &m, present, typeErrors(doc, err) // m: every field that did decode
+		}
 		return nil, nil, typeErrors(doc, err)
 	}
 	return &m, present, nil
 }
 
-var lineRe = regexp.MustCompile(`^line (\d+): (.*)$`)
+// lineRe reads yaml's "line N: msg", and typeError's "line N col C: msg" (the column
+// tells a flow collection from the scalars inside it on the same line).
+var structRe = regexp.MustCompile(`into [A-Z]\w* \(line`)
+
+var lineRe = regexp.MustCompile(`^line (\d+)(?: col (\d+))?: (.*)$`)
 
 // typeErrors turns yaml's "line 15: cannot unmarshal !!str `x` into float64" into field
 // errors naming the key (metric.optimal_score) and what type is expected.
@@ -228,6 +271,7 @@ func typeErrors(doc *yaml.Node, err error) error {
 		return fmt.Errorf("task.yaml: %s", cleanYAMLError(err))
 	}
 	byLine := map[string]string{}
+	byPos := map[string]string{}
 	var walk func(n *yaml.Node, prefix string)
 	walk = func(n *yaml.Node, prefix string) {
 		if n.Kind != yaml.MappingNode {
@@ -239,6 +283,7 @@ func typeErrors(doc *yaml.Node, err error) error {
 			if _, ok := byLine[strconv.Itoa(v.Line)]; !ok || v.Kind == yaml.ScalarNode {
 				byLine[strconv.Itoa(v.Line)] = k
 			}
+			byPos[strconv.Itoa(v.Line)+":"+strconv.Itoa(v.Column)] = k
 			walk(v, k+".")
 		}
 	}
@@ -247,10 +292,12 @@ func typeErrors(doc *yaml.Node, err error) error {
 	for _, e := range te.Errors {
 		field, msg := "task.yaml", e
 		if m := lineRe.FindStringSubmatch(e); m != nil {
-			if k, ok := byLine[m[1]]; ok {
+			if k, ok := byPos[m[1]+":"+m[2]]; ok && m[2] != "" {
+				field = k
+			} else if k, ok := byLine[m[1]]; ok {
 				field = k
 			}
-			msg = m[2] + " (line " + m[1] + ")"
+			msg = m[3] + " (line " + m[1] + ")"
 		}
 		msg = strings.ReplaceAll(msg, "tasks.", "")
 		switch {
@@ -262,6 +309,8 @@ func typeErrors(doc *yaml.Node, err error) error {
 			msg += "; expected true or false"
 		case strings.Contains(msg, "into string"):
 			msg += "; expected a string"
+		case structRe.MatchString(msg):
+			msg += "; expected a mapping of its keys (docs/bundle-format.md §3)"
 		}
 		ve.Fields = append(ve.Fields, FieldError{Field: field, Msg: msg})
 	}

@@ -203,3 +203,51 @@ func TestOpenChecksLabelsFile(t *testing.T) {
 		t.Fatalf("symlinked public/: %v", err)
 	}
 }
+
+// A wrong type and a wrong value are reported in the same run, each under its own field,
+// with no extra "required" for a field whose value was there but of the wrong type; a
+// scoring_column of the wrong shape is named as scoring_column, not by a key inside it.
+func TestParseMetaTypeAndValueErrorsTogether(t *testing.T) {
+	base := string(readTestMeta(t))
+	cases := []struct {
+		name string
+		edit func(string) string
+		want []string // exactly these fields, in this order
+	}{
+		{"bool, number and a bad value", func(s string) string {
+			s = strings.Replace(s, "lower_is_better: false", "lower_is_better: maybe", 1)
+			s = strings.Replace(s, "cpus: 8", "cpus: eight", 1)
+			return strings.Replace(s, "gpus: 1", "gpus: -1", 1)
+		}, []string{"metric.lower_is_better", "limits.cpus", "limits.gpus"}},
+		{"optimum of the wrong type is not compared with sota", func(s string) string {
+			s = strings.Replace(s, "optimal_score: 1.0", "optimal_score: one", 1)
+			return strings.Replace(s, "category: Math\n", "", 1)
+		}, []string{"metric.optimal_score", "category"}},
+		{"scoring_column as a mapping", func(s string) string {
+			return strings.Replace(s, "scoring_column: Answer", "scoring_column: {a: 1}", 1)
+		}, []string{"scoring_column"}},
+		{"metric as a list", func(s string) string {
+			return strings.Replace(s, "metric:\n  name: Accuracy\n  lower_is_better: false\n  optimal_score: 1.0\n", "metric: [Accuracy]\n", 1)
+		}, []string{"metric"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			src := tc.edit(base)
+			if src == base {
+				t.Fatal("edit did not apply")
+			}
+			_, err := ParseMeta([]byte(src))
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("want a ValidationError, got %v", err)
+			}
+			var got []string
+			for _, f := range ve.Fields {
+				got = append(got, f.Field)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("fields %q, want %q:\n%v", got, tc.want, err)
+			}
+		})
+	}
+}
