@@ -120,3 +120,28 @@ func TestPermuteCSVDeterministic(t *testing.T) {
 		t.Error("permuted a single row")
 	}
 }
+
+// A permuted gold is compared with the gold's own score: when the gold misses the optimum,
+// a permuted copy identical to it is not "strictly worse".
+func TestCheckPermutedComparedWithGold(t *testing.T) {
+	dir := svampBundle(t, func(b []byte) []byte {
+		lines := strings.Split(string(b), "\n")
+		lines[1] = "99999"
+		return []byte(strings.Join(lines, "\n"))
+	})
+	gold, _ := os.ReadFile(filepath.Join(dir, "source", "gold_submission.csv"))
+	os.WriteFile(filepath.Join(dir, "source", "gold_submission_permuted_9.csv"), gold, 0o644)
+	r := Check(dir, CheckOptions{Score: scoreCSV})
+	if r.OK || r.Gold == nil {
+		t.Fatalf("want a failure, got %+v", r)
+	}
+	for _, p := range r.Gold.Permuted {
+		if p.Source == "source/gold_submission_permuted_9.csv" {
+			if p.OK || p.Score == nil || *p.Score != *r.Gold.Score {
+				t.Errorf("copy of the gold: score %v ok %v (gold %v)", p.Score, p.OK, *r.Gold.Score)
+			}
+			return
+		}
+	}
+	t.Fatalf("permuted_9 not checked: %+v", r.Gold.Permuted)
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	mdag "github.com/ipfs/boxo/ipld/merkledag"
 	uio "github.com/ipfs/boxo/ipld/unixfs/io"
@@ -36,19 +35,13 @@ func Inspect(ctx context.Context, p string) (*Info, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := Pack(ctx, p, NewHashOnlyDAG(), PackOptions{Unchecked: true})
+		// The size is what Pack read — the bytes the CID covers, which a CAR of it would
+		// declare — so hidden files that pack skips are not counted.
+		var size int64
+		c, err := Pack(ctx, p, NewHashOnlyDAG(), PackOptions{Unchecked: true, Progress: func(n int64) { size = n }})
 		if err != nil {
 			return nil, err
 		}
-		var size int64
-		filepath.WalkDir(p, func(_ string, d os.DirEntry, err error) error {
-			if err == nil && d.Type().IsRegular() {
-				if i, err := d.Info(); err == nil {
-					size += i.Size()
-				}
-			}
-			return nil
-		})
 		return &Info{CID: c.String(), Source: "folder", Path: p, Size: size, Meta: b.Meta}, nil
 	}
 	ng, root, closeFn, err := OpenCAR(p)
