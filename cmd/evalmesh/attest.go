@@ -3,12 +3,15 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/internal/home"
 )
 
 func init() { register(newAttestCmd) }
@@ -39,7 +42,9 @@ func newAttestSignCmd(g *globals) *cobra.Command {
 the node's identity key, and print the DSSE envelope. The node certificate (--cert, default
 HOME/node-cert.json when present) travels inside the envelope, so verifiers need only a
 trust file. Without a certificate the envelope verifies only where the node's key is
-trusted directly. The envelope's ID (its CID) is printed on stderr.
+trusted directly. The envelope's ID (the CID of its bytes) is printed on stderr; the bytes
+are written exactly, with no trailing newline (except on a terminal), so the file's CID is
+that ID.
 
 Example:
   evalmesh attest sign --home ~/.evalmesh --cert node-cert.json statement.json > env.json`,
@@ -74,13 +79,33 @@ Example:
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
+			if err := emitEnvelope(cmd.OutOrStdout(), out, env); err != nil {
+				return err
+			}
 			fmt.Fprintln(cmd.ErrOrStderr(), "id", id)
-			return labEmitSigned(cmd, out, env)
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&certPath, "cert", "", "node certificate from `evalmesh lab certify` (default HOME/node-cert.json if present)")
 	cmd.Flags().StringVar(&out, "out", "", "write the envelope to this file instead of stdout")
 	return cmd
+}
+
+// emitEnvelope writes the envelope bytes exactly: its ID is the CID of these bytes, so a
+// trailing newline would give the saved file another ID than the one printed. Only a
+// terminal gets a newline (nothing is saved there).
+func emitEnvelope(w io.Writer, out string, env []byte) error {
+	if out != "" {
+		return home.WriteFileAtomic(out, env, 0o644)
+	}
+	if _, err := w.Write(env); err != nil {
+		return err
+	}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		_, err := io.WriteString(w, "\n")
+		return err
+	}
+	return nil
 }
 
 type verifyOutput struct {

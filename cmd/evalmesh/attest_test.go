@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +13,7 @@ import (
 	"time"
 
 	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/internal/home"
 )
 
 // labFlow sets up a lab, a certified node home and a trust file in a temp dir.
@@ -200,4 +205,134 @@ func TestTrustAddValidates(t *testing.T) {
 	if _, err := os.Stat(tp); err == nil {
 		t.Error("a failed trust add wrote the file")
 	}
+}
+
+// handSign signs arbitrary statement bytes with the home's key and the home's certificate,
+// independently of package attest (crypto/ed25519 over a hand-built PAE): `attest sign`
+// refuses malformed statements, but a peer may still receive them.
+func (f *labFlow) handSign(t *testing.T, statement string) []byte {
+	t.Helper()
+	h, err := home.Resolve(f.home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := h.Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := key.Raw()
+	cert, err := os.ReadFile(filepath.Join(f.home, "node-cert.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pt = "application/vnd.in-toto+json"
+	pae := fmt.Sprintf("DSSEv1 %d %s %d %s", len(pt), pt, len(statement), statement)
+	sig := ed25519.Sign(ed25519.PrivateKey(raw), []byte(pae))
+	env, err := json.Marshal(map[string]any{
+		"payloadType": pt, "payload": base64.StdEncoding.EncodeToString([]byte(statement)),
+		"signatures": []any{map[string]any{"keyid": f.peerID, "sig": base64.StdEncoding.EncodeToString(sig),
+			"extension": map[string]any{"kind": attest.CertExtensionKind, "ext": json.RawMessage(bytes.TrimSpace(cert))}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// The ID `attest sign` prints is the CID of the bytes it writes (no trailing newline), and
+// the one `attest verify` reports for the saved file.
+func TestSignPrintsTheIDOfTheBytesItWrites(t *testing.T) {
+	f := newLabFlow(t)
+	var info attest.LabInfo
+	b, _ := os.ReadFile(filepath.Join(f.lab, attest.LabInfoFile))
+	json.Unmarshal(b, &info)
+	stPath := f.write(t, "st.json", runStatement(t, f.peerID, info.ID))
+
+	code, stdout, stderr := cliRun(t, "attest", "sign", "--home", f.home, stPath)
+	if code != 0 {
+		t.Fatalf("sign: %d %s", code, stderr)
+	}
+	printed := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(stderr), "id "))
+	if got := attest.EnvelopeID([]byte(stdout)); got != printed {
+		t.Fatalf("sign printed id %s, but the CID of its output is %s (output ends %q)", printed, got, stdout[len(stdout)-3:])
+	}
+	outPath := filepath.Join(f.dir, "env.json")
+	mustCLI(t, "attest", "sign", "--home", f.home, stPath, "--out", outPath)
+	saved, _ := os.ReadFile(outPath)
+	if attest.EnvelopeID(saved) != printed {
+		t.Fatalf("--out file has ID %s, want %s", attest.EnvelopeID(saved), printed)
+	}
+	var res struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal([]byte(mustCLI(t, "attest", "verify", "--trust", f.trust, outPath, "--at", "2026-01-10T00:00:00Z", "--json")), &res)
+	if res.ID != printed {
+		t.Fatalf("verify reports id %s, sign printed %s", res.ID, printed)
+	}
+}
+
+// What a peer may receive but `attest sign` would not make: each refused with exit 1 and one
+// line naming the reason; a foreign predicate type verifies but does not count; the URL-safe
+// base64 alphabet is accepted.
+func TestVerifyCLIStatementsFromElsewhere(t *testing.T) {
+	f := newLabFlow(t)
+	var info attest.LabInfo
+	b, _ := os.ReadFile(filepath.Join(f.lab, attest.LabInfoFile))
+	json.Unmarshal(b, &info)
+	at := "2026-01-10T00:00:00Z"
+	good := runStatement(t, f.peerID, info.ID)
+
+	// The independent signer's good envelope verifies: the test's signer is right.
+	mustCLI(t, "attest", "verify", "--trust", f.trust, "--at", at, f.write(t, "good.json", string(f.handSign(t, good))))
+
+	for _, c := range []struct {
+		name, statement string
+		reason          attest.Reason
+	}{
+		{"malformed statement", strings.Replace(good, attest.StatementTypeV1, "https://in-toto.io/Statement/v0.1", 1), attest.ReasonMalformedStatement},
+		{"not json", `{"_type":`, attest.ReasonMalformedStatement},
+		{"malformed predicate", strings.Replace(good, `"metric":"accuracy"`, `"metric":""`, 1), attest.ReasonMalformedPredicate},
+		{"predicate of wrong shape", strings.Replace(good, `"seed":0`, `"seed":"zero"`, 1), attest.ReasonMalformedPredicate},
+	} {
+		if c.statement == good {
+			t.Fatalf("%s: the edit did not apply", c.name)
+		}
+		p := f.write(t, strings.ReplaceAll(c.name, " ", "_")+".json", string(f.handSign(t, c.statement)))
+		code, stdout, stderr := cliRun(t, "attest", "verify", "--trust", f.trust, "--at", at, p)
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		if code != 1 || stdout != "" || len(lines) != 1 || !strings.Contains(lines[0], string(c.reason)) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 1 and one line with %q", c.name, code, stdout, stderr, c.reason)
+		}
+	}
+
+	other := `{"_type":"https://in-toto.io/Statement/v1","subject":[{"name":"x","digest":{"sha256":"` + strings.Repeat("cd", 32) + `"}}],"predicateType":"https://slsa.dev/provenance/v1","predicate":{"buildDefinition":{}}}`
+	op := f.write(t, "other.json", string(f.handSign(t, other)))
+	text := mustCLI(t, "attest", "verify", "--trust", f.trust, "--at", at, op)
+	if !strings.Contains(text, "does not count for the ledger") {
+		t.Errorf("foreign predicate: %q does not say it does not count", text)
+	}
+	var res struct {
+		OK     bool `json:"ok"`
+		Counts bool `json:"counts"`
+	}
+	json.Unmarshal([]byte(mustCLI(t, "attest", "verify", "--trust", f.trust, "--at", at, "--json", op)), &res)
+	if !res.OK || res.Counts {
+		t.Errorf("foreign predicate --json: %+v, want ok and not counting", res)
+	}
+
+	// URL-safe, unpadded: the same signature, another alphabet.
+	var m map[string]any
+	json.Unmarshal(f.handSign(t, good), &m)
+	url := func(s string) string {
+		d, _ := base64.StdEncoding.DecodeString(s)
+		return base64.RawURLEncoding.EncodeToString(d)
+	}
+	m["payload"] = url(m["payload"].(string))
+	s0 := m["signatures"].([]any)[0].(map[string]any)
+	s0["sig"] = url(s0["sig"].(string))
+	ub, _ := json.Marshal(m)
+	if !strings.ContainsAny(string(ub), "-_") {
+		t.Log("URL-safe encoding happens to use no - or _ here")
+	}
+	mustCLI(t, "attest", "verify", "--trust", f.trust, "--at", at, f.write(t, "url.json", string(ub)))
 }
