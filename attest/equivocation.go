@@ -2,7 +2,6 @@ package attest
 
 import (
 	"cmp"
-	"encoding/json"
 	"slices"
 )
 
@@ -14,14 +13,17 @@ type AgreeFunc func(metric string, a, b float64) bool
 // attestations for the same slot with different submissions. Both envelopes are kept so
 // anyone can re-verify the proof; neither run counts.
 type Evidence struct {
-	Slot        Slot            `json:"slot"`
-	Principal   string          `json:"principal"`
-	A           string          `json:"a"` // envelope IDs, A < B
-	B           string          `json:"b"`
-	SubmissionA string          `json:"submission_a"` // sha256 of each submission ("" for none)
-	SubmissionB string          `json:"submission_b"`
-	EnvelopeA   json.RawMessage `json:"envelope_a"` // the envelopes as received (verified JSON)
-	EnvelopeB   json.RawMessage `json:"envelope_b"`
+	Slot        Slot   `json:"slot"`
+	Principal   string `json:"principal"`
+	A           string `json:"a"` // envelope IDs, A < B
+	B           string `json:"b"`
+	SubmissionA string `json:"submission_a"` // sha256 of each submission ("" for none)
+	SubmissionB string `json:"submission_b"`
+	// The envelopes exactly as received. In JSON they are base64 strings, not embedded
+	// objects: encoding/json compacts (and HTML-escapes) embedded JSON, which would give a
+	// pretty-printed envelope another ID than A or B; base64 keeps the proof byte-exact.
+	EnvelopeA []byte `json:"envelope_a"`
+	EnvelopeB []byte `json:"envelope_b"`
 }
 
 // Disagreement records a re-score that does not confirm the run it re-checked.

@@ -1,7 +1,9 @@
 package attest
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -155,6 +157,43 @@ func TestReconcileIsOrderIndependent(t *testing.T) {
 			if got.Equivocations[i].A != want.Equivocations[i].A || got.Equivocations[i].B != want.Equivocations[i].B {
 				t.Fatal("evidence order changed")
 			}
+		}
+	}
+}
+
+// Evidence is a proof anyone can re-check after it travels as JSON: the envelopes come back
+// byte for byte, so their IDs are still A and B, even for an envelope that is not compact
+// JSON (pretty-printed by another DSSE tool, or saved with a trailing newline).
+func TestEvidenceSurvivesJSONByteExact(t *testing.T) {
+	f := newFixture(t)
+	a, _ := f.signRun(t, 0, "first answer", 0.9)
+	b, _ := f.signRun(t, 0, "second answer", 0.95)
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, b, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	pretty.WriteString("\n")
+	out := Reconcile(mustVerify(t, f, a, pretty.Bytes()), within(0))
+	if len(out.Equivocations) != 1 {
+		t.Fatalf("%d evidence objects, want 1", len(out.Equivocations))
+	}
+	j, err := json.Marshal(out.Equivocations[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Evidence
+	if err := json.Unmarshal(j, &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id  string
+		env []byte
+	}{{back.A, back.EnvelopeA}, {back.B, back.EnvelopeB}} {
+		if got := EnvelopeID(c.env); got != c.id {
+			t.Errorf("evidence envelope's ID after a JSON round trip is %s, want %s", got, c.id)
+		}
+		if v, err := Verify(c.env, f.trust, t0); err != nil || v.ID != c.id {
+			t.Errorf("evidence envelope %s does not re-verify: %v", c.id, err)
 		}
 	}
 }
