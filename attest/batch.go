@@ -37,6 +37,9 @@ func verifyBatch(envelopes [][]byte, digests [][32]byte, trust *TrustStore, now 
 			continue
 		}
 		preps[i] = p
+		if testHookSigCheck != nil {
+			testHookSigCheck()
+		}
 		bv.AddExpandedWithOptions(xk, PAE(PayloadType, p.env.Payload), p.env.Sig, &zip215)
 		idx = append(idx, i)
 	}
@@ -50,38 +53,6 @@ func verifyBatch(envelopes [][]byte, digests [][32]byte, trust *TrustStore, now 
 			continue
 		}
 		results[i], errs[i] = finish(preps[i])
-	}
-	return results, errs
-}
-
-// VerifyBatch is attest.VerifyBatch with memory: remembered envelopes are answered from the
-// cache (trust policy re-applied), the rest are batch-verified and remembered.
-func (c *Cache) VerifyBatch(envelopes [][]byte, trust *TrustStore, now time.Time) ([]*Verified, []error) {
-	results := make([]*Verified, len(envelopes))
-	errs := make([]error, len(envelopes))
-	var miss [][]byte
-	var missKeys [][32]byte
-	var missIdx []int
-	for i, env := range envelopes {
-		key := sumKey(env)
-		if e, ok := c.lru.Get(key); ok {
-			if e.err != nil {
-				errs[i] = e.err
-			} else if err := trust.policy(e.v, now); err != nil {
-				errs[i] = err
-			} else {
-				results[i] = e.v
-			}
-			continue
-		}
-		miss = append(miss, env)
-		missKeys = append(missKeys, key)
-		missIdx = append(missIdx, i)
-	}
-	vs, es := verifyBatch(miss, missKeys, trust, now)
-	for j, i := range missIdx {
-		results[i], errs[i] = vs[j], es[j]
-		c.remember(missKeys[j], vs[j], es[j])
 	}
 	return results, errs
 }

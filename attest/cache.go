@@ -1,6 +1,7 @@
 package attest
 
 import (
+	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -11,14 +12,25 @@ import (
 // and statement checked), or a refusal whose reason is intrinsic (bad signature, malformed
 // ...). The trust policy (lab trusted, certificate window, revocations) is re-applied on
 // every hit, so changing the trust store or the clock never serves a stale verdict.
-// Safe for concurrent use; bounded (least recently used entries go first).
+// Safe for concurrent use: callers asking about the same new bytes at once share one
+// verification (the others wait for it). Bounded (least recently used entries go first).
 type Cache struct {
 	lru *lru.Cache[[32]byte, cacheEntry]
+
+	mu       sync.Mutex
+	inflight map[[32]byte]*pending // envelopes being verified now, by digest
 }
 
 type cacheEntry struct {
 	v   *Verified
 	err error
+}
+
+// pending is one verification in progress; done is closed once v and err are set.
+type pending struct {
+	done chan struct{}
+	v    *Verified
+	err  error
 }
 
 // NewCache returns a cache holding at most size envelopes (size > 0).
@@ -27,24 +39,87 @@ func NewCache(size int) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cache{lru: l}, nil
+	return &Cache{lru: l, inflight: map[[32]byte]*pending{}}, nil
 }
 
 // Verify is attest.Verify with memory.
 func (c *Cache) Verify(envelope []byte, trust *TrustStore, now time.Time) (*Verified, error) {
 	key := sumKey(envelope)
 	if e, ok := c.lru.Get(key); ok {
-		if e.err != nil {
-			return nil, e.err
+		return e.answer(trust, now)
+	}
+	e, own, wait := c.claim(key)
+	switch {
+	case e != nil:
+		return e.answer(trust, now)
+	case wait != nil:
+		if testHookWaiting != nil {
+			testHookWaiting()
 		}
-		if err := trust.policy(e.v, now); err != nil {
-			return nil, err
+		<-wait.done
+		if r, ok := shared(wait); ok {
+			return r.answer(trust, now)
 		}
-		return e.v, nil
+		// Refused for a reason of the other caller's trust store or clock: decide under
+		// ours. Such refusals come before the signature check, so no signature is
+		// checked twice.
+		return verifyDigest(envelope, key, trust, now)
 	}
 	v, err := verifyDigest(envelope, key, trust, now)
-	c.remember(key, v, err)
+	c.settle(key, own, v, err)
 	return v, err
+}
+
+// testHookWaiting, when set (tests only), is called when a Verify caller starts waiting for
+// another's verification of the same bytes.
+var testHookWaiting func()
+
+// claim, under the lock, finds the entry remembered meanwhile, or another caller's
+// verification of the same bytes to wait for, or registers ours (own).
+func (c *Cache) claim(key [32]byte) (e *cacheEntry, own, wait *pending) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.inflight[key]; ok {
+		return nil, nil, p
+	}
+	// A verification may have finished between the caller's Get and the lock.
+	if got, ok := c.lru.Peek(key); ok {
+		return &got, nil, nil
+	}
+	own = &pending{done: make(chan struct{})}
+	c.inflight[key] = own
+	return nil, own, nil
+}
+
+// settle remembers a finished verification and releases those waiting for it. The entry is
+// remembered before it leaves inflight, so a newcomer finds one or the other.
+func (c *Cache) settle(key [32]byte, own *pending, v *Verified, err error) {
+	c.remember(key, v, err)
+	own.v, own.err = v, err
+	c.mu.Lock()
+	delete(c.inflight, key)
+	c.mu.Unlock()
+	close(own.done)
+}
+
+// shared returns another caller's finished verification when it holds for any trust store
+// and clock (accepted, or refused for an intrinsic reason).
+func shared(p *pending) (*cacheEntry, bool) {
+	if p.err == nil || intrinsic(ReasonOf(p.err)) {
+		return &cacheEntry{v: p.v, err: p.err}, true
+	}
+	return nil, false
+}
+
+// answer applies the trust policy to a remembered verdict.
+func (e *cacheEntry) answer(trust *TrustStore, now time.Time) (*Verified, error) {
+	if e.err != nil {
+		return nil, e.err
+	}
+	if err := trust.policy(e.v, now); err != nil {
+		return nil, err
+	}
+	return e.v, nil
 }
 
 func (c *Cache) remember(key [32]byte, v *Verified, err error) {
@@ -54,6 +129,56 @@ func (c *Cache) remember(key [32]byte, v *Verified, err error) {
 	case intrinsic(ReasonOf(err)):
 		c.lru.Add(key, cacheEntry{err: err})
 	}
+}
+
+// VerifyBatch is attest.VerifyBatch with memory: remembered envelopes are answered from the
+// cache (trust policy re-applied), envelopes another caller is verifying now are waited
+// for, and the rest are batch-verified once each (repeats within the batch included) and
+// remembered.
+func (c *Cache) VerifyBatch(envelopes [][]byte, trust *TrustStore, now time.Time) ([]*Verified, []error) {
+	results := make([]*Verified, len(envelopes))
+	errs := make([]error, len(envelopes))
+	keys := make([][32]byte, len(envelopes))
+	var miss [][]byte
+	var missKeys [][32]byte
+	var missOwn []*pending
+	ownIdx := map[int]int{}     // envelope index -> its position in miss
+	waits := map[int]*pending{} // envelope index -> a verification to wait for
+	for i, env := range envelopes {
+		keys[i] = sumKey(env)
+		if e, ok := c.lru.Get(keys[i]); ok {
+			results[i], errs[i] = e.answer(trust, now)
+			continue
+		}
+		e, own, wait := c.claim(keys[i])
+		switch {
+		case e != nil:
+			results[i], errs[i] = e.answer(trust, now)
+		case wait != nil:
+			waits[i] = wait // another caller's, or an earlier repeat in this batch
+		default:
+			ownIdx[i] = len(miss)
+			miss = append(miss, env)
+			missKeys = append(missKeys, keys[i])
+			missOwn = append(missOwn, own)
+		}
+	}
+	vs, es := verifyBatch(miss, missKeys, trust, now)
+	for j := range miss {
+		c.settle(missKeys[j], missOwn[j], vs[j], es[j])
+	}
+	for i, j := range ownIdx {
+		results[i], errs[i] = vs[j], es[j]
+	}
+	for i, p := range waits {
+		<-p.done
+		if r, ok := shared(p); ok {
+			results[i], errs[i] = r.answer(trust, now)
+		} else {
+			results[i], errs[i] = verifyDigest(envelopes[i], keys[i], trust, now)
+		}
+	}
+	return results, errs
 }
 
 // Len is the number of envelopes remembered.

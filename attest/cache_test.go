@@ -1,7 +1,9 @@
 package attest
 
 import (
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -150,4 +152,143 @@ func sigOf(t *testing.T, env []byte) string {
 	var s string
 	mutate(t, env, func(m map[string]any) { s = sig0(m)["sig"].(string) })
 	return s
+}
+
+// countSigChecks counts envelope signature checks (single and batched) until the test ends.
+func countSigChecks(t *testing.T) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	testHookSigCheck = func() { n.Add(1) }
+	t.Cleanup(func() { testHookSigCheck = nil })
+	return &n
+}
+
+// The cache's promise, counted: each distinct envelope's signature is checked once, however
+// often, however (single or batch), by however many goroutines at once it is asked about,
+// and whatever the trust store or clock of the asker.
+func TestCacheChecksEachSignatureOnce(t *testing.T) {
+	f := newFixture(t)
+	var envs [][]byte
+	for i := 0; i < 12; i++ {
+		e, _ := f.signRun(t, i, "s", 0.1)
+		envs = append(envs, e)
+	}
+	bad := mutate(t, envs[0], func(m map[string]any) { sig0(m)["sig"] = sigOf(t, envs[1]) })
+	envs = append(envs, bad)
+	n := countSigChecks(t)
+
+	// Uncached, every call checks again: the counter sees it (the test can fail).
+	Verify(envs[0], f.trust, t0)
+	Verify(envs[0], f.trust, t0)
+	if n.Load() != 2 {
+		t.Fatalf("two plain Verify calls counted %d signature checks, want 2", n.Load())
+	}
+	n.Store(0)
+
+	// Repeats within one batch are checked once.
+	c, _ := NewCache(64)
+	if _, errs := c.VerifyBatch([][]byte{envs[0], envs[1], envs[0], envs[0], bad, bad}, f.trust, t0); errs[2] != nil || ReasonOf(errs[5]) != ReasonBadSignature {
+		t.Fatalf("batch with repeats: %v", errs)
+	}
+	if got := n.Load(); got != 3 {
+		t.Fatalf("a batch of 3 distinct envelopes (6 with repeats) checked %d signatures", got)
+	}
+
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			<-start
+			for round := 0; round < 3; round++ {
+				if g%2 == 0 {
+					// A batch with repeats of its own.
+					c.VerifyBatch(slices.Concat(envs[g:], envs[:g+2]), f.trust, t0)
+				} else {
+					for i := range envs {
+						c.Verify(envs[(i+g)%len(envs)], f.trust, t0)
+					}
+				}
+			}
+		}(g)
+	}
+	close(start)
+	wg.Wait()
+	if got := n.Load(); got != int64(len(envs)) {
+		t.Fatalf("%d signature checks for %d distinct envelopes asked about %d times", got, len(envs), 8*3*len(envs))
+	}
+	// Other trust stores and clocks are answered from memory too (policy re-applied).
+	if _, err := c.Verify(envs[3], NewTrustStore(), t0); ReasonOf(err) != ReasonUnknownLab {
+		t.Fatalf("empty trust store: %v", err)
+	}
+	if _, err := c.Verify(envs[3], f.trust, f.cert.NotAfter); ReasonOf(err) != ReasonCertExpired {
+		t.Fatalf("after expiry: %v", err)
+	}
+	if _, err := c.Verify(bad, f.trust, t0); ReasonOf(err) != ReasonBadSignature {
+		t.Fatalf("remembered bad signature: %v", err)
+	}
+	if got := n.Load(); got != int64(len(envs)) {
+		t.Fatalf("re-asking under another trust store or clock checked %d more signatures", got-int64(len(envs)))
+	}
+}
+
+// Two callers asking about the same new bytes at the same moment share one check: the second
+// waits for the first instead of checking again. The first check is held open until the
+// second caller has either started its own check (the flaw) or started waiting.
+func TestCacheConcurrentCallersShareOneCheck(t *testing.T) {
+	f := newFixture(t)
+	env, _ := f.signRun(t, 0, "s", 0.1)
+	c, _ := NewCache(8)
+
+	var checks atomic.Int64
+	release := make(chan struct{})
+	second := make(chan string, 2)
+	testHookSigCheck = func() {
+		if checks.Add(1) == 1 {
+			<-release // hold the first check open
+		} else {
+			second <- "checked again"
+		}
+	}
+	testHookWaiting = func() { second <- "waiting" }
+	t.Cleanup(func() { testHookSigCheck, testHookWaiting = nil, nil })
+
+	type result struct {
+		v   *Verified
+		err error
+	}
+	res := make(chan result, 2)
+	ask := func() { v, err := c.Verify(env, f.trust, t0); res <- result{v, err} }
+	go ask()
+	waitFor(t, 10*time.Second, func() bool { return checks.Load() == 1 })
+	go ask()
+	select {
+	case what := <-second:
+		if what != "waiting" {
+			t.Errorf("the second caller %s while the first check was in progress", what)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second caller neither checked nor waited")
+	}
+	close(release)
+	a, b := <-res, <-res
+	if a.err != nil || b.err != nil || a.v != b.v {
+		t.Fatalf("results %+v %+v: want one shared acceptance", a, b)
+	}
+	if checks.Load() != 1 {
+		t.Fatalf("%d signature checks, want 1", checks.Load())
+	}
+}
+
+// waitFor polls cond until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s", timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -112,11 +112,19 @@ func verifyDigest(envelope []byte, digest [32]byte, trust *TrustStore, now time.
 	if err != nil {
 		return nil, err
 	}
+	if testHookSigCheck != nil {
+		testHookSigCheck()
+	}
 	if !trust.verifyKey(p.pub, PAE(PayloadType, p.env.Payload), p.env.Sig) {
 		return nil, refuse(ReasonBadSignature, "envelope signature does not verify with node %s's key", p.v.Node)
 	}
 	return finish(p)
 }
+
+// testHookSigCheck, when set (tests only, before any verification starts), is called once
+// per envelope signature checked, single or batched: how the cache's "never twice" is
+// counted.
+var testHookSigCheck func()
 
 // prepared is an envelope decoded and whose signer is resolved, before its signature check.
 type prepared struct {
