@@ -25,7 +25,8 @@ Examples:
   evalmesh gpus --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			src, err := gpu.System(cmd.ErrOrStderr())
+			// No log writer: without NVML the inventory below says CPU-only, once.
+			src, err := gpu.System(nil)
 			if err != nil {
 				return err
 			}

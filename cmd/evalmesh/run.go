@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,8 +24,9 @@ import (
 func init() { register(newRunCmd) }
 
 // nodeRunner builds the runner of a home with the executors this machine can offer: the
-// process executor always, docker when an engine answers (required if it is the one asked
-// for). The daemon's CLI file uses it too.
+// process executor always; docker when it is the one asked for (then an engine must answer),
+// and also when an unfinished run of the home used docker and an engine answers, so that a
+// run recovered by `run --executor process` is re-attached rather than left behind.
 func nodeRunner(h home.Home, executor string, log io.Writer) (*runner.Runner, error) {
 	cfg, err := h.Config()
 	if err != nil {
@@ -39,8 +43,44 @@ func nodeRunner(h home.Home, executor string, log io.Writer) (*runner.Runner, er
 			return nil, err
 		}
 		exs["docker"] = d
+	} else if unfinishedDockerRuns(h) {
+		if d, err := docker.New(docker.Options{}); err == nil {
+			exs["docker"] = d
+		}
 	}
 	return runner.ForHome(h, exs, want, log)
+}
+
+// unfinishedDockerRuns reports whether a run of the home that is not final used docker.
+func unfinishedDockerRuns(h home.Home) bool {
+	runs, _ := runner.ListRuns(h)
+	for _, st := range runs {
+		if !st.Phase.Final() && st.Executor == "docker" {
+			return true
+		}
+	}
+	return false
+}
+
+// recoverRuns recovers the home's unfinished runs (runner.Recover) and says on w what became
+// of each; it returns how many were left unfinished.
+func recoverRuns(ctx context.Context, r *runner.Runner, w io.Writer) (left int, err error) {
+	rec, err := r.Recover(ctx)
+	for _, x := range rec {
+		switch {
+		case x.Err == nil:
+			fmt.Fprintf(w, "recovered run %s: attestation %s\n", x.RunID, x.Outcome.AttestationID)
+		case errors.Is(x.Err, runner.ErrExecutorUnavailable):
+			left++
+			fmt.Fprintf(w, "run %s left as it is: %v\n", x.RunID, x.Err)
+		case ctx.Err() != nil:
+			left++
+			fmt.Fprintf(w, "run %s left as it is (interrupted): its agent keeps running; evalmesh run --recover re-attaches\n", x.RunID)
+		default:
+			fmt.Fprintf(w, "recovered run %s: failed: %v\n", x.RunID, x.Err)
+		}
+	}
+	return left, err
 }
 
 type runOutput struct {
@@ -56,8 +96,9 @@ type runOutput struct {
 func newRunCmd(g *globals) *cobra.Command {
 	var taskDir, agentPath, executor, taskCID string
 	var seed int
+	var recoverOnly bool
 	cmd := &cobra.Command{
-		Use:   "run --task BUNDLE_DIR --agent AGENT.yaml [--seed N] [--executor docker|process]",
+		Use:   "run --task BUNDLE_DIR --agent AGENT.yaml [--seed N] [--executor docker|process] | run --recover",
 		Short: "Run one agent on one task, score it apart from the agent, and sign the attestation",
 		Long: `Run one slot end to end: hold the GPUs the task needs, run the agent with public/ read-only,
 an empty workspace and an output folder (no network unless the agent spec and the lab's
@@ -67,7 +108,17 @@ private/), and write a signed run attestation with the submission and logs, cont
 into the node home. Prints the attestation ID and the score; on a terminal a status line
 shows the phase, the elapsed time and GPU use.
 
-Unfinished runs of an earlier, killed evalmesh in this home are recovered first.
+After a crash: every run's phase is saved in HOME/runs/<run-id>/state.json. If evalmesh was
+killed (SIGKILL, reboot, Ctrl-C) while a run was unfinished, the agent's container keeps
+running and keeps its GPUs. The next evalmesh run on this home recovers such runs alongside
+its own: it re-attaches to an agent that still runs and carries the run to its attestation
+(the command then also waits for that agent), or marks the run failed and frees its GPUs if
+its task is gone. A run is never attested twice. To recover without starting a new run:
+
+  evalmesh run --home HOME --recover
+
+A docker run is recovered only by a process that reaches the Docker engine; until then it is
+left as it is and keeps its GPUs (evalmesh gpus shows which run holds each).
 
 The agent spec format is in docs/agent-spec.md.
 
@@ -83,16 +134,21 @@ Example (no Docker, no GPU):
       --agent solver.yaml --seed 0 --executor process`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if taskDir == "" || agentPath == "" {
-				return fmt.Errorf("run needs --task BUNDLE_DIR and --agent AGENT.yaml (see evalmesh run --help)")
+			if recoverOnly && (taskDir != "" || agentPath != "") {
+				return fmt.Errorf("run --recover starts no new run: drop --task and --agent, or drop --recover")
+			}
+			if !recoverOnly && (taskDir == "" || agentPath == "") {
+				return fmt.Errorf("run needs --task BUNDLE_DIR and --agent AGENT.yaml, or --recover (see evalmesh run --help)")
 			}
 			h, err := g.Home()
 			if err != nil {
 				return err
 			}
-			spec, err := runner.LoadAgentSpec(agentPath)
-			if err != nil {
-				return err
+			var spec *runner.AgentSpec
+			if !recoverOnly {
+				if spec, err = runner.LoadAgentSpec(agentPath); err != nil {
+					return err
+				}
 			}
 			r, err := nodeRunner(h, executor, cmd.ErrOrStderr())
 			if err != nil {
@@ -100,6 +156,19 @@ Example (no Docker, no GPU):
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			status := newStatusLine(cmd.ErrOrStderr())
+			r.Progress = status.update
+			if recoverOnly {
+				left, err := recoverRuns(ctx, r, status)
+				status.done()
+				if err != nil {
+					return err
+				}
+				if left > 0 {
+					return fmt.Errorf("%d run(s) left unfinished (see above)", left)
+				}
+				return nil
+			}
 			if r.Executor == "docker" && spec.Image == "" && spec.ImageTar != "" {
 				if d, ok := r.Executors["docker"].(*docker.Executor); ok {
 					if spec.Image, err = d.LoadImage(ctx, spec.ImageTar); err != nil {
@@ -107,26 +176,24 @@ Example (no Docker, no GPU):
 					}
 				}
 			}
-			status := newStatusLine(cmd.ErrOrStderr())
-			r.Progress = status.update
-			if rec, err := r.Recover(ctx); err != nil {
-				return err
-			} else {
-				for _, x := range rec {
-					if x.Err != nil {
-						fmt.Fprintf(cmd.ErrOrStderr(), "recovered run %s: failed: %v\n", x.RunID, x.Err)
-					} else {
-						fmt.Fprintf(cmd.ErrOrStderr(), "recovered run %s: attestation %s\n", x.RunID, x.Outcome.AttestationID)
-					}
-				}
-			}
+			// Recovery runs alongside the new run, so a re-attached 24-hour agent does not
+			// hold the new one back; this command returns when both are over.
+			recovered := make(chan error, 1)
+			go func() {
+				_, err := recoverRuns(ctx, r, status)
+				recovered <- err
+			}()
 			o, err := r.Run(ctx, runner.Request{TaskDir: taskDir, TaskCID: taskCID, Agent: spec, Seed: seed})
+			rerr := <-recovered
 			status.done()
 			if err != nil {
 				if ctx.Err() != nil {
-					return fmt.Errorf("interrupted: the agent task keeps running; run evalmesh run (or the daemon) on this home again to re-attach: %w", err)
+					return fmt.Errorf("interrupted: the agent task keeps running; evalmesh run --home %s --recover re-attaches to it: %w", h.Dir, err)
 				}
 				return err
+			}
+			if rerr != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "recovering earlier runs: %v\n", rerr)
 			}
 			out := runOutput{RunID: o.RunID, AttestationID: o.AttestationID, Valid: o.Valid, Score: o.Score,
 				Metric: o.Metric, InvalidReason: o.InvalidReason,
@@ -150,15 +217,18 @@ Example (no Docker, no GPU):
 	cmd.Flags().IntVar(&seed, "seed", 0, "seed index of the slot (passed to the agent as EVALMESH_SEED)")
 	cmd.Flags().StringVar(&executor, "executor", "", "docker or process (default: runner.executor in config.yaml)")
 	cmd.Flags().StringVar(&taskCID, "task-cid", "", "the bundle's CID if known (default: computed from the folder)")
+	cmd.Flags().BoolVar(&recoverOnly, "recover", false, "only recover the unfinished runs of an earlier, killed evalmesh (re-attach or fail them), then exit")
 	return cmd
 }
 
 // statusLine redraws one line on a terminal: phase, elapsed time, GPU use. Off a terminal
-// it prints nothing (logs stay clean).
+// it prints nothing (logs stay clean). It is safe for concurrent use (the new run and the
+// recovered ones report at once), and as an io.Writer it prints whole lines above the
+// status line.
 type statusLine struct {
+	mu   sync.Mutex
 	w    io.Writer
 	tty  bool
-	last time.Time
 	drew bool
 }
 
@@ -174,6 +244,8 @@ func (s *statusLine) update(p runner.Progress) {
 	if !s.tty {
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	gpu := "CPU only"
 	if p.GPUUtil >= 0 {
 		gpu = fmt.Sprintf("GPU %3.0f%%", p.GPUUtil)
@@ -183,8 +255,22 @@ func (s *statusLine) update(p runner.Progress) {
 	s.drew = true
 }
 
-func (s *statusLine) done() {
+// Write prints b (whole lines) after clearing the status line.
+func (s *statusLine) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.drew {
 		fmt.Fprint(s.w, "\r\033[K")
+		s.drew = false
+	}
+	return s.w.Write(b)
+}
+
+func (s *statusLine) done() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.drew {
+		fmt.Fprint(s.w, "\r\033[K")
+		s.drew = false
 	}
 }

@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) >= 2 && os.Args[1] == "agent" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	if os.Getenv("EVALMESH_TEST_CLI") == "1" { // a whole evalmesh process, for SIGKILL tests
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	os.Exit(m.Run())
 }
 
@@ -88,8 +91,8 @@ func TestRunCommand(t *testing.T) {
 
 func TestGPUsCommand(t *testing.T) {
 	out, e, code := runE2(t, "gpus", "--json")
-	if code != 0 {
-		t.Fatalf("gpus: %s", e)
+	if code != 0 || e != "" {
+		t.Fatalf("gpus: exit %d, stderr %q (the JSON alone says CPU-only)", code, e)
 	}
 	var inv struct {
 		CPUOnly bool `json:"cpu_only"`
@@ -103,9 +106,9 @@ func TestGPUsCommand(t *testing.T) {
 	if inv.CPUOnly != (len(inv.GPUs) == 0) {
 		t.Fatalf("inventory %s", out)
 	}
-	text, _, _ := runE2(t, "gpus")
-	if inv.CPUOnly && !strings.Contains(text, "CPU-only") {
-		t.Fatalf("text: %s", text)
+	text, errs, _ := runE2(t, "gpus")
+	if inv.CPUOnly && (strings.Count(text+errs, "CPU-only") != 1 || errs != "") {
+		t.Fatalf("CPU-only must be said once, on stdout:\nstdout: %s\nstderr: %s", text, errs)
 	}
 }
 

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/errdefs"
+
+	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
+	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/runner"
+	"github.com/evalmesh/evalmesh/runner/docker"
+	"github.com/evalmesh/evalmesh/runner/executortest"
+)
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// killedRun starts `evalmesh run ARGS` as its own process, waits until its agent task is
+// recorded, SIGKILLs it, and returns the run's ID.
+func killedRun(t *testing.T, h string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"run", "--home", h}, args...)...)
+	cmd.Env = append(os.Environ(), "EVALMESH_TEST_CLI=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	waitFor(t, 60*time.Second, "the killed node's agent task to be recorded", func() bool {
+		runs, _ := runner.ListRuns(home.Home{Dir: h})
+		if len(runs) == 1 && runs[0].Phase == runner.PhaseAgent {
+			id = runs[0].ID
+			return true
+		}
+		return false
+	})
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+		t.Fatalf("evalmesh run ended before it was killed: %s", stderr.String())
+	}
+	return id
+}
+
+func runPhase(t *testing.T, h, id string) runner.Phase {
+	t.Helper()
+	st, err := runner.LoadState(home.Home{Dir: h}, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Phase
+}
+
+func attestations(t *testing.T, h string) int {
+	t.Helper()
+	ents, _ := os.ReadDir(home.Home{Dir: h}.AttestationsDir())
+	return len(ents)
+}
+
+// A new `evalmesh run` recovers a killed one alongside its own run: it does not wait for the
+// re-attached agent before starting, and it attests both, each once.
+func TestRunRecoversAlongsideTheNewRun(t *testing.T) {
+	dir := t.TempDir()
+	h := filepath.Join(dir, "home")
+	if _, e, code := runE2(t, "init", "--home", h); code != 0 {
+		t.Fatal(e)
+	}
+	if _, err := exampletasks.Generate(filepath.Join(dir, "tasks")); err != nil {
+		t.Fatal(err)
+	}
+	task := filepath.Join(dir, "tasks", "arithmetic")
+	// The agent runs while the hold file exists (removing the test's folder also ends it).
+	hold := filepath.Join(dir, "hold")
+	os.WriteFile(hold, nil, 0o644)
+	gated := filepath.Join(dir, "gated.yaml")
+	os.WriteFile(gated, []byte("name: gated\nversion: \"1\"\ncommand: [/bin/sh, -c, 'while [ -e "+hold+" ]; do sleep 0.05; done']\n"), 0o644)
+	solver := filepath.Join(dir, "solver.yaml")
+	os.WriteFile(solver, []byte("name: solver\nversion: \"1.0.0\"\ncommand: [evalmesh, agent, solver]\n"), 0o644)
+
+	old := killedRun(t, h, "--task", task, "--agent", gated, "--executor", "process")
+
+	type result struct {
+		out, errs string
+		code      int
+	}
+	done := make(chan result, 1)
+	go func() {
+		o, e, c := runE2(t, "run", "--home", h, "--task", task, "--agent", solver, "--executor", "process")
+		done <- result{o, e, c}
+	}()
+	// The new run is attested while the recovered agent still waits at its gate.
+	waitFor(t, 60*time.Second, "the new run's attestation while the recovered agent still runs", func() bool {
+		return attestations(t, h) == 1
+	})
+	if p := runPhase(t, h, old); p != runner.PhaseAgent {
+		t.Fatalf("recovered run in phase %s before its agent ended", p)
+	}
+	os.Remove(hold)
+	res := <-done
+	if res.code != 0 || !strings.Contains(res.out, "score       Accuracy = 1") {
+		t.Fatalf("run: %d\n%s\n%s", res.code, res.out, res.errs)
+	}
+	if !strings.Contains(res.errs, "recovered run "+old+": attestation bafkrei") {
+		t.Fatalf("stderr does not report the recovered run:\n%s", res.errs)
+	}
+	if p := runPhase(t, h, old); p != runner.PhaseDone {
+		t.Fatalf("recovered run in phase %s", p)
+	}
+	if n := attestations(t, h); n != 2 {
+		t.Fatalf("%d attestations, want 2 (one per run)", n)
+	}
+	// Nothing is left to recover.
+	if _, e, code := runE2(t, "run", "--home", h, "--recover"); code != 0 || e != "" {
+		t.Fatalf("second recovery: %d %q", code, e)
+	}
+}
+
+// A docker run killed mid-run and recovered by `evalmesh run --recover --executor process`
+// (a lab that usually runs the process executor) is re-attached through the engine, not
+// failed while its container runs on.
+func TestRunRecoverDockerRunFromProcessExecutor(t *testing.T) {
+	cli := executortest.DockerClient(t)
+	insp, err := cli.ImageInspect(context.Background(), executortest.Image(t, cli))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	h := filepath.Join(dir, "home")
+	if _, e, code := runE2(t, "init", "--home", h); code != 0 {
+		t.Fatal(e)
+	}
+	if _, err := exampletasks.Generate(filepath.Join(dir, "tasks")); err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(dir, "sleeper.yaml")
+	os.WriteFile(spec, []byte("name: sleeper\nversion: \"1\"\nimage: "+insp.ID+"\ncommand: [/agent, sleep, 3s]\n"), 0o644)
+	id := killedRun(t, h, "--task", filepath.Join(dir, "tasks", "arithmetic"), "--agent", spec, "--executor", "docker")
+	name := docker.ContainerName(id + "-agent")
+	if c, err := cli.ContainerInspect(context.Background(), name); err != nil || !c.State.Running {
+		t.Fatalf("agent container after SIGKILL: %v", err)
+	}
+
+	out, e, code := runE2(t, "run", "--home", h, "--recover", "--executor", "process")
+	if code != 0 || !strings.Contains(e, "recovered run "+id+": attestation bafkrei") {
+		t.Fatalf("run --recover: %d\n%s\n%s", code, out, e)
+	}
+	if p := runPhase(t, h, id); p != runner.PhaseDone {
+		t.Fatalf("phase %s", p)
+	}
+	if _, err := cli.ContainerInspect(context.Background(), name); !errdefs.IsNotFound(err) {
+		t.Fatalf("agent container still there after recovery: %v", err)
+	}
+	if n := attestations(t, h); n != 1 {
+		t.Fatalf("%d attestations", n)
+	}
+	if _, e, code := runE2(t, "run", "--home", h, "--recover", "--task", "x"); code == 0 || !strings.Contains(e, "starts no new run") {
+		t.Fatalf("--recover with --task: %d %s", code, e)
+	}
+}
