@@ -19,7 +19,7 @@ func binomial(rng *rand.Rand, n int64, p float64) int64 {
 	case p > 0.5:
 		return n - binomial(rng, n, 1-p)
 	}
-	if float64(n)*p < 10 {
+	if float64(n)*p < 10 { // a product compared, not added: nothing to fuse
 		return binomialInversion(rng, n, p)
 	}
 	return binomialBTRS(rng, n, p)
@@ -29,8 +29,8 @@ func binomialInversion(rng *rand.Rand, n int64, p float64) int64 {
 	q := 1 - p
 	s := p / q
 	a := float64(n+1) * s
-	r0 := math.Exp(float64(n) * math.Log1p(-p))
-	bound := min(float64(n), float64(n)*p+10*math.Sqrt(float64(n)*p*q+1))
+	r0 := dexp(float64(n) * dlog1p(-p))
+	bound := min(float64(n), float64(float64(n)*p)+float64(10*math.Sqrt(float64(float64(n)*p*q)+1)))
 	for {
 		r := r0
 		u := rng.Float64()
@@ -41,7 +41,7 @@ func binomialInversion(rng *rand.Rand, n int64, p float64) int64 {
 			if float64(x) > bound {
 				break
 			}
-			r *= a/float64(x) - s
+			r = float64(r * (a/float64(x) - s))
 		}
 		if float64(x) <= bound {
 			return x
@@ -52,28 +52,28 @@ func binomialInversion(rng *rand.Rand, n int64, p float64) int64 {
 func binomialBTRS(rng *rand.Rand, n int64, p float64) int64 {
 	N := float64(n)
 	spq := math.Sqrt(N * p * (1 - p))
-	b := 1.15 + 2.53*spq
-	a := -0.0873 + 0.0248*b + 0.01*p
-	c := N*p + 0.5
+	b := 1.15 + float64(2.53*spq)
+	a := -0.0873 + float64(0.0248*b) + float64(0.01*p)
+	c := float64(N*p) + 0.5
 	vr := 0.92 - 4.2/b
 	r := p / (1 - p)
-	alpha := (2.83 + 5.1/b) * spq
-	m := math.Floor((N + 1) * p)
+	alpha := float64((2.83 + 5.1/b) * spq)
+	m := math.Floor(float64((N + 1) * p))
 	for {
-		u := rng.Float64() - 0.5
+		u := float64(rng.Float64()) - 0.5 // Float64 is a product by 2⁻⁵³ (exact, but keep the package FMA-free)
 		v := rng.Float64()
 		us := 0.5 - math.Abs(u)
-		k := math.Floor((2*a/us+b)*u + c)
+		k := math.Floor(float64((float64(2*a)/us+b)*u) + c)
 		if k < 0 || k > N {
 			continue
 		}
 		if us >= 0.07 && v <= vr {
 			return int64(k)
 		}
-		v = math.Log(v * alpha / (a/(us*us) + b))
-		upper := (m+0.5)*math.Log((m+1)/(r*(N-m+1))) +
-			(N+1)*math.Log((N-m+1)/(N-k+1)) +
-			(k+0.5)*math.Log(r*(N-k+1)/(k+1)) +
+		v = dlog(float64(v*alpha) / (a/float64(us*us) + b))
+		upper := float64((m+0.5)*dlog((m+1)/float64(r*(N-m+1)))) +
+			float64((N+1)*dlog((N-m+1)/(N-k+1))) +
+			float64((k+0.5)*dlog(float64(r*(N-k+1))/(k+1))) +
 			stirlingTail(m) + stirlingTail(N-m) - stirlingTail(k) - stirlingTail(N-k)
 		if v <= upper {
 			return int64(k)
@@ -87,7 +87,7 @@ func stirlingTail(k float64) float64 {
 	if k < 10 {
 		return stirlingTable[int(k)]
 	}
-	kp1sq := (k + 1) * (k + 1)
+	kp1sq := float64((k + 1) * (k + 1))
 	return (1.0/12 - (1.0/360-1.0/1260/kp1sq)/kp1sq) / (k + 1)
 }
 

@@ -39,7 +39,11 @@
 // needed it in "elo_bootstrap_regularised". The fit never fails: Newton first, Hunter's
 // MM if Newton's Hessian is numerically singular.
 //
-// Cross-platform note: results are bit-identical for the same build on amd64. Go may fuse
-// multiply-adds on arm64/ppc64le/s390x, which can move the last bits of a float before the
-// 9-digit rounding; networks mixing architectures should compare roots with that in mind.
+// Cross-architecture: the ledger is bit-identical on every architecture, not just after
+// the 9-digit rounding. Go may fuse x*y+z into one FMA on arm64, ppc64le, s390x, riscv64
+// and loong64 and package math's Exp/Log are assembly on some of them, so the numeric
+// path uses portable dlog/dexp/dlog1p and its own Cholesky (detmath.go) and wraps every
+// product that feeds a sum in float64(), which the spec says blocks fusion. Keep it so:
+// bench/crossarch.sh checks the compiler output has no fused multiply-add and runs the
+// golden-root tests under qemu for arm64, ppc64le and s390x.
 package scoring

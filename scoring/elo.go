@@ -5,8 +5,6 @@ import (
 	"errors"
 	"math"
 	"slices"
-
-	"gonum.org/v1/gonum/mat"
 )
 
 // Games holds the seed-vs-seed games between P players, aggregated: Wins[i*P+j] is how
@@ -133,7 +131,7 @@ func weights(g *Games, eps float64) []float64 {
 				continue
 			}
 			t := g.Ties[min(i, j)*P+max(i, j)]
-			c[i*P+j] = 2*float64(g.Wins[i*P+j]) + float64(t) + eps
+			c[i*P+j] = float64(2*float64(g.Wins[i*P+j])) + float64(t) + eps
 		}
 	}
 	return c
@@ -239,16 +237,16 @@ func fitRobust(c []float64, P int, start []float64) []float64 {
 // logSigmoid is log(1/(1+e^−x)) without overflow.
 func logSigmoid(x float64) float64 {
 	if x >= 0 {
-		return -math.Log1p(math.Exp(-x))
+		return -dlog1p(dexp(-x))
 	}
-	return x - math.Log1p(math.Exp(x))
+	return x - dlog1p(dexp(x))
 }
 
 func sigmoid(x float64) float64 {
 	if x >= 0 {
-		return 1 / (1 + math.Exp(-x))
+		return 1 / (1 + dexp(-x))
 	}
-	e := math.Exp(x)
+	e := dexp(x)
 	return e / (1 + e)
 }
 
@@ -259,7 +257,7 @@ func LogLikelihood(c []float64, theta []float64) float64 {
 	for i := 0; i < P; i++ {
 		for j := 0; j < P; j++ {
 			if i != j && c[i*P+j] != 0 {
-				ll += c[i*P+j] * logSigmoid(theta[i]-theta[j])
+				ll += float64(c[i*P+j] * logSigmoid(theta[i]-theta[j]))
 			}
 		}
 	}
@@ -278,7 +276,7 @@ func Gradient(c []float64, theta []float64) []float64 {
 			if n == 0 {
 				continue
 			}
-			v := cij - n*sigmoid(theta[i]-theta[j])
+			v := cij - float64(n*sigmoid(theta[i]-theta[j]))
 			g[i] += v
 			g[j] -= v
 		}
@@ -307,17 +305,18 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 		return theta, nil
 	}
 	tol := 1e-11 * total
-	A := mat.NewSymDense(P, nil)
-	var chol mat.Cholesky
-	gv := mat.NewVecDense(P, nil)
-	dv := mat.NewVecDense(P, nil)
+	// The Hessian system is factored by cholesky (detmath.go), not gonum: gonum's BLAS is
+	// assembly on amd64 and fused elsewhere, which would let the architecture reach the
+	// ledger's bits.
+	data := make([]float64, P*P)
+	d := make([]float64, P)
 	next := make([]float64, P)
 	for iter := 0; iter < 500; iter++ {
 		g := Gradient(c, theta)
 		if maxAbs(g) <= tol {
 			return theta, nil
 		}
-		data := A.RawSymmetric().Data
+		// Lower triangle of L + 11ᵀ, row-major.
 		for i := range data {
 			data[i] = 1
 		}
@@ -328,22 +327,16 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 					continue
 				}
 				p := sigmoid(theta[i] - theta[j])
-				w := n * p * (1 - p)
-				data[i*P+j] -= w
+				w := float64(n * p * (1 - p))
+				data[j*P+i] -= w
 				data[i*P+i] += w
 				data[j*P+j] += w
 			}
 		}
-		if ok := chol.Factorize(A); !ok {
+		if ok := cholesky(data, P); !ok {
 			return theta, errors.New("scoring: Bradley–Terry Hessian is singular (comparison graph not connected)")
 		}
-		for i := range g {
-			gv.SetVec(i, g[i])
-		}
-		if err := chol.SolveVecTo(dv, gv); err != nil {
-			return theta, err
-		}
-		d := dv.RawVector().Data
+		choleskySolve(data, P, g, d)
 		dmax := maxAbs(d)
 		step := 1.0
 		// Far from the optimum a full Newton step can overshoot (ratings can be tens of
@@ -357,7 +350,7 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 			ll := LogLikelihood(c, theta)
 			for k := 0; k < 30; k++ {
 				for i := range theta {
-					next[i] = theta[i] + step*d[i]
+					next[i] = theta[i] + float64(step*d[i])
 				}
 				if LogLikelihood(c, next) >= ll {
 					break
@@ -366,7 +359,7 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 			}
 		}
 		for i := range theta {
-			theta[i] += step * d[i]
+			theta[i] += float64(step * d[i])
 		}
 		center(theta)
 		if step*dmax < 1e-11 {
@@ -392,7 +385,7 @@ func fitMM(c []float64, P int, start []float64, maxIter int) []float64 {
 	for i := range gamma {
 		gamma[i] = 1
 		if start != nil {
-			gamma[i] = math.Exp(start[i])
+			gamma[i] = dexp(start[i])
 		}
 	}
 	W := make([]float64, P)
@@ -423,12 +416,12 @@ func fitMM(c []float64, P int, start []float64, maxIter int) []float64 {
 		// Fix the scale by the geometric mean, matching Σθ = 0.
 		var lg float64
 		for _, v := range next {
-			lg += math.Log(v)
+			lg += dlog(v)
 		}
-		s := math.Exp(lg / float64(P))
+		s := dexp(lg / float64(P))
 		for i := range next {
 			next[i] /= s
-			change = math.Max(change, math.Abs(math.Log(next[i]/gamma[i])))
+			change = math.Max(change, math.Abs(dlog(next[i]/gamma[i])))
 		}
 		copy(gamma, next)
 		if change < 1e-13 {
@@ -437,7 +430,7 @@ func fitMM(c []float64, P int, start []float64, maxIter int) []float64 {
 	}
 	theta := make([]float64, P)
 	for i, v := range gamma {
-		theta[i] = math.Log(v)
+		theta[i] = dlog(v)
 	}
 	center(theta)
 	return theta
@@ -451,7 +444,7 @@ func ToElo(theta []float64) []float64 {
 	r := make([]float64, len(theta))
 	var m float64
 	for i, t := range theta {
-		r[i] = EloScale * t
+		r[i] = float64(EloScale * t)
 		m += r[i]
 	}
 	if len(r) > 0 {

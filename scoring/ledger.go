@@ -668,13 +668,13 @@ func quantile(v []float64, q float64) float64 {
 	if len(v) == 0 {
 		return math.NaN()
 	}
-	pos := q * float64(len(v)-1)
+	pos := float64(q * float64(len(v)-1)) // float64(): no fused multiply-add below
 	lo := int(math.Floor(pos))
 	hi := int(math.Ceil(pos))
 	if lo == hi {
 		return v[lo]
 	}
-	return v[lo] + (v[hi]-v[lo])*(pos-float64(lo))
+	return v[lo] + float64((v[hi]-v[lo])*(pos-float64(lo)))
 }
 
 // round9 rounds to 9 significant digits (DESIGN §7) and folds −0 and non-finite values

@@ -146,7 +146,7 @@ func ranks(v []float64) []float64 {
 		for j+1 < len(idx) && v[idx[j+1]] == v[idx[i]] {
 			j++
 		}
-		avg := float64(i+j)/2 + 1
+		avg := float64(float64(i+j)/2) + 1
 		for k := i; k <= j; k++ {
 			r[idx[k]] = avg
 		}
@@ -167,9 +167,10 @@ func pearson(x, y []float64) float64 {
 	var sxy, sxx, syy float64
 	for i := range x {
 		dx, dy := x[i]-mx, y[i]-my
-		sxy += dx * dy
-		sxx += dx * dx
-		syy += dy * dy
+		// float64(): no fused multiply-add, so every architecture gets the same bits.
+		sxy += float64(dx * dy)
+		sxx += float64(dx * dx)
+		syy += float64(dy * dy)
 	}
 	if sxx == 0 || syy == 0 {
 		return math.NaN()

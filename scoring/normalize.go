@@ -14,7 +14,7 @@ func Phi(s float64, lowerIsBetter bool) float64 {
 	if d == 0 {
 		d = math.Abs(0.999 - opt)
 	}
-	return -math.Log10(d)
+	return -dlog10(d)
 }
 
 // NormalizedScore is AIRS-Bench's per-run normalized score
@@ -77,5 +77,7 @@ func Tie(a, b float64) bool {
 	if n > m {
 		m = n
 	}
-	return math.Abs(a-b) <= 1e-6+1e-5*m
+	// float64(): without it arm64 & co. may fuse this into one FMA, and a score pair
+	// right at the boundary would tie on one architecture and not on another.
+	return math.Abs(a-b) <= 1e-6+float64(1e-5*m)
 }

@@ -1,0 +1,5 @@
+package scoring
+
+import "runtime"
+
+func archName() string { return runtime.GOOS + "/" + runtime.GOARCH }
