@@ -165,7 +165,7 @@ func prepare(envelope []byte, digest [32]byte, trust *TrustStore, now time.Time)
 		}
 		k, ok := trust.nodes[env.KeyID]
 		if !ok {
-			return nil, refuse(ReasonUnknownNode, "envelope has no node certificate and node %s is not trusted directly (add a lab certificate, or `evalmesh trust add --key`)", env.KeyID)
+			return nil, refuse(ReasonUnknownNode, "envelope has no node certificate and node %s is not trusted directly (add a lab certificate, or `evalmesh trust add --node-key BASE64 --name NAME`)", env.KeyID)
 		}
 		pub, v.Node = k, env.KeyID
 	}

@@ -167,6 +167,10 @@ func TestSignWithoutCertificateNeedsDirectTrust(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, string(attest.ReasonUnknownNode)) {
 		t.Fatalf("uncertified node: %d %q", code, stderr)
 	}
+	// The refusal names the command that fixes it (--key would add a lab key instead).
+	if !strings.Contains(stderr, "evalmesh trust add --node-key") {
+		t.Fatalf("unknown node refusal %q does not point at `trust add --node-key`", stderr)
+	}
 	var id struct {
 		PublicKey string `json:"public_key"`
 	}
