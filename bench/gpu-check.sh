@@ -1,44 +1,96 @@
 #!/usr/bin/env bash
-# GPU check for a machine with an NVIDIA GPU: build evalmesh (cgo, for NVML), print the GPU
-# inventory as JSON, read every GPU's total-energy counter twice (with a short CUDA-free load
-# in between: the counter must not go backwards, and it advances even at idle), and run one
-# example slot on the process executor with a GPU-requiring copy of a task so the attestation
-# carries the GPU model, hashed UUID and energy. Prints one section per step; exits non-zero
-# on the first failure. Set EVALMESH_BIN to a prebuilt binary where Go is not installed.
+# GPU check for a machine with an NVIDIA GPU, self-contained: from the repository root it
+#   1. builds evalmesh (cgo, for NVML) — or takes EVALMESH_BIN, a binary built elsewhere;
+#   2. prints `evalmesh gpus --json` (exits 2 with the reason if NVML shows no GPU);
+#   3. reads every GPU's total-energy counter twice, 2 s apart, and prints the delta (exits 3
+#      if a counter cannot be read, goes backwards or does not advance: even an idle H200
+#      draws tens of watts);
+#   4. runs one example slot holding one GPU (process executor) and prints the attestation's
+#      predicate: GPU model, hashed UUID, GPU-seconds, energy.
+# Every step has its own time bound; the whole script takes well under 3 minutes once Go's
+# module cache is warm (a cold build downloads modules: no network, no build — build on a
+# machine that has both and pass EVALMESH_BIN=/path/to/evalmesh).
+#
+#   bench/gpu-check.sh                      # OUT=$(mktemp -d) keeps the binary, home, JSON
+#   EVALMESH_BIN=./em OUT=/tmp/gc bench/gpu-check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CGO_CFLAGS=-Wno-deprecated-declarations
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
+fail() { code=$1; shift; echo "FAIL: $*" >&2; exit "$code"; }
+t0=$(date +%s)
+
 echo "== build"
 if [ -n "${EVALMESH_BIN:-}" ]; then
-  # A binary built elsewhere (with cgo, e.g. `go build -o evalmesh ./cmd/evalmesh`), for a
-  # machine without Go.
+  [ -x "$EVALMESH_BIN" ] || fail 1 "EVALMESH_BIN=$EVALMESH_BIN is not an executable file"
   cp "$EVALMESH_BIN" "$OUT/evalmesh"
   echo "using $EVALMESH_BIN"
 else
-  go build -o "$OUT/evalmesh" ./cmd/evalmesh 2>"$OUT/build.log" || { tail -20 "$OUT/build.log"; exit 1; }
-  echo "ok: $OUT/evalmesh"
+  command -v go >/dev/null || fail 1 "no go on PATH: install Go (go.mod names the version) or pass EVALMESH_BIN=/path/to/evalmesh"
+  command -v gcc >/dev/null || command -v cc >/dev/null || fail 1 "no C compiler: NVML needs cgo (apt-get install gcc) or pass EVALMESH_BIN"
+  if ! CGO_ENABLED=1 timeout 150 go build -o "$OUT/evalmesh" ./cmd/evalmesh >"$OUT/build.log" 2>&1; then
+    tail -20 "$OUT/build.log" >&2
+    fail 1 "go build failed (log: $OUT/build.log); without network or module cache, build elsewhere and pass EVALMESH_BIN"
+  fi
+  echo "ok: $OUT/evalmesh ($(( $(date +%s) - t0 )) s)"
 fi
+EM="$OUT/evalmesh"
+
 echo "== nvidia-smi"
-nvidia-smi --query-gpu=index,uuid,name,memory.total,driver_version,power.draw --format=csv || true
+if command -v nvidia-smi >/dev/null; then
+  timeout 20 nvidia-smi --query-gpu=index,uuid,name,memory.total,driver_version,power.draw --format=csv || echo "(nvidia-smi failed)"
+else
+  echo "(no nvidia-smi on PATH)"
+fi
+
 echo "== evalmesh gpus --json"
-"$OUT/evalmesh" gpus --json | tee "$OUT/gpus.json"
+timeout 30 "$EM" gpus --json | tee "$OUT/gpus.json"
+if grep -q '"cpu_only": true' "$OUT/gpus.json"; then
+  reason=$(sed -n 's/.*"reason": "\(.*\)".*/\1/p' "$OUT/gpus.json")
+  fail 2 "no GPU: NVML reports none (${reason:-no reason given}). Is this a machine with an NVIDIA GPU and its driver loaded (nvidia-smi)?"
+fi
+
 echo "== energy counter, read twice 2 s apart"
-"$OUT/evalmesh" gpus --json --energy-sample 2s | tee "$OUT/energy.json"
+timeout 30 "$EM" gpus --json --energy-sample 2s >"$OUT/energy.json" || fail 3 "reading the energy counters failed"
+cat "$OUT/energy.json"
+# One line per GPU: uuid first second delta watts error (the JSON is printed indented).
+awk -F': ' '
+  /"uuid"/         { gsub(/[",]/, "", $2); u = $2 }
+  /"first_mj"/     { gsub(/,/, "", $2); f = $2 }
+  /"second_mj"/    { gsub(/,/, "", $2); s = $2 }
+  /"delta_joules"/ { gsub(/,/, "", $2); d = $2 }
+  /"mean_watts"/   { gsub(/,/, "", $2); w = $2 }
+  /"error"/        { gsub(/[",]/, "", $2); e = $2 }
+  /^  }/           { printf "%s %s %s %s %s %s\n", u, f, s, d, w, (e == "" ? "-" : e); u = f = s = d = w = e = "" }
+' "$OUT/energy.json" >"$OUT/energy.txt"
+[ -s "$OUT/energy.txt" ] || fail 3 "no energy reading in $OUT/energy.json"
+bad=0
+while read -r uuid first second delta watts err; do
+  if [ "$err" != "-" ]; then
+    echo "$uuid: energy counter unreadable: $err"; bad=1
+  elif [ "$second" -lt "$first" ] || [ "$second" -eq "$first" ]; then
+    echo "$uuid: energy counter did not advance ($first mJ -> $second mJ)"; bad=1
+  else
+    echo "$uuid: energy delta $delta J over 2 s ($first mJ -> $second mJ, $watts W)"
+  fi
+done <"$OUT/energy.txt"
+[ "$bad" -eq 0 ] || fail 3 "energy counter check failed (see above)"
+
 echo "== one run holding a GPU (process executor)"
 H="$OUT/home"
-"$OUT/evalmesh" init --home "$H" >/dev/null
-"$OUT/evalmesh" demo --home "$H" --seeds 1 --agents solver --tasks arithmetic >/dev/null 2>&1
+"$EM" init --home "$H" >/dev/null
+timeout 60 "$EM" demo --home "$H" --seeds 1 --agents solver --tasks arithmetic >/dev/null 2>&1 ||
+  fail 4 "evalmesh demo failed: rerun $EM demo --home $H --seeds 1 --agents solver --tasks arithmetic"
 T="$OUT/arith-gpu"
+rm -rf "$T"
 cp -r "$H/examples/tasks/arithmetic" "$T"
 sed -i 's/^  gpus: 0$/  gpus: 1/' "$T/task.yaml"
-"$OUT/evalmesh" run --home "$H" --task "$T" --agent examples/agents/specs/solver.yaml --executor process --json | tee "$OUT/run.json"
+grep -q '^  gpus: 1$' "$T/task.yaml" || fail 4 "could not make the example task ask for a GPU"
+timeout 60 "$EM" run --home "$H" --task "$T" --agent examples/agents/specs/solver.yaml --executor process --json | tee "$OUT/run.json"
 ID=$(sed -n 's/.*"attestation_id": "\(.*\)".*/\1/p' "$OUT/run.json")
-python3 - "$H/attestations/$ID.json" <<'PY'
-import base64, json, sys
-env = json.load(open(sys.argv[1]))
-p = json.loads(base64.b64decode(env["payload"]))["predicate"]
-print(json.dumps({k: p[k] for k in ("hardware", "wall_seconds", "gpu_seconds", "energy_joules", "telemetry", "valid", "score")}, indent=2))
-PY
-echo "== done"
+[ -n "$ID" ] || fail 4 "the run printed no attestation ID"
+echo "== attestation $ID (statement)"
+sed -n 's/.*"payload": *"\([^"]*\)".*/\1/p' "$H/attestations/$ID.json" | base64 -d
+echo
+echo "== done in $(( $(date +%s) - t0 )) s; files in $OUT"
