@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -69,6 +70,12 @@ Example:
 			if certPath != "" {
 				if cert, err = attest.LoadNodeCert(certPath); err != nil {
 					return err
+				}
+				// Signing is still allowed (the statement may be back-dated on purpose), but
+				// say now what every verifier will say later.
+				if now := labNow(); now.Before(cert.NotBefore) || !now.Before(cert.NotAfter) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: certificate %s is valid %s to %s, not now: verifiers will refuse this envelope until it is (ask the lab for a new one: evalmesh lab certify)\n",
+						certPath, cert.NotBefore.Format(time.RFC3339), cert.NotAfter.Format(time.RFC3339))
 				}
 			}
 			st, err := os.ReadFile(args[0])

@@ -256,7 +256,12 @@ func TestSignPrintsTheIDOfTheBytesItWrites(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("sign: %d %s", code, stderr)
 	}
-	printed := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(stderr), "id "))
+	var printed string
+	for _, l := range strings.Split(stderr, "\n") {
+		if id, ok := strings.CutPrefix(l, "id "); ok {
+			printed = id
+		}
+	}
 	if got := attest.EnvelopeID([]byte(stdout)); got != printed {
 		t.Fatalf("sign printed id %s, but the CID of its output is %s (output ends %q)", printed, got, stdout[len(stdout)-3:])
 	}
@@ -339,4 +344,29 @@ func TestVerifyCLIStatementsFromElsewhere(t *testing.T) {
 		t.Log("URL-safe encoding happens to use no - or _ here")
 	}
 	mustCLI(t, "attest", "verify", "--trust", f.trust, "--at", at, f.write(t, "url.json", string(ub)))
+}
+
+// Signing with a certificate outside its window works but says, on stderr, that verifiers
+// will refuse the envelope; inside the window it says nothing of the kind.
+func TestSignWarnsAboutACertificateOutsideItsWindow(t *testing.T) {
+	f := newLabFlow(t) // certificate valid 2026-01-01 for 30 days
+	var info attest.LabInfo
+	b, _ := os.ReadFile(filepath.Join(f.lab, attest.LabInfoFile))
+	json.Unmarshal(b, &info)
+	stPath := f.write(t, "st.json", runStatement(t, f.peerID, info.ID))
+	defer func(old func() time.Time) { labNow = old }(labNow)
+	for _, c := range []struct {
+		now  string
+		warn bool
+	}{{"2026-01-10T00:00:00Z", false}, {"2026-03-01T00:00:00Z", true}, {"2025-12-01T00:00:00Z", true}} {
+		at, _ := time.Parse(time.RFC3339, c.now)
+		labNow = func() time.Time { return at }
+		code, _, stderr := cliRun(t, "attest", "sign", "--home", f.home, stPath)
+		if code != 0 {
+			t.Fatalf("sign at %s: exit %d: %s", c.now, code, stderr)
+		}
+		if got := strings.Contains(stderr, "verifiers will refuse"); got != c.warn {
+			t.Errorf("sign at %s: warning %v, want %v (stderr %q)", c.now, got, c.warn, stderr)
+		}
+	}
 }
