@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -32,9 +33,10 @@ type InvalidSubmission struct {
 
 func (e *InvalidSubmission) Error() string {
 	where := "submission"
-	if e.Row > 0 {
+	switch {
+	case e.Row > 0:
 		where += fmt.Sprintf(" row %d", e.Row)
-	} else {
+	case e.Column != "":
 		where += " header"
 	}
 	if e.Column != "" {
@@ -131,7 +133,8 @@ func csvErr(err error, row int) error {
 // Column conventions per metric (what AIRS-Bench's evaluators read):
 //   - Accuracy: each scoring column compared per row; numbers compare as numbers ("27.0" =
 //     "27"), text as trimmed text; a label holding a JSON list of strings accepts any of
-//     them, case-insensitively (DuoRC). A row is right when every column is.
+//     them, case-insensitively. A row is right when every column is. Scoring columns
+//     exactly has_answer and answer (DuoRC) follow upstream's rule: see duorcAccuracy.
 //   - ExactMatch: SQuAD normalisation; a label may be a JSON list of accepted answers.
 //   - MeanAbsoluteError / MAE: numbers, or JSON lists of numbers of the label's length
 //     (time series); NaN labels are skipped; the mean over all compared values.
@@ -141,7 +144,10 @@ func csvErr(err error, row int) error {
 //   - SpearmanCorrelation: numbers.
 //   - MRR: submission columns query and rankings (JSON list of ids); labels query and the
 //     scoring column (the right id). Rounded to 4 decimals, as upstream.
-//   - RougeL: text; mean ROUGE-L F over rows.
+//   - RougeL: text; mean ROUGE-L F over rows. Upstream reports rouge_score's
+//     BootstrapAggregator "mid" — the median of 1,000 unseeded resamples of that same
+//     mean — so its value jitters slightly from run to run; the plain mean is the
+//     deterministic quantity it estimates, and one re-scoring nodes can agree on.
 //   - Pass@k: every submission column holds one program's test outcome (true/false, 1/0,
 //     pass/fail), as the APPS evaluator produces by running the programs (running them is
 //     not this package's business); the labels only fix the row count.
@@ -328,6 +334,9 @@ func numberList(v string) ([]float64, bool) {
 }
 
 func (s *scorer) accuracy() (float64, error) {
+	if len(s.cols) == 2 && slices.Contains(s.cols, "has_answer") && slices.Contains(s.cols, "answer") {
+		return s.duorcAccuracy()
+	}
 	correct := 0
 	for i := range s.lab.rows {
 		ok := true
@@ -363,6 +372,54 @@ func (s *scorer) accuracy() (float64, error) {
 		}
 	}
 	return float64(correct) / float64(len(s.lab.rows)), nil
+}
+
+// duorcAccuracy is DuoRC's rule (upstream evaluate.py): a row whose submission says
+// has_answer = False is right exactly when the question has no answer, whatever the answer
+// text; otherwise the answer is right when it equals one of the label's answers ignoring
+// case (a JSON list of them, or one text; an empty label answer accepts nothing).
+// has_answer is read as pandas reads a boolean column: True/False in any case, or 1/0.
+func (s *scorer) duorcAccuracy() (float64, error) {
+	correct := 0
+	for i := range s.lab.rows {
+		subHas, ok := parseBool(s.cell(s.sub, i, "has_answer"))
+		if !ok {
+			return 0, invalid(i+1, "has_answer", "expected True or False, got %q", clip(s.cell(s.sub, i, "has_answer")))
+		}
+		labHas, ok := parseBool(s.cell(s.lab, i, "has_answer"))
+		if !ok {
+			return 0, fmt.Errorf("labels: row %d column \"has_answer\": %q is not True or False", i+1, clip(s.cell(s.lab, i, "has_answer")))
+		}
+		if !subHas {
+			if !labHas {
+				correct++
+			}
+			continue
+		}
+		lv := s.cell(s.lab, i, "answer")
+		cands, isList := jsonStrings(lv)
+		if !isList && lv != "" {
+			cands = []string{lv}
+		}
+		pv := strings.ToLower(s.cell(s.sub, i, "answer"))
+		for _, c := range cands {
+			if strings.ToLower(c) == pv {
+				correct++
+				break
+			}
+		}
+	}
+	return float64(correct) / float64(len(s.lab.rows)), nil
+}
+
+func parseBool(v string) (b, ok bool) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true", "1", "1.0":
+		return true, true
+	case "false", "0", "0.0":
+		return false, true
+	}
+	return false, false
 }
 
 func (s *scorer) exactMatch() (float64, error) {

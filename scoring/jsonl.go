@@ -40,6 +40,8 @@ func ParseResultsJSONLLines(data []byte) ([]Result, []int, error) {
 }
 
 func parseJSONL(data []byte, wantLines bool) ([]Result, []int, error) {
+	// A UTF-8 byte-order mark (some Windows editors write one) is not part of line 1.
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	workers := runtime.GOMAXPROCS(0)
 	if len(data) < 1<<20 || workers < 2 {
 		return parseChunk(data, 0, newInterner(), wantLines)

@@ -58,6 +58,13 @@ func TestParseResultsJSONLErrors(t *testing.T) {
 }
 
 // Big inputs are parsed in parallel chunks; line numbers in errors stay file-global.
+func TestParseResultsJSONLByteOrderMark(t *testing.T) {
+	rs, lines, err := ParseResultsJSONLLines([]byte("\xef\xbb\xbf" + `{"task":"T","agent":"a","seed":0,"status":"SUCCESS","score":0.5}` + "\n"))
+	if err != nil || len(rs) != 1 || rs[0].Task != "T" || lines[0] != 1 {
+		t.Fatalf("results with a BOM: %v %v %v", rs, lines, err)
+	}
+}
+
 func TestParseResultsJSONLChunkedLineNumbers(t *testing.T) {
 	line := `{"task":"T","agent":"a","seed":1,"status":"SUCCESS","score":0.5}` + "\n"
 	var b bytes.Buffer
@@ -198,6 +205,7 @@ func FuzzScoreCSV(f *testing.F) {
 		{"RougeL", "answers\nthe cat sat\nrunning dogs\n\"\"\n", CSVSpec{}},
 		{"Pass@5", "input_output\na\nb\nc\n", CSVSpec{Header: []string{"code1", "code2"}}},
 		{"MCQF1Micro", "answer\nA\n\"B,C\"\nD\n", CSVSpec{}},
+		{"Accuracy", "has_answer,answer\nFalse,\nTrue,Bob\nTrue,\"[\"\"Anna\"\"]\"\n", CSVSpec{Header: []string{"has_answer", "answer"}, ScoringColumns: []string{"has_answer", "answer"}}}, // DuoRC
 	}
 	for i, t := range tasks {
 		f.Add(uint8(i), []byte(t.labels))
@@ -206,6 +214,7 @@ func FuzzScoreCSV(f *testing.F) {
 	f.Add(uint8(6), []byte("query,rankings\nq1,\"[1,2]\"\nq2,[]\nq3,\"[\"\"x\"\"]\"\n"))
 	f.Add(uint8(8), []byte("code1,code2\n1,0\nfalse,pass\n0,0\n"))
 	f.Add(uint8(2), []byte("label_target\n\"[1,2,3]\"\n\"[1e308,-1e308,0]\"\n\"[0,0,nan]\"\n"))
+	f.Add(uint8(10), []byte("answer,has_answer\n,false\nbob,1\nANNA,True\n"))
 	f.Fuzz(func(t *testing.T, which uint8, sub []byte) {
 		tk := tasks[int(which)%len(tasks)]
 		v, err := ScoreCSV(tk.metric, sub, []byte(tk.labels), tk.spec)

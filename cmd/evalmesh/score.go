@@ -97,7 +97,35 @@ func scoreFile(resultsPath, tasksDir string, opts scoring.Options) (*scoring.Led
 				resultsPath, lines[i], r.Task, tasksDir, knownList(infos))
 		}
 	}
-	return scoring.ComputeLedger(results, infos, opts)
+	l, err := scoring.ComputeLedger(results, infos, opts)
+	if err != nil {
+		if a, b, ok := duplicateLines(results, lines); ok {
+			r := results[a]
+			return nil, fmt.Errorf("%s: results lines %d and %d are both task %q agent %q seed %d: keep one result per run",
+				resultsPath, lines[a], lines[b], r.Task, r.Agent, r.Seed)
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// duplicateLines finds two results for the same (task, agent, seed), so the error can name
+// their lines; only called once the ledger has refused the file, so it costs nothing on
+// the usual path.
+func duplicateLines(results []scoring.Result, lines []int) (first, second int, ok bool) {
+	type slot struct {
+		task, agent string
+		seed        int
+	}
+	seen := make(map[slot]int, len(results))
+	for i, r := range results {
+		k := slot{r.Task, r.Agent, r.Seed}
+		if j, dup := seen[k]; dup {
+			return j, i, true
+		}
+		seen[k] = i
+	}
+	return 0, 0, false
 }
 
 func knownList(infos []scoring.TaskInfo) string {

@@ -144,6 +144,7 @@ func TestScoreErrorsNameTheLine(t *testing.T) {
 		{[]string{good, "", `{"task":"MathQuestionAnsweringSVAMPAccuracy","agent":"a","seed":1,"status":"SUCCESS","score":"x"}`}, `results line 3: "score"`},
 		{[]string{good, `{"task":`}, "results line 2:"},
 		{[]string{}, "no results"},
+		{[]string{good, `{"task":"MathQuestionAnsweringSVAMPAccuracy","agent":"a","seed":1,"status":"FAILED","score":null}`, good}, `results lines 1 and 3 are both task "MathQuestionAnsweringSVAMPAccuracy" agent "a" seed 0`},
 	} {
 		_, stderr, code := scoreRunCLI(t, "score", "--results", scoreWriteLines(t, c.lines), "--tasks", scoreFixtures)
 		if code == 0 || !strings.Contains(stderr, c.want) {
