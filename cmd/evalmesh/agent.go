@@ -27,6 +27,10 @@ Example agent spec for the process executor:
 		Args:               cobra.MinimumNArgs(1),
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Flag parsing is off so an agent's own flags pass through; help still works.
+			if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+				return cmd.Help()
+			}
 			if code := agents.Run(args[0], args[1:], cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
 				return &exitError{code: code}
 			}

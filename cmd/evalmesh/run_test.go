@@ -143,6 +143,15 @@ func TestDemoCommand(t *testing.T) {
 	}
 }
 
+func TestAgentCommandHelp(t *testing.T) {
+	for _, arg := range []string{"--help", "-h", "help"} {
+		out, e, code := runE2(t, "agent", arg)
+		if code != 0 || !strings.Contains(out, "Example agent spec for the process executor") {
+			t.Fatalf("agent %s: exit %d\nstdout: %s\nstderr: %s", arg, code, out, e)
+		}
+	}
+}
+
 func TestAgentCommandUnknown(t *testing.T) {
 	_, e, code := runE2(t, "agent", "nobody")
 	if code != 2 || !strings.Contains(e, `no example agent "nobody"`) {
