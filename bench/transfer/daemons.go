@@ -65,9 +65,12 @@ func (d *daemon) stop() {
 	}
 }
 
-// cpu is the daemon's user + system time so far, from /proc (clock ticks of 10 ms).
-func (d *daemon) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
+// cpu is the daemon's user + system time so far.
+func (d *daemon) cpu() time.Duration { return procCPU(d.cmd.Process.Pid) }
+
+// procCPU is a process's user + system time so far, from /proc (clock ticks of 10 ms).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}

@@ -58,6 +58,7 @@ func main() {
 	gatewayRow = flag.Bool("gateway", true, "also measure boxo/gateway's trustless CAR response over go-libp2p's HTTP transport")
 	flag.IntVar(&runs, "runs", 1, "repeat each measurement this many times and keep the fastest (the machine is shared)")
 	flag.StringVar(&daemonBin, "daemons", "", "path to an evalmesh binary: also measure two `evalmesh daemon` processes (task add on one, pin add on the other)")
+	flag.StringVar(&kuboBin, "kubo", "", "path to a prebuilt kubo `ipfs` binary: also measure two kubo daemons (ipfs add, then ipfs pin add over bitswap), once")
 	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the xfer runs to this file")
 	flag.Parse()
 	if *cpuprof != "" {
@@ -131,6 +132,16 @@ func run(dir string, stores, sets, npeers []string) error {
 		print(tw, r.row)
 		if daemonBin != "" {
 			add, get, err := daemonRows(dir, set, src)
+			if err != nil {
+				return err
+			}
+			for _, r := range []row{add, get} {
+				r.bytes, r.raw = size, raw
+				print(tw, r)
+			}
+		}
+		if kuboBin != "" {
+			add, get, err := kuboRows(dir, set, src)
 			if err != nil {
 				return err
 			}
