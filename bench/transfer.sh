@@ -7,13 +7,15 @@
 #   libp2p stream           the same bytes over one libp2p stream (TCP+noise+yamux), unverified
 #   2 daemons               `evalmesh daemon` x2 on 127.0.0.1: task add on A, pin add on B
 #                           (B fetches over /evalmesh/xfer/1.0.0, verifies, stores, pins)
+#   2 kubo daemons          only with KUBO=/path/to/ipfs (a kubo binary you built): ipfs add on A,
+#                           ipfs pin add on B over bitswap, as a same-run reference
 #   xfer, N peer(s)         node/xfer in-process between libp2p hosts, per blockstore
 #   gateway CAR             boxo/gateway trustless CAR over go-libp2p HTTP, for comparison
 # with MB/s (10^6 bytes of file content per second), CPU seconds (all processes involved) and
 # the ratio to raw TCP measured in the same run. Each row is the fastest of RUNS runs.
 #
 # Usage: bench/transfer.sh [extra driver flags, e.g. -sets bundle -stores mem]
-# Env: WORK (default /tmp/evalmesh-bench; needs ~4 GiB free), RUNS (default 3).
+# Env: WORK (default /tmp/evalmesh-bench; needs ~4 GiB free), RUNS (default 3), KUBO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${WORK:-/tmp/evalmesh-bench}
@@ -23,4 +25,4 @@ export CGO_CFLAGS=${CGO_CFLAGS:--Wno-deprecated-declarations}
 go build -o "$WORK/bin/evalmesh" ./cmd/evalmesh
 go build -o "$WORK/bin/transfer" ./bench/transfer
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-exec "$WORK/bin/transfer" -dir "$WORK" -runs "$RUNS" -daemons "$WORK/bin/evalmesh" "$@"
+exec "$WORK/bin/transfer" -dir "$WORK" -runs "$RUNS" -daemons "$WORK/bin/evalmesh" ${KUBO:+-kubo "$KUBO"} "$@"
