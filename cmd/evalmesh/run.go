@@ -63,9 +63,10 @@ func unfinishedDockerRuns(h home.Home) bool {
 }
 
 // recoverRuns recovers the home's unfinished runs (runner.Recover) and says on w what became
-// of each; it returns how many were left unfinished.
-func recoverRuns(ctx context.Context, r *runner.Runner, w io.Writer) (left int, err error) {
+// of each; it returns how many it handled and how many were left unfinished.
+func recoverRuns(ctx context.Context, r *runner.Runner, w io.Writer) (handled, left int, err error) {
 	rec, err := r.Recover(ctx)
+	handled = len(rec)
 	for _, x := range rec {
 		switch {
 		case x.Err == nil:
@@ -80,7 +81,7 @@ func recoverRuns(ctx context.Context, r *runner.Runner, w io.Writer) (left int, 
 			fmt.Fprintf(w, "recovered run %s: failed: %v\n", x.RunID, x.Err)
 		}
 	}
-	return left, err
+	return handled, left, err
 }
 
 type runOutput struct {
@@ -159,10 +160,13 @@ Example (no Docker, no GPU):
 			status := newStatusLine(cmd.ErrOrStderr())
 			r.Progress = status.update
 			if recoverOnly {
-				left, err := recoverRuns(ctx, r, status)
+				handled, left, err := recoverRuns(ctx, r, status)
 				status.done()
 				if err != nil {
 					return err
+				}
+				if handled == 0 {
+					fmt.Fprintf(cmd.OutOrStdout(), "no unfinished runs in %s\n", h.Dir)
 				}
 				if left > 0 {
 					return fmt.Errorf("%d run(s) left unfinished (see above)", left)
@@ -180,7 +184,7 @@ Example (no Docker, no GPU):
 			// hold the new one back; this command returns when both are over.
 			recovered := make(chan error, 1)
 			go func() {
-				_, err := recoverRuns(ctx, r, status)
+				_, _, err := recoverRuns(ctx, r, status)
 				recovered <- err
 			}()
 			o, err := r.Run(ctx, runner.Request{TaskDir: taskDir, TaskCID: taskCID, Agent: spec, Seed: seed})

@@ -126,8 +126,8 @@ func TestRunRecoversAlongsideTheNewRun(t *testing.T) {
 		t.Fatalf("%d attestations, want 2 (one per run)", n)
 	}
 	// Nothing is left to recover.
-	if _, e, code := runE2(t, "run", "--home", h, "--recover"); code != 0 || e != "" {
-		t.Fatalf("second recovery: %d %q", code, e)
+	if out, e, code := runE2(t, "run", "--home", h, "--recover"); code != 0 || e != "" || !strings.Contains(out, "no unfinished runs") {
+		t.Fatalf("second recovery: %d %q %q", code, out, e)
 	}
 }
 
