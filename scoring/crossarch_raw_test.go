@@ -117,7 +117,11 @@ func rawDigests() []string {
 					vals[a] = append(vals[a], float64(rng.Float64()*3))
 				}
 			}
-			for _, ci := range bootstrapMeans(vals, 100, seed) {
+			strata := make([][]int, len(vals))
+			for a := range strata {
+				strata[a] = []int{0, 50, 120}
+			}
+			for _, ci := range bootstrapMeans(vals, strata, 100, seed) {
 				put(ci[0])
 				put(ci[1])
 			}

@@ -253,6 +253,9 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 	vsrSum := make([]float64, A)
 	vsrTasks := make([]int, A)
 	nsByAgent := make([][]float64, A)
+	// nsTasks[a] holds where each task's runs start in nsByAgent[a] (runs arrive grouped by
+	// task), so the bootstrap can resample within tasks.
+	nsTasks := make([][]int, A)
 	for ti, t := range usedTasks {
 		sp := taskSpans[ti]
 		row := TaskRow{Task: t.Name, LowerIsBetter: t.LowerIsBetter, Optimum: t.Optimum, SOTA: t.SOTA, Runs: sp.hi - sp.lo}
@@ -296,6 +299,7 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 			if ai != prevAgent {
 				flush()
 				prevAgent, seeds, valid = ai, 0, 0
+				nsTasks[ai] = append(nsTasks[ai], len(nsByAgent[ai]))
 			}
 			seeds++
 			ok := r.valid()
@@ -348,7 +352,7 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 			EloCI:  [2]float64{round9(quantile(col, 0.025)), round9(quantile(col, 0.975))},
 		}
 	}
-	nsCI := bootstrapMeans(nsByAgent, rounds, seed)
+	nsCI := bootstrapMeans(nsByAgent, nsTasks, rounds, seed)
 	for p := 0; p < A; p++ {
 		ns := round9(nsSum[p] / float64(runs[p]))
 		lin := round9(linSum[p] / float64(runs[p]))
@@ -591,8 +595,12 @@ func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) (out [][
 }
 
 // bootstrapMeans gives each agent's 2.5 % / 97.5 % bootstrap interval of the mean of its
-// per-run normalized scores (runs resampled with replacement), one ChaCha8 stream per agent.
-func bootstrapMeans(vals [][]float64, rounds int, seed [32]byte) [][2]float64 {
+// per-run normalized scores. The bootstrap is stratified by task, as upstream's (rliable's
+// StratifiedBootstrap over the seeds × tasks score matrix): each round redraws every task's
+// runs from that task's runs, with replacement, so the tasks an agent was scored on are
+// fixed and only the seeds vary. strata[a] lists where each task's runs start in vals[a].
+// One ChaCha8 stream per agent.
+func bootstrapMeans(vals [][]float64, strata [][]int, rounds int, seed [32]byte) [][2]float64 {
 	out := make([][2]float64, len(vals))
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(vals)))
 	var wg sync.WaitGroup
@@ -603,21 +611,29 @@ func bootstrapMeans(vals [][]float64, rounds int, seed [32]byte) [][2]float64 {
 			means := make([]float64, rounds)
 			for a := w; a < len(vals); a += workers {
 				v := vals[a]
+				starts := strata[a]
 				rng := rand.New(rand.NewChaCha8(roundSeed(seed, "ns", uint64(a))))
-				n := len(v)
 				for r := range means {
 					var s float64
-					if uint64(n) <= math.MaxUint32 {
-						d := indexDrawer{rng: rng, n: uint32(n)}
-						for range v {
-							s += v[d.next()]
+					for k, lo := range starts {
+						hi := len(v)
+						if k+1 < len(starts) {
+							hi = starts[k+1]
 						}
-					} else {
-						for range v {
-							s += v[rng.Uint64N(uint64(n))]
+						task := v[lo:hi]
+						n := len(task)
+						if uint64(n) <= math.MaxUint32 {
+							d := indexDrawer{rng: rng, n: uint32(n)}
+							for range task {
+								s += task[d.next()]
+							}
+						} else {
+							for range task {
+								s += task[rng.Uint64N(uint64(n))]
+							}
 						}
 					}
-					means[r] = s / float64(n)
+					means[r] = s / float64(len(v))
 				}
 				sort.Float64s(means)
 				out[a] = [2]float64{quantile(means, 0.025), quantile(means, 0.975)}

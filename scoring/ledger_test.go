@@ -312,3 +312,21 @@ func TestLedgerEmpty(t *testing.T) {
 		t.Fatalf("empty ledger: %s", l.Canonical())
 	}
 }
+
+// The normalized-score bootstrap is stratified by task (upstream: rliable's
+// StratifiedBootstrap): each task's runs are redrawn from that task's runs, so an agent
+// scoring 0 on every seed of one task and 10 on every seed of another has a mean of exactly
+// 5 in every round — a pooled bootstrap would move runs between tasks and widen the CI.
+func TestBootstrapMeansStratifiedByTask(t *testing.T) {
+	vals := [][]float64{{0, 0, 0, 0, 10, 10, 10, 10}, {1, 3, 7, 7, 7}}
+	strata := [][]int{{0, 4}, {0, 2}}
+	ci := bootstrapMeans(vals, strata, 200, [32]byte{1})
+	if ci[0] != [2]float64{5, 5} {
+		t.Errorf("two constant tasks: CI %v, want [5, 5]", ci[0])
+	}
+	// Agent 2: task A {1, 3} (2 runs), task B {7, 7, 7}: sum is 21 + two draws from {1, 3},
+	// so the mean lies in [23/5, 27/5] in every round.
+	if lo, hi := ci[1][0], ci[1][1]; lo < 23.0/5 || hi > 27.0/5 || !(lo < hi) {
+		t.Errorf("agent 2: CI %v, want within [4.6, 5.4] and not a point", ci[1])
+	}
+}

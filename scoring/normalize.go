@@ -23,22 +23,44 @@ func Phi(s float64, lowerIsBetter bool) float64 {
 // gives 0. worst = SOTA makes the denominator 0: a run better than both is +inf → 100,
 // one equal to both is 0/0 → 0, one worse (possible only with the estimated worst) is
 // −inf → 100, exactly as upstream's replace-inf-then-clip order does.
+//
+// As upstream (normalize_score_log), the |0.999 − s_opt| substitution applies to the run's
+// score only: an anchor exactly at the optimum has φ = +inf, so SOTA at the optimum gives
+// every run 0 (finite/inf, or inf/inf = NaN), and a worst at the optimum gives 0 as well.
 func NormalizedScore(s, sota, worst float64, lowerIsBetter, valid bool) float64 {
 	if !valid {
 		return 0
 	}
-	fs, fw, ft := Phi(s, lowerIsBetter), Phi(worst, lowerIsBetter), Phi(sota, lowerIsBetter)
+	fs, fw, ft := Phi(s, lowerIsBetter), phiAnchor(worst, lowerIsBetter), phiAnchor(sota, lowerIsBetter)
 	return cleanNS((fs - fw) / (ft - fw))
 }
 
-// LinearScore is the linear variant (s − worst) / (sota − worst), cleaned like
-// NormalizedScore (clipped at 0). For lower-is-better tasks both differences are negative
-// when s beats worst, so the ratio is positive either way.
+// phiAnchor is φ without the exact-optimum substitution (+inf at the optimum).
+func phiAnchor(s float64, lowerIsBetter bool) float64 {
+	opt := 1.0
+	if lowerIsBetter {
+		opt = 0
+	}
+	return -dlog10(math.Abs(s - opt))
+}
+
+// LinearScore is the linear variant (s − worst) / (sota − worst), cleaned as upstream's
+// normalize_score: NaN → 0, clipped at 0 (so −inf → 0). Upstream keeps +inf (worst = SOTA
+// and a run better than both); JSON cannot carry it, so it is 100 here, as in the log
+// variant. For lower-is-better tasks both differences are negative when s beats worst, so
+// the ratio is positive either way.
 func LinearScore(s, sota, worst float64, valid bool) float64 {
 	if !valid {
 		return 0
 	}
-	return cleanNS((s - worst) / (sota - worst))
+	v := (s - worst) / (sota - worst)
+	switch {
+	case math.IsNaN(v) || v < 0:
+		return 0
+	case math.IsInf(v, 1):
+		return 100
+	}
+	return v
 }
 
 func cleanNS(v float64) float64 {

@@ -32,6 +32,14 @@ func TestNormalizedScore(t *testing.T) {
 		{"huge worst at worst", 502962963078372, 0.622, 502962963078372, true, true, 0},
 		// Higher is better with a negative score (Spearman): φ(−0.5) = −log10(1.5).
 		{"negative spearman", -0.5, 0.854, -0.5870786, false, true, (phi(-0.5, 1) - phi(-0.5870786, 1)) / (phi(0.854, 1) - phi(-0.5870786, 1))},
+		// The 0.999 substitution is for the run's score only (upstream normalize_score_log):
+		// an anchor at the optimum has φ = +inf. SOTA at the optimum: finite/inf = 0, and
+		// a run at the optimum too is 0 — not 1, as substituting into the anchor would give.
+		{"sota at optimum", 0.9, 1, 0.5, false, true, 0},
+		{"sota and run at optimum", 1, 1, 0.5, false, true, 0},
+		{"sota at optimum lower", 0, 0, 3, true, true, 0},
+		// Worst at the optimum (every valid run perfect): (3 − inf)/(φ(sota) − inf) = NaN → 0.
+		{"worst at optimum", 1, 0.9, 1, false, true, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,7 +61,9 @@ func TestLinearScore(t *testing.T) {
 		{1.0, 0.9, 0.5, 1.25, true},
 		{3, 1, 5, 0.5, true}, // lower is better: (3−5)/(1−5)
 		{0.7, 0.9, 0.5, 0, false},
-		{0.5, 0.5, 0.5, 0, true}, // 0/0
+		{0.5, 0.5, 0.5, 0, true},   // 0/0
+		{0.6, 0.5, 0.5, 100, true}, // +inf: upstream keeps inf; JSON cannot
+		{0.4, 0.5, 0.5, 0, true},   // −inf clipped at 0, as upstream's clip(lower=0)
 	} {
 		if got := LinearScore(c.s, c.sota, c.worst, c.valid); !near(got, c.want, 1e-12) {
 			t.Errorf("LinearScore(%v, %v, %v) = %v, want %v", c.s, c.sota, c.worst, got, c.want)
