@@ -125,7 +125,7 @@ func (p *planner) walk(nd ipld.Node, rel string, depth int) error {
 	case kindFile:
 		p.total += size
 		if size > math.MaxInt64 || p.total > uint64(p.opts.MaxSize) {
-			return &UnsafeError{Path: rel, Reason: fmt.Sprintf("%v: this file declares %d bytes, %d in total so far, over --max-size %d", ErrTooLarge, size, p.total, p.opts.MaxSize)}
+			return &UnsafeError{Path: rel, Reason: fmt.Sprintf("%v: this file declares %d bytes, %d in total so far, over --max-size %d (%s); raise --max-size only for a bundle you expect to be that large", ErrTooLarge, size, p.total, p.opts.MaxSize, humanBytes(p.opts.MaxSize))}
 		}
 		e := entry{path: rel, c: nd.Cid(), size: size}
 		if _, raw := nd.(*mdag.RawNode); !raw {
@@ -487,4 +487,17 @@ func makeParents(dir string) (undo func(), err error) {
 		return nil, fmt.Errorf("creating the folder %s: %w", dir, err)
 	}
 	return undo, nil
+}
+
+// humanBytes writes n in binary units for messages (64 GiB, 1.5 MiB).
+func humanBytes(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, exp := float64(n)/1024, 0
+	for v >= 1024 && exp < 5 {
+		v /= 1024
+		exp++
+	}
+	return fmt.Sprintf("%.4g %ciB", v, "KMGTPE"[exp])
 }

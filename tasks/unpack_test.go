@@ -110,7 +110,7 @@ func TestUnpackRefusesHostileDAGs(t *testing.T) {
 		{"unknown type", []child{{"dev", unknownType}}, nil, "dev", "unknown UnixFS type", UnpackOptions{}},
 		{"metadata node", []child{{"meta", metadata}}, nil, "meta", "metadata", UnpackOptions{}},
 		{"not unixfs", []child{{"junk", notUnixFS}}, nil, "junk", "not a UnixFS node", UnpackOptions{}},
-		{"huge declared file", []child{{"private", dirNode(child{"labels.csv", huge})}}, []ipld.Node{huge}, "private/labels.csv", "declared size exceeds", UnpackOptions{}},
+		{"huge declared file", []child{{"private", dirNode(child{"labels.csv", huge})}}, []ipld.Node{huge}, "private/labels.csv", "over --max-size 68719476736 (64 GiB); raise --max-size only", UnpackOptions{}},
 		{"over max-size", []child{{"a", rawFile(t, "0123456789")}, {"b", rawFile(t, "0123456789")}}, nil, "b", "declared size exceeds", UnpackOptions{MaxSize: 15}},
 	}
 	for _, tc := range cases {
@@ -312,4 +312,12 @@ func TestUnpackCreatesMissingParentsOnlyWhenAccepted(t *testing.T) {
 		t.Fatal("CAR with a missing block accepted")
 	}
 	assertNothingWritten(t, parent)
+}
+
+func TestHumanBytes(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1 KiB", 1536 << 10: "1.5 MiB", DefaultMaxSize: "64 GiB", 1 << 40: "1 TiB"} {
+		if got := humanBytes(n); got != want {
+			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
 }
