@@ -54,7 +54,12 @@ func (o *UnpackOptions) defaults() {
 type UnsafeError struct {
 	Path   string
 	Reason string
+	// Err, when set, is the sentinel the refusal is an instance of (ErrTooLarge), for
+	// errors.Is.
+	Err error
 }
+
+func (e *UnsafeError) Unwrap() error { return e.Err }
 
 func (e *UnsafeError) Error() string {
 	p := e.Path
@@ -125,7 +130,7 @@ func (p *planner) walk(nd ipld.Node, rel string, depth int) error {
 	case kindFile:
 		p.total += size
 		if size > math.MaxInt64 || p.total > uint64(p.opts.MaxSize) {
-			return &UnsafeError{Path: rel, Reason: fmt.Sprintf("%v: this file declares %d bytes, %d in total so far, over --max-size %d (%s); raise --max-size only for a bundle you expect to be that large", ErrTooLarge, size, p.total, p.opts.MaxSize, humanBytes(p.opts.MaxSize))}
+			return &UnsafeError{Path: rel, Err: ErrTooLarge, Reason: fmt.Sprintf("%v: this file declares %d bytes, %d in total so far, over --max-size %d (%s); raise --max-size only for a bundle you expect to be that large", ErrTooLarge, size, p.total, p.opts.MaxSize, humanBytes(p.opts.MaxSize))}
 		}
 		e := entry{path: rel, c: nd.Cid(), size: size}
 		if _, raw := nd.(*mdag.RawNode); !raw {

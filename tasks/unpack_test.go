@@ -130,6 +130,9 @@ func TestUnpackRefusesHostileDAGs(t *testing.T) {
 			if !strings.Contains(ue.Path, tc.path) || !strings.Contains(err.Error(), tc.reason) {
 				t.Errorf("error %q: want path containing %q and reason %q", err, tc.path, tc.reason)
 			}
+			if tooLarge := strings.Contains(tc.reason, "max-size") || strings.Contains(tc.reason, "declared size"); errors.Is(err, ErrTooLarge) != tooLarge {
+				t.Errorf("errors.Is(err, ErrTooLarge) = %v for %q", !tooLarge, err)
+			}
 			assertNothingWritten(t, parent)
 		})
 	}
