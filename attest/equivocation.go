@@ -153,3 +153,32 @@ func confirms(run *RunPredicate, rs *RescorePredicate, agree AgreeFunc) bool {
 	}
 	return agree(run.Metric, *run.Score, *rs.Score)
 }
+
+// Replicators returns, sorted, the principals other than the run's own that re-scored the
+// counted run id to the same value and never also contradicted it: the labs that count
+// toward the acceptance policy's `replication` (DESIGN §7, "other labs"). A lab re-scoring
+// its own run, re-scoring twice, or both confirming and contradicting it (hedging) adds
+// nothing; Rescores still lists every agreeing re-score for the record.
+func (o Outcome) Replicators(id string) []string {
+	var run *Verified
+	if i, ok := slices.BinarySearchFunc(o.Runs, id, func(v *Verified, id string) int { return cmp.Compare(v.ID, id) }); ok {
+		run = o.Runs[i]
+	}
+	if run == nil {
+		return nil
+	}
+	contradicted := map[string]bool{}
+	for _, d := range o.Disagreements {
+		if d.Run == id {
+			contradicted[d.By] = true
+		}
+	}
+	var out []string
+	for _, r := range o.Rescores[id] {
+		if p := r.Principal(); p != run.Principal() && !contradicted[p] {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

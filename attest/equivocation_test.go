@@ -197,3 +197,39 @@ func TestEvidenceSurvivesJSONByteExact(t *testing.T) {
 		}
 	}
 }
+
+// Only other labs that confirmed a run, and never also contradicted it, replicate it.
+func TestReplicatorsAreOtherLabsThatOnlyConfirmed(t *testing.T) {
+	f := newFixture(t)
+	b, c := newFixture(t), newFixture(t)
+	for _, x := range []*fixture{b, c} {
+		x.trust = f.trust
+		f.trust.AddLab("lab", x.lab.Pub)
+	}
+	run, id := f.signRun(t, 0, "answer", 0.8)
+	envs := [][]byte{run,
+		f.signRescore(t, id, true, 0.8), // the run's own lab: not a replication
+		b.signRescore(t, id, true, 0.8), // another lab, twice: counts once
+		b.signRescore(t, id, true, 0.80001),
+		c.signRescore(t, id, true, 0.8), // a third lab that also contradicts: hedging
+		c.signRescore(t, id, true, 0.2),
+	}
+	var vs []*Verified
+	for _, e := range envs {
+		v, err := Verify(e, f.trust, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs = append(vs, v)
+	}
+	out := Reconcile(vs, within(1e-3))
+	if got := len(out.Rescores[id]); got != 4 {
+		t.Fatalf("%d agreeing re-scores recorded, want 4", got)
+	}
+	if got := out.Replicators(id); !slices.Equal(got, []string{b.lab.ID}) {
+		t.Fatalf("replicators %v, want only %s", got, b.lab.ID)
+	}
+	if got := out.Replicators("bafkreinotarun"); got != nil {
+		t.Fatalf("replicators of an unknown run: %v", got)
+	}
+}
