@@ -62,10 +62,19 @@ type LabInfo struct {
 }
 
 // InitLab creates a lab key in dir (lab.key mode 0600, lab.json). It refuses to overwrite
-// an existing key.
+// an existing key; a key left without lab.json (a crash mid-init) gets its lab.json.
 func InitLab(dir, name string) (*Lab, error) {
 	keyPath := filepath.Join(dir, LabKeyFile)
 	if _, err := os.Stat(keyPath); err == nil {
+		// A crash between writing the key and lab.json leaves a key without its public
+		// half: finish that init (the key is kept) rather than strand the lab.
+		if _, err := os.Stat(filepath.Join(dir, LabInfoFile)); errors.Is(err, fs.ErrNotExist) {
+			lab, err := LoadLab(dir)
+			if err != nil {
+				return nil, err
+			}
+			return lab, lab.writeInfo(dir, name)
+		}
 		return nil, fmt.Errorf("lab key %s already exists; pick another --dir or remove it yourself", keyPath)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -99,11 +108,12 @@ func InitLab(dir, name string) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	info, _ := json.MarshalIndent(lab.Info(name), "", "  ")
-	if err := home.WriteFileAtomic(filepath.Join(dir, LabInfoFile), append(info, '\n'), 0o644); err != nil {
-		return nil, err
-	}
-	return lab, nil
+	return lab, lab.writeInfo(dir, name)
+}
+
+func (l *Lab) writeInfo(dir, name string) error {
+	info, _ := json.MarshalIndent(l.Info(name), "", "  ")
+	return home.WriteFileAtomic(filepath.Join(dir, LabInfoFile), append(info, '\n'), 0o644)
 }
 
 // LoadLab reads the lab key from dir.

@@ -370,3 +370,23 @@ func TestSignWarnsAboutACertificateOutsideItsWindow(t *testing.T) {
 		}
 	}
 }
+
+// A crash between writing lab.key and lab.json leaves a key whose lab cannot be trusted
+// (`trust add --lab` reads lab.json): `lab init` again restores lab.json from the kept key.
+func TestLabInitFinishesAnInterruptedInit(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "lab")
+	id := strings.TrimSpace(mustCLI(t, "lab", "init", "--dir", dir, "--name", "acme"))
+	key, _ := os.ReadFile(filepath.Join(dir, attest.LabKeyFile))
+	os.Remove(filepath.Join(dir, attest.LabInfoFile))
+	if again := strings.TrimSpace(mustCLI(t, "lab", "init", "--dir", dir, "--name", "acme")); again != id {
+		t.Fatalf("lab init after a lost lab.json printed %s, want the kept key's %s", again, id)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, attest.LabKeyFile)); !bytes.Equal(after, key) {
+		t.Fatal("lab init replaced the key")
+	}
+	info, err := attest.LoadLabInfo(dir)
+	if err != nil || info.ID != id || info.Name != "acme" {
+		t.Fatalf("restored lab.json: %+v %v", info, err)
+	}
+	mustCLI(t, "trust", "add", "--trust", filepath.Join(t.TempDir(), "t.yaml"), "--lab", dir)
+}
