@@ -86,6 +86,9 @@ type ExitResult struct {
 	TimedOut  bool      `json:"timed_out,omitempty"` // killed at the wall-clock limit
 	Err       string    `json:"error,omitempty"`     // the executor could not tell (lost task, …)
 	Finished  time.Time `json:"finished"`
+	// PIDsLimited is set by the runner when the task's pids limit refused a fork during
+	// the run (TaskStatus.PIDsLimitHits), so an exit it caused is reported as such.
+	PIDsLimited bool `json:"pids_limited,omitempty"`
 }
 
 // Successful reports a clean zero exit.
@@ -100,6 +103,8 @@ type TaskStatus struct {
 	// PeakMemoryBytes and CPUSeconds where the executor can measure them.
 	PeakMemoryBytes int64   `json:"peak_memory_bytes,omitempty"`
 	CPUSeconds      float64 `json:"cpu_seconds,omitempty"`
+	// PIDsLimitHits counts forks the pids limit refused, where the executor can read it.
+	PIDsLimitHits int64 `json:"pids_limit_hits,omitempty"`
 }
 
 // ErrTaskLost is returned by Recover (and Wait after a restart) when the task no longer

@@ -38,7 +38,7 @@ func TestRunDockerHostileAgentsAttested(t *testing.T) {
 			func(e runner.ExitResult, log string) bool {
 				return e.TimedOut && !strings.Contains(log, "done sleeping")
 			}},
-		{"fork bomb", []string{"forkbomb"}, "exited with status 3",
+		{"fork bomb", []string{"forkbomb"}, "exited with status 3 after its pids limit refused new processes",
 			func(e runner.ExitResult, log string) bool { return strings.Contains(log, "then:") }},
 		{"looks for a network", []string{"netifs"}, "",
 			func(e runner.ExitResult, log string) bool { return strings.Contains(log, "interfaces: lo\n") }},
@@ -79,5 +79,31 @@ func TestRunDockerHostileAgentsAttested(t *testing.T) {
 	// Nothing the agents tried reached the bundle.
 	if _, err := os.Stat(filepath.Join(task, "public", "evil")); err == nil {
 		t.Fatal("an agent wrote into the bundle's public/")
+	}
+}
+
+// The same fork bomb under the process executor (its own pids cgroup, where the node may
+// create one): contained, and the attestation says the pids limit is why it ended.
+func TestRunProcessForkBombAttested(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: the process executor's pids cgroup needs root")
+	}
+	h := newHome(t)
+	r := processRunner(t, h, nil)
+	agent := &runner.AgentSpec{Name: "forkbomb", Version: "1", Command: []string{executortest.Binary(t), "forkbomb"}}
+	o, err := r.Run(bg, runner.Request{TaskDir: exampleTask(t, "arithmetic"), Agent: agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, _ := os.ReadFile(filepath.Join(runner.RunDir(h, o.RunID), "logs", "agent.log"))
+	if !strings.Contains(string(log), "then:") || strings.Contains(string(log), "never refused") {
+		t.Fatalf("fork bomb not stopped by the pids limit:\n%s", log)
+	}
+	if want := "after its pids limit refused new processes"; !strings.Contains(o.Predicate.Exit.Reason, want) {
+		t.Fatalf("exit reason %q, want %q", o.Predicate.Exit.Reason, want)
+	}
+	tel, _ := o.Predicate.Telemetry.(map[string]any)
+	if hits, _ := tel["agent_pids_limit_hits"].(float64); hits < 1 {
+		t.Fatalf("telemetry %v: no pids-limit hits", o.Predicate.Telemetry)
 	}
 }

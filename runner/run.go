@@ -277,10 +277,11 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 		}
 		st.Telemetry = meter.Finish()
 		st.AgentExit = exit
-		// What the executor measured of the agent's own use, before its task is removed.
-		if ts, err := ex.Inspect(ctx, st.AgentHandle); err == nil && ts != nil {
-			st.AgentPeakMemory, st.AgentCPUSeconds = ts.PeakMemoryBytes, ts.CPUSeconds
-		}
+		// What the executor measured of the agent's own use, before its task is removed
+		// (merged with the samples taken while it ran: a container's cgroup and stats go
+		// with its exit).
+		r.sampleAgent(ctx, ex, st)
+		exit.PIDsLimited = st.AgentPIDsLimitHits > 0
 		// The agent's task is gone before private/ is touched.
 		if err := ex.Destroy(ctx, st.AgentHandle); err != nil {
 			return nil, r.fail(st, fmt.Errorf("destroy agent task: %w", err))
@@ -412,9 +413,22 @@ func (r *Runner) waitAgent(ctx context.Context, ex Executor, st *RunState, meter
 		case <-t.C:
 			meter.Poll()
 			st.Telemetry = meter.T
+			r.sampleAgent(ctx, ex, st)
 			r.progress(st, util())
 		}
 	}
+}
+
+// sampleAgent keeps the largest peak memory, CPU time and pids-limit count the executor
+// reports for the agent's task.
+func (r *Runner) sampleAgent(ctx context.Context, ex Executor, st *RunState) {
+	ts, err := ex.Inspect(ctx, st.AgentHandle)
+	if err != nil || ts == nil {
+		return
+	}
+	st.AgentPeakMemory = max(st.AgentPeakMemory, ts.PeakMemoryBytes)
+	st.AgentCPUSeconds = max(st.AgentCPUSeconds, ts.CPUSeconds)
+	st.AgentPIDsLimitHits = max(st.AgentPIDsLimitHits, ts.PIDsLimitHits)
 }
 
 // exitReason says in words how the agent ended.
@@ -429,9 +443,16 @@ func exitReason(e *ExitResult) string {
 	case e.Err != "":
 		return "executor: " + e.Err
 	case e.Signal != 0:
-		return fmt.Sprintf("killed by signal %d", e.Signal)
+		return fmt.Sprintf("killed by signal %d", e.Signal) + pidsNote(e)
 	case e.ExitCode != 0:
-		return fmt.Sprintf("exited with status %d", e.ExitCode)
+		return fmt.Sprintf("exited with status %d", e.ExitCode) + pidsNote(e)
+	}
+	return ""
+}
+
+func pidsNote(e *ExitResult) string {
+	if e.PIDsLimited {
+		return " after its pids limit refused new processes"
 	}
 	return ""
 }
@@ -527,6 +548,9 @@ func telemetryView(st *RunState) map[string]any {
 	}
 	if st.AgentCPUSeconds > 0 {
 		v["agent_cpu_seconds"] = st.AgentCPUSeconds
+	}
+	if st.AgentPIDsLimitHits > 0 {
+		v["agent_pids_limit_hits"] = st.AgentPIDsLimitHits
 	}
 	return v
 }

@@ -52,9 +52,11 @@ type RunState struct {
 	EvalHandle  *Handle `json:"eval_handle,omitempty"`
 	EvalAttempt int     `json:"eval_attempt,omitempty"`
 	// AgentPeakMemory and AgentCPUSeconds are what the executor measured, where it can.
-	AgentPeakMemory int64         `json:"agent_peak_memory_bytes,omitempty"`
-	AgentCPUSeconds float64       `json:"agent_cpu_seconds,omitempty"`
-	Telemetry       gpu.Telemetry `json:"telemetry"`
+	AgentPeakMemory int64   `json:"agent_peak_memory_bytes,omitempty"`
+	AgentCPUSeconds float64 `json:"agent_cpu_seconds,omitempty"`
+	// AgentPIDsLimitHits counts forks the agent's pids limit refused (sampled while it ran).
+	AgentPIDsLimitHits int64         `json:"agent_pids_limit_hits,omitempty"`
+	Telemetry          gpu.Telemetry `json:"telemetry"`
 	// AttestationID is set once attestation.json exists.
 	AttestationID string    `json:"attestation_id,omitempty"`
 	Error         string    `json:"error,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	errdefs "github.com/containerd/errdefs"
@@ -191,6 +192,7 @@ func (e *Executor) Inspect(ctx context.Context, h *runner.Handle) (*runner.TaskS
 		ts.Exit = exitResult(info.State, h.Deadline)
 	}
 	if info.State.Running {
+		ts.PIDsLimitHits = pidsLimitHits(info.ID)
 		if st, err := e.cli.ContainerStatsOneShot(ctx, s.ContainerID); err == nil {
 			var v container.StatsResponse
 			if decodeErr := jsonDecode(st.Body, &v); decodeErr == nil {
@@ -201,4 +203,27 @@ func (e *Executor) Inspect(ctx context.Context, h *runner.Handle) (*runner.TaskS
 		}
 	}
 	return ts, nil
+}
+
+// cgroupRoot is where this host mounts cgroups (a variable for tests).
+var cgroupRoot = "/sys/fs/cgroup"
+
+// pidsLimitHits reads the container's pids.events where the engine runs on this host, under
+// the cgroup layouts docker uses (v1 or v2, cgroupfs or systemd driver); 0 when none is
+// readable (a remote engine, a layout not listed). The cgroup goes with the container's
+// exit, so the runner samples this while the agent runs.
+func pidsLimitHits(id string) int64 {
+	if id == "" {
+		return 0
+	}
+	var n int64
+	for _, d := range []string{
+		filepath.Join(cgroupRoot, "pids", "docker", id),
+		filepath.Join(cgroupRoot, "pids", "system.slice", "docker-"+id+".scope"),
+		filepath.Join(cgroupRoot, "docker", id),
+		filepath.Join(cgroupRoot, "system.slice", "docker-"+id+".scope"),
+	} {
+		n = max(n, runner.PIDsLimitHits(d))
+	}
+	return n
 }

@@ -178,6 +178,9 @@ func (e *Executor) Inspect(ctx context.Context, h *runner.Handle) (*runner.TaskS
 		return nil, err
 	}
 	ts := &runner.TaskStatus{Running: alive(s), PeakMemoryBytes: peakMemory(s.Cgroups)}
+	for _, d := range s.Cgroups {
+		ts.PIDsLimitHits = max(ts.PIDsLimitHits, runner.PIDsLimitHits(d))
+	}
 	if !ts.Running {
 		res, ok, _ := readStatus(s.StatusPath)
 		if !ok {

@@ -177,6 +177,13 @@ func forkbomb() {
 		cmd := exec.Command(self, "child-of-forkbomb")
 		if err := cmd.Start(); err != nil {
 			fmt.Printf("forkbomb: started %d, then: %v\n", n, err)
+			// Like a real fork bomb, keep trying a while before giving up.
+			for end := time.Now().Add(time.Second); time.Now().Before(end); {
+				if exec.Command(self, "child-of-forkbomb").Start() == nil {
+					fmt.Println("forkbomb: a retry succeeded")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 			os.Exit(3)
 		}
 	}
