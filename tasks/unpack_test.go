@@ -187,24 +187,24 @@ func (f *forgedNode) RawData() []byte { return f.data }
 // A file whose data is longer than its root declares is refused and leaves nothing.
 func TestUnpackRefusesSizeMismatch(t *testing.T) {
 	leaf := rawFile(t, "0123456789abcdef")
-	fs := ft.NewFSNode(0x02) // File
-	fs.AddBlockSize(16)
-	data, _ := fs.GetBytes()
-	lying := protoNode(data, child{"", leaf})
-	// Patch the declared size down to 4 bytes after the block sizes were summed.
-	fs2 := ft.NewFSNode(0x02)
-	fs2.AddBlockSize(16)
-	fs2.UpdateFilesize(-12)
-	data2, _ := fs2.GetBytes()
-	lying = protoNode(data2, child{"", leaf})
-	root, nodes := bundleish(t, child{"f", lying})
-	car := writeHostileCAR(t, root, append(nodes, leaf)...)
-	parent := t.TempDir()
-	_, err := UnpackCAR(context.Background(), car, filepath.Join(parent, "out"), UnpackOptions{})
-	if err == nil {
-		t.Fatal("accepted a file whose data does not match its declared size")
+	// A File node over one 16-byte leaf whose declared size is patched after the block
+	// sizes were summed: down to 4 bytes, or up to 100.
+	for _, delta := range []int64{-12, 84} {
+		fs := ft.NewFSNode(0x02)
+		fs.AddBlockSize(16)
+		fs.UpdateFilesize(delta)
+		data, _ := fs.GetBytes()
+		lying := protoNode(data, child{"", leaf})
+		root, nodes := bundleish(t, child{"f", lying})
+		car := writeHostileCAR(t, root, append(nodes, leaf)...)
+		parent := t.TempDir()
+		_, err := UnpackCAR(context.Background(), car, filepath.Join(parent, "out"), UnpackOptions{})
+		var ue *UnsafeError
+		if !errors.As(err, &ue) || ue.Path != "f" {
+			t.Fatalf("declared %d bytes over 16: want a refusal naming f, got %v", 16+delta, err)
+		}
+		assertNothingWritten(t, parent)
 	}
-	assertNothingWritten(t, parent)
 }
 
 func TestUnpackTargetChecks(t *testing.T) {
