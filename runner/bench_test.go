@@ -98,17 +98,41 @@ func BenchmarkRunFirstInstructionDocker(b *testing.B) {
 }
 
 // BenchmarkRunnerCPUWhileAgentRuns measures the runner's own CPU (this process: user +
-// system, children excluded) while a 10 s agent runs, as a share of one core. Bound: 1 %.
+// system, children excluded) while a 10 s agent runs, as a share of one core, with the
+// default 2 s poll (GPU telemetry and the executor's Inspect). Bound: 1 %.
+// Run: go test -run '^$' -bench RunnerCPU -benchtime 1x ./runner
 func BenchmarkRunnerCPUWhileAgentRuns(b *testing.B) {
+	b.Run("process", func(b *testing.B) {
+		agent := &runner.AgentSpec{Name: "sleeper", Version: "1", Command: []string{"/bin/sleep", "10"}}
+		benchRunnerCPU(b, nil, agent)
+	})
+	b.Run("docker", func(b *testing.B) {
+		cli := executortest.DockerClient(b)
+		ex, err := docker.New(docker.Options{Client: cli})
+		if err != nil {
+			b.Skipf("skipping: docker executor: %v", err)
+		}
+		insp, err := cli.ImageInspect(bg, executortest.Image(b, cli))
+		if err != nil {
+			b.Fatal(err)
+		}
+		agent := &runner.AgentSpec{Name: "sleeper", Version: "1", Image: insp.ID, Command: []string{"/agent", "sleep", "10s"}}
+		benchRunnerCPU(b, ex, agent)
+	})
+}
+
+func benchRunnerCPU(b *testing.B, ex runner.Executor, agent *runner.AgentSpec) {
 	h := home.Home{Dir: filepath.Join(b.TempDir(), "home")}
 	if _, err := h.Init(); err != nil {
 		b.Fatal(err)
 	}
 	r := benchRunner(b, h)
+	if ex != nil {
+		r.Executors, r.Executor = map[string]runner.Executor{ex.Name(): ex}, ex.Name()
+	}
 	r.PollInterval = 0 // the default a node uses
 	task := exampleTaskB(b, "arithmetic")
 	cid, _ := runner.BundleCID(bg, task)
-	agent := &runner.AgentSpec{Name: "sleeper", Version: "1", Command: []string{"/bin/sleep", "10"}}
 	var share float64
 	for i := 0; i < b.N; i++ {
 		var before, after syscall.Rusage
