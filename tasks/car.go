@@ -152,9 +152,15 @@ var placeholderRoot = func() cid.Cid {
 // NewCARWriterDAG returns a DAGService writing into a temporary file beside path; Finish
 // renames it to path, so a crash or an error never leaves a truncated CAR under that name.
 func NewCARWriterDAG(path string) (*CARWriterDAG, error) {
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("CAR %s: the folder %s does not exist; create it first or choose another path", path, filepath.Dir(path))
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("CAR %s: is a folder; give a file name, e.g. %s", path, filepath.Join(path, "bundle.car"))
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("CAR %s: %w", path, err)
 	}
 	car, err := storage.NewWritable(onlyWriter{f}, []cid.Cid{placeholderRoot}, carv2.WriteAsCarV1(true))
 	if err != nil {

@@ -250,3 +250,18 @@ func TestPackToCARWriterRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A --car path in a missing folder, or naming a folder, is refused with the path the user
+// gave (not the temporary file's), and nothing is written.
+func TestCARWriterBadPath(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{filepath.Join(dir, "nodir", "x.car"), dir} {
+		_, err := NewCARWriterDAG(p)
+		if err == nil || !strings.Contains(err.Error(), "CAR "+p+":") || strings.Contains(err.Error(), ".tmp") {
+			t.Errorf("%s: got %v", p, err)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("left %v", ents)
+	}
+}
