@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // MetricInfo says how to read a metric's values: which direction is better, the best value
@@ -230,26 +231,47 @@ func MASE(series []MASESeries) (v float64, ok bool) {
 	return sum / float64(n), true
 }
 
-// NormalizeSQuAD is the SQuAD v1.1 answer normalisation: lower case, drop punctuation,
-// drop the articles a/an/the, collapse white space.
+// NormalizeSQuAD is the SQuAD v1.1 answer normalisation (normalize_answer in the official
+// evaluate script): lower case; drop Python's string.punctuation — ASCII punctuation and
+// symbols only, so “curly quotes” and — dashes stay; replace the words a/an/the (regex
+// \b(a|an|the)\b, word characters being Unicode letters, digits and _) by a space;
+// collapse white space.
 func NormalizeSQuAD(s string) string {
 	s = strings.ToLower(s)
 	var b strings.Builder
 	for _, r := range s {
-		if unicode.IsPunct(r) || unicode.IsSymbol(r) && r < 128 {
+		if r < 128 && (unicode.IsPunct(r) || unicode.IsSymbol(r)) {
 			continue
 		}
 		b.WriteRune(r)
 	}
-	words := strings.Fields(b.String())
-	out := words[:0]
-	for _, w := range words {
-		if w == "a" || w == "an" || w == "the" {
+	s = b.String()
+	b.Reset()
+	isWord := func(r rune) bool { return r == '_' || unicode.IsLetter(r) || unicode.IsNumber(r) }
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if !isWord(r) {
+			b.WriteString(s[i : i+n])
+			i += n
 			continue
 		}
-		out = append(out, w)
+		j := i
+		for j < len(s) {
+			r, n := utf8.DecodeRuneInString(s[j:])
+			if !isWord(r) {
+				break
+			}
+			j += n
+		}
+		switch w := s[i:j]; w {
+		case "a", "an", "the":
+			b.WriteByte(' ')
+		default:
+			b.WriteString(w)
+		}
+		i = j
 	}
-	return strings.Join(out, " ")
+	return strings.Join(strings.Fields(b.String()), " ")
 }
 
 // RougeLF is the ROUGE-L F-measure of a prediction against a reference: longest common

@@ -254,6 +254,14 @@ func TestNormalizeSQuAD(t *testing.T) {
 		"an apple, a day":     "apple day",
 		"  Denver Broncos.  ": "denver broncos",
 		"theater":             "theater",
+		// Only ASCII punctuation goes (Python's string.punctuation): curly quotes and
+		// dashes stay, and an article next to one is still a word of its own.
+		"“Denver”":       "“denver”",
+		"the—end":        "—end",
+		"l'an 2000":      "lan 2000",
+		"a_b the_end":    "ab theend", // _ is punctuation too
+		"$5 + tax=the":   "5 taxthe",
+		"Café the crème": "café crème",
 	} {
 		if got := NormalizeSQuAD(in); got != want {
 			t.Errorf("NormalizeSQuAD(%q) = %q, want %q", in, got, want)
