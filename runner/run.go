@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 
 	"io/fs"
 	"os"
@@ -574,8 +575,14 @@ func storeObject(h home.Home, data []byte) (string, error) {
 	return c, err
 }
 
+// MaxLogBytes bounds how much of each log goes into a run's log archive: the first and last
+// halves are kept, with a line saying how much was left out between them. An agent that
+// prints gigabytes thus cannot exhaust the runner's memory or the home's object store.
+var MaxLogBytes int64 = 64 << 20
+
 // tarLogs archives the *.log files of dir in name order with zeroed times and owners, so
-// the same logs always give the same archive and CID.
+// the same logs always give the same archive and CID. Each file is read up to MaxLogBytes
+// (head and tail), never whole.
 func tarLogs(dir string) ([]byte, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -587,7 +594,7 @@ func tarLogs(dir string) ([]byte, error) {
 		if !e.Type().IsRegular() {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		data, err := readCapped(filepath.Join(dir, e.Name()), MaxLogBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -603,6 +610,37 @@ func tarLogs(dir string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// readCapped returns the file whole if it holds at most max bytes, else its first and last
+// max/2 bytes around a line that says how many bytes were left out.
+func readCapped(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := fi.Size()
+	if size <= max {
+		return io.ReadAll(io.LimitReader(f, max))
+	}
+	half := max / 2
+	out := make([]byte, 0, max+128)
+	head := make([]byte, half)
+	if _, err := io.ReadFull(f, head); err != nil {
+		return nil, err
+	}
+	out = append(out, head...)
+	out = append(out, fmt.Sprintf("\n[evalmesh: %d bytes of this log left out]\n", size-2*half)...)
+	tail := make([]byte, half)
+	if _, err := f.ReadAt(tail, size-half); err != nil && err != io.EOF {
+		return nil, err
+	}
+	return append(out, tail...), nil
 }
 
 // sign signs statement.json once. If attestation.json exists it is returned as is: a run is

@@ -152,8 +152,10 @@ func containerSpec(cfg runner.TaskConfig, user string, tmpfsBytes int64, init bo
 		SecurityOpt:    []string{"no-new-privileges:true"},
 		IpcMode:        "private",
 		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d", tmpfsBytes)},
-		LogConfig:      container.LogConfig{Type: "json-file"},
-		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		// The engine keeps at most 2 × 32 MiB of a task's output (the oldest rotates
+		// away): an agent printing for 24 hours cannot fill the node's disk.
+		LogConfig:     container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "32m", "max-file": "2"}},
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 	}
 	if init {
 		// A real PID 1 (the engine's docker-init): signals reach the agent with their default

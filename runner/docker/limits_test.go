@@ -42,7 +42,7 @@ func renderSpec(cfg runner.TaskConfig, init bool) string {
 	p("security-opt: %v", hc.SecurityOpt)
 	p("ipc: %s init: %v", hc.IpcMode, hc.Init != nil && *hc.Init)
 	p("tmpfs: %v", hc.Tmpfs)
-	p("log: %s", hc.LogConfig.Type)
+	p("log: %s max-size=%s max-file=%s", hc.LogConfig.Type, hc.LogConfig.Config["max-size"], hc.LogConfig.Config["max-file"])
 	for _, m := range hc.Mounts {
 		p("mount: %s <- %s readonly=%v", m.Target, m.Source, m.ReadOnly)
 	}
