@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	mdag "github.com/ipfs/boxo/ipld/merkledag"
 	blocks "github.com/ipfs/go-block-format"
@@ -337,13 +338,128 @@ func (d *memDAG) RemoveMany(ctx context.Context, cs []cid.Cid) error {
 	return nil
 }
 
-// CopyBundle packs the folder src in memory and unpacks it into dir with every Unpack
-// check: a copy that refuses what a CAR would be refused for. It returns the root CID.
+// CopyBundle copies the bundle folder src into the new folder dir, refusing what Unpack
+// would refuse for the same folder packed as a CAR (symlinks and special files, names
+// Unpack refuses, more than opts.MaxSize bytes or opts.MaxEntries entries; hidden names
+// are skipped as Pack skips them), and returns its root CID. No file data is held in
+// memory — a bundle may be tens of GiB: src is packed hash-only first (the CID, the
+// refusals and the size, all before anything is written), copied into a temporary folder
+// beside dir, and the copy packed again; it is renamed to dir only if it has the same
+// CID (else src changed during the copy).
 func CopyBundle(ctx context.Context, src, dir string, opts UnpackOptions) (cid.Cid, error) {
-	dag := NewMemDAG()
-	root, err := Pack(ctx, src, dag, PackOptions{Unchecked: true})
+	opts.defaults()
+	if err := checkTarget(dir, "unpack:"); err != nil {
+		return cid.Undef, err
+	}
+	fi, err := os.Stat(src)
 	if err != nil {
 		return cid.Undef, err
 	}
-	return root, Unpack(ctx, dag, root, dir, opts)
+	if !fi.IsDir() {
+		return cid.Undef, &UnsafeError{Reason: fmt.Sprintf("%s is a file; a bundle is a folder", src)}
+	}
+	var size int64
+	root, err := Pack(ctx, src, NewHashOnlyDAG(), PackOptions{Unchecked: true, Progress: func(n int64) { size = n }})
+	if err != nil {
+		return cid.Undef, err
+	}
+	if size > opts.MaxSize {
+		return cid.Undef, &UnsafeError{Err: ErrTooLarge, Reason: fmt.Sprintf("%v: the folder holds %d bytes, over --max-size %d (%s)", ErrTooLarge, size, opts.MaxSize, humanBytes(opts.MaxSize))}
+	}
+	err = intoNewFolder(dir, func(tmp string) error {
+		c := &copier{ctx: ctx, opts: opts}
+		if err := c.copyDir(src, tmp, ""); err != nil {
+			return err
+		}
+		again, err := Pack(ctx, tmp, NewHashOnlyDAG(), PackOptions{Unchecked: true})
+		if err != nil {
+			return err
+		}
+		if !again.Equals(root) {
+			return fmt.Errorf("unpack: %s changed while it was copied (%s before, %s after); copy it again", src, root, again)
+		}
+		return nil
+	})
+	if err != nil {
+		return cid.Undef, err
+	}
+	return root, nil
+}
+
+// copier copies a folder with Unpack's checks on names and counts.
+type copier struct {
+	ctx     context.Context
+	opts    UnpackOptions
+	entries int
+	done    int64
+}
+
+func (c *copier) copyDir(src, dst, rel string) error {
+	if err := c.ctx.Err(); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			continue // as Pack
+		}
+		childRel := joinRel(rel, name)
+		if r := checkName(name); r != "" {
+			return &UnsafeError{Path: childRel, Reason: r}
+		}
+		if c.entries++; c.entries > c.opts.MaxEntries {
+			return &UnsafeError{Path: childRel, Reason: fmt.Sprintf("more than %d files and folders", c.opts.MaxEntries)}
+		}
+		s, d := filepath.Join(src, name), filepath.Join(dst, name)
+		switch t := e.Type(); {
+		case t.IsDir():
+			if strings.Count(childRel, "/") >= maxDepth {
+				return &UnsafeError{Path: childRel, Reason: fmt.Sprintf("folders nested more than %d deep", maxDepth)}
+			}
+			if err := os.Mkdir(d, 0o755); err != nil {
+				return err
+			}
+			if err := c.copyDir(s, d, childRel); err != nil {
+				return err
+			}
+		case t.IsRegular():
+			if err := c.copyFile(s, d); err != nil {
+				return fmt.Errorf("%s: %w", childRel, err)
+			}
+		default:
+			return &UnsafeError{Path: childRel, Reason: describeMode(t)}
+		}
+	}
+	return nil
+}
+
+func (c *copier) copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	w := io.Writer(out)
+	if c.opts.Progress != nil {
+		w = &progressWriter{w: out, done: &c.done, fn: c.opts.Progress}
+	}
+	if _, err := io.Copy(w, in); err != nil {
+		out.Close()
+		return err
+	}
+	if perFileSync {
+		if err := out.Sync(); err != nil {
+			out.Close()
+			return err
+		}
+	}
+	return out.Close()
 }

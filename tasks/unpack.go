@@ -319,9 +319,32 @@ func Unpack(ctx context.Context, dag ipld.NodeGetter, root cid.Cid, dir string, 
 	if err != nil {
 		return err
 	}
+	return intoNewFolder(dir, func(tmp string) error {
+		var done int64
+		for _, e := range p.entries {
+			if e.path == "" {
+				continue // the root is tmp itself
+			}
+			dst := filepath.Join(tmp, filepath.FromSlash(e.path))
+			if e.dir {
+				if err := os.Mkdir(dst, 0o755); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := writeFile(ctx, p.ng, e, dst, &done, opts.Progress); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// intoNewFolder creates the folders missing above dir (as `mkdir -p`), runs fill on a
+// fresh temporary folder beside dir, makes the tree durable and renames it to dir. On
+// any error nothing is left behind: not the temporary folder, not the parents it made.
+func intoNewFolder(dir string, fill func(tmp string) error) error {
 	parent := filepath.Dir(filepath.Clean(dir))
-	// Only now, with the DAG accepted, create the folders above dir that are missing (as
-	// `mkdir -p`); a failure below removes them again.
 	undoParents, err := makeParents(parent)
 	if err != nil {
 		return fmt.Errorf("unpack: %w", err)
@@ -338,21 +361,8 @@ func Unpack(ctx context.Context, dag ipld.NodeGetter, root cid.Cid, dir string, 
 			undoParents()
 		}
 	}()
-	var done int64
-	for _, e := range p.entries {
-		if e.path == "" {
-			continue // the root is tmp itself
-		}
-		dst := filepath.Join(tmp, filepath.FromSlash(e.path))
-		if e.dir {
-			if err := os.Mkdir(dst, 0o755); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := writeFile(ctx, p.ng, e, dst, &done, opts.Progress); err != nil {
-			return err
-		}
+	if err := fill(tmp); err != nil {
+		return err
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err

@@ -330,8 +330,11 @@ names with "/", symlinks, duplicate names, device or unknown UnixFS types and a 
 size over --max-size are refused, naming the offending path. Files are written into a
 temporary folder beside DIR and renamed at the end, so a refusal leaves no partial DIR.
 
-Given a folder instead of a CAR, the folder is packed in memory and unpacked the same
-way: a checked copy.
+Missing folders above DIR are created once the bundle has passed every check.
+
+Given a folder instead of a CAR, it is copied with the same refusals (a checked copy that
+holds no file data in memory): packed first, then copied, and the copy must pack to the
+same CID.
 
 Example:
   evalmesh task unpack svamp.car /tmp/svamp --max-size 10GiB`,
