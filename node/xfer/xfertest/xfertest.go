@@ -27,16 +27,20 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	mh "github.com/multiformats/go-multihash"
 )
 
-// NewHost starts a libp2p host listening on 127.0.0.1 (TCP, noise, yamux) with every
-// discovery and NAT feature off, so it sends nothing beyond loopback.
+// NewHost starts a libp2p host listening on 127.0.0.1 (TCP; TLS preferred then noise, as
+// go-libp2p's defaults and the daemon negotiate; yamux) with every discovery and NAT feature
+// off, so it sends nothing beyond loopback. TLS matters for speed: its AES-GCM runs about four
+// times faster than noise's ChaCha20-Poly1305 on CPUs with AES instructions.
 func NewHost() (host.Host, error) {
 	return libp2p.New(
 		libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
 		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Security(libp2ptls.ID, libp2ptls.New),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 		libp2p.DisableRelay(),
