@@ -22,6 +22,13 @@ type CSVSpec struct {
 	// ScoringColumns are compared between submission and labels; empty = every submission
 	// column the labels also have.
 	ScoringColumns []string
+	// Task is the AIRS-Bench task name, when known. A few tasks' evaluate.py compare
+	// answers their own way, and ScoreCSV follows them when Task names one of those:
+	// QuestionAnsweringFinqaAccuracy (numbers with tolerance, %, $, (negatives); text
+	// ignoring case; a wrong kind of answer is wrong, not invalid) and SVAMP, SuperGLUE-WSC
+	// and Winogrande (int(prediction) == int(label): numbers truncated). Empty: the
+	// generic rules below.
+	Task string
 }
 
 // InvalidSubmission is why a submission cannot be scored: the run counts as invalid.
@@ -215,7 +222,7 @@ func ScoreCSV(metric string, submission, labels []byte, spec CSVSpec) (float64, 
 			}
 		}
 	}
-	s := &scorer{sub: sub, lab: lab, cols: cols}
+	s := &scorer{sub: sub, lab: lab, cols: cols, task: spec.Task}
 	var v float64
 	switch {
 	case key == "accuracy":
@@ -254,6 +261,7 @@ func ScoreCSV(metric string, submission, labels []byte, spec CSVSpec) (float64, 
 type scorer struct {
 	sub, lab *table
 	cols     []string
+	task     string
 }
 
 func (s *scorer) cell(t *table, row int, col string) string {
@@ -337,6 +345,12 @@ func (s *scorer) accuracy() (float64, error) {
 	if len(s.cols) == 2 && slices.Contains(s.cols, "has_answer") && slices.Contains(s.cols, "answer") {
 		return s.duorcAccuracy()
 	}
+	switch s.task {
+	case "QuestionAnsweringFinqaAccuracy":
+		return s.finqaAccuracy()
+	case "MathQuestionAnsweringSVAMPAccuracy", "CoreferenceResolutionSuperGLUEWSCAccuracy", "CoreferenceResolutionWinograndeAccuracy":
+		return s.intAccuracy()
+	}
 	correct := 0
 	for i := range s.lab.rows {
 		ok := true
@@ -411,6 +425,117 @@ func (s *scorer) duorcAccuracy() (float64, error) {
 	}
 	return float64(correct) / float64(len(s.lab.rows)), nil
 }
+
+// intAccuracy is evaluate.py's int(p) == int(y) (SVAMP, SuperGLUE-WSC, Winogrande): both
+// read as numbers and truncated toward zero, so 27.9 answers 27. A prediction that is not
+// a finite number makes upstream's int() raise: an invalid submission.
+func (s *scorer) intAccuracy() (float64, error) {
+	correct := 0
+	for i := range s.lab.rows {
+		ok := true
+		for _, c := range s.cols {
+			lv := s.cell(s.lab, i, c)
+			lf, isNum := parseNumber(lv)
+			if !isNum || math.IsNaN(lf) || math.IsInf(lf, 0) {
+				return 0, fmt.Errorf("labels: row %d column %q: %q is not a number", i+1, c, clip(lv))
+			}
+			pf, err := subNumber(s.cell(s.sub, i, c), i+1, c)
+			if err != nil {
+				return 0, err
+			}
+			if math.Trunc(pf) != math.Trunc(lf) {
+				ok = false
+			}
+		}
+		if ok {
+			correct++
+		}
+	}
+	return float64(correct) / float64(len(s.lab.rows)), nil
+}
+
+// finqaAccuracy is FinQA's evaluate.py: when prediction and label both read as numbers
+// (finqaNumber) they match within max(1e-4, 1e-4·max(1, |label|)); otherwise their texts
+// match after trimming, lower-casing and collapsing white space. Any answer is scored —
+// a text answer to a numeric question is wrong, not an invalid submission. Cells pandas
+// reads as missing (empty, NaN, N/A, …) are the empty text.
+func (s *scorer) finqaAccuracy() (float64, error) {
+	correct := 0
+	norm := func(v string) string { return strings.Join(strings.Fields(strings.ToLower(v)), " ") }
+	for i := range s.lab.rows {
+		ok := true
+		for _, c := range s.cols {
+			pv, lv := pandasNA(s.cell(s.sub, i, c)), s.cell(s.lab, i, c)
+			pn, pok := finqaNumber(pv)
+			tn, tok := finqaNumber(lv)
+			if pok && tok {
+				if !(math.Abs(pn-tn) <= math.Max(1e-4, 1e-4*math.Max(1, math.Abs(tn)))) {
+					ok = false
+				}
+				continue
+			}
+			if norm(pv) != norm(lv) {
+				ok = false
+			}
+		}
+		if ok {
+			correct++
+		}
+	}
+	return float64(correct) / float64(len(s.lab.rows)), nil
+}
+
+// pandasNA maps the strings pandas.read_csv reads as NaN by default to "" (FinQA turns
+// NaN predictions into the empty text).
+func pandasNA(v string) string {
+	switch v {
+	case "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+		"<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null":
+		return ""
+	}
+	return v
+}
+
+// finqaNumber is FinQA's to_number: "(123)" is −123; $ £ € commas and spaces are dropped;
+// a trailing % divides by 100; then Python's float() (which, unlike ParseFloat, takes no
+// hexadecimal, and takes _ between digits).
+func finqaNumber(v string) (float64, bool) {
+	ss := strings.TrimSpace(v)
+	if ss == "" {
+		return 0, false
+	}
+	neg := false
+	if strings.HasPrefix(ss, "(") && strings.HasSuffix(ss, ")") {
+		neg = true
+		ss = strings.TrimSpace(ss[1 : len(ss)-1])
+	}
+	ss = strings.NewReplacer("$", "", "£", "", "€", "", ",", "", " ", "").Replace(ss)
+	pct := strings.HasSuffix(ss, "%")
+	ss = strings.TrimSuffix(ss, "%")
+	if strings.ContainsAny(ss, "xXpP") {
+		return 0, false
+	}
+	for i := 0; i < len(ss); i++ {
+		// Python allows an underscore only between two digits.
+		if ss[i] == '_' && (i == 0 || i == len(ss)-1 || !isDigit(ss[i-1]) || !isDigit(ss[i+1])) {
+			return 0, false
+		}
+	}
+	ss = strings.ReplaceAll(ss, "_", "")
+	f, err := strconv.ParseFloat(ss, 64)
+	if err != nil {
+		return 0, false
+	}
+	if neg {
+		f = -f
+	}
+	if pct {
+		f /= 100
+	}
+	return f, true
+}
+
+func isDigit(b byte) bool { return b >= '0' && b <= '9' }
 
 func parseBool(v string) (b, ok bool) {
 	switch strings.ToLower(strings.TrimSpace(v)) {

@@ -206,6 +206,8 @@ func FuzzScoreCSV(f *testing.F) {
 		{"Pass@5", "input_output\na\nb\nc\n", CSVSpec{Header: []string{"code1", "code2"}}},
 		{"MCQF1Micro", "answer\nA\n\"B,C\"\nD\n", CSVSpec{}},
 		{"Accuracy", "has_answer,answer\nFalse,\nTrue,Bob\nTrue,\"[\"\"Anna\"\"]\"\n", CSVSpec{Header: []string{"has_answer", "answer"}, ScoringColumns: []string{"has_answer", "answer"}}}, // DuoRC
+		{"Accuracy", "answer\n0.05\nyes\n(12)\n", CSVSpec{Header: []string{"answer"}, Task: "QuestionAnsweringFinqaAccuracy"}},
+		{"Accuracy", "Answer\n27.0\n4\n-3\n", CSVSpec{Header: []string{"Answer"}, Task: "MathQuestionAnsweringSVAMPAccuracy"}},
 	}
 	for i, t := range tasks {
 		f.Add(uint8(i), []byte(t.labels))
@@ -215,6 +217,8 @@ func FuzzScoreCSV(f *testing.F) {
 	f.Add(uint8(8), []byte("code1,code2\n1,0\nfalse,pass\n0,0\n"))
 	f.Add(uint8(2), []byte("label_target\n\"[1,2,3]\"\n\"[1e308,-1e308,0]\"\n\"[0,0,nan]\"\n"))
 	f.Add(uint8(10), []byte("answer,has_answer\n,false\nbob,1\nANNA,True\n"))
+	f.Add(uint8(11), []byte("answer\n5%\n1_0\n\"$1,2\"\n"))
+	f.Add(uint8(12), []byte("Answer\n27.9\n4e0\n-3.5\n"))
 	f.Fuzz(func(t *testing.T, which uint8, sub []byte) {
 		tk := tasks[int(which)%len(tasks)]
 		v, err := ScoreCSV(tk.metric, sub, []byte(tk.labels), tk.spec)
