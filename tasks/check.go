@@ -83,6 +83,7 @@ func Check(dir string, opts CheckOptions) *CheckReport {
 	warn, probs := scanTree(dir)
 	r.Warnings = append(r.Warnings, warn...)
 	r.Problems = append(r.Problems, probs...)
+	r.Warnings = append(r.Warnings, unknownKeys(m)...)
 	if p, err := os.ReadFile(b.PromptPath()); err == nil && len(bytes.TrimSpace(p)) == 0 {
 		r.Warnings = append(r.Warnings, "prompt.md is empty: the agent is told nothing")
 	}
@@ -279,4 +280,28 @@ func scanTree(dir string) (w, probs []string) {
 		return nil
 	})
 	return w, probs
+}
+
+// unknownKeys warns about task.yaml keys this version does not know. They are kept (a newer
+// evalmesh may use them), but one is more often a typo — `sotta:` beside a missing sota.
+// The `airs` block an import writes is known.
+func unknownKeys(m *Meta) []string {
+	var w []string
+	add := func(prefix string, extra map[string]any) {
+		for _, k := range sortedKeys(extra) {
+			if prefix == "" && k == "airs" {
+				continue
+			}
+			w = append(w, fmt.Sprintf("task.yaml: unknown key %s%s: kept, but this evalmesh does not use it (a typo?)", prefix, k))
+		}
+	}
+	add("", m.Extra)
+	add("dataset.", m.Dataset.Extra)
+	add("dataset.splits.", m.Dataset.Splits.Extra)
+	add("metric.", m.Metric.Extra)
+	add("submission.", m.Submission.Extra)
+	add("sota.", m.SOTA.Extra)
+	add("limits.", m.Limits.Extra)
+	add("evaluator.", m.Evaluator.Extra)
+	return w
 }

@@ -145,3 +145,21 @@ func TestCheckPermutedComparedWithGold(t *testing.T) {
 	}
 	t.Fatalf("permuted_9 not checked: %+v", r.Gold.Permuted)
 }
+
+// Unknown task.yaml keys are kept but reported as warnings (a typo such as `lables:`
+// otherwise goes unnoticed); the import's own `airs` block is not reported.
+func TestCheckWarnsUnknownKeys(t *testing.T) {
+	dir := svampBundle(t, func(b []byte) []byte { return b })
+	y, _ := os.ReadFile(filepath.Join(dir, "task.yaml"))
+	y = bytes.Replace(y, []byte("evaluator:\n"), []byte("evaluator:\n  lables: private/x.csv\n"), 1)
+	y = append(y, []byte("sotta: 1\n")...)
+	os.WriteFile(filepath.Join(dir, "task.yaml"), y, 0o644)
+	r := Check(dir, CheckOptions{Score: scoreCSV})
+	if !r.OK {
+		t.Fatalf("unknown keys made the check fail: %v", r.Problems)
+	}
+	w := strings.Join(r.Warnings, "\n")
+	if !strings.Contains(w, "unknown key sotta") || !strings.Contains(w, "unknown key evaluator.lables") || strings.Contains(w, "key airs") {
+		t.Errorf("warnings:\n%s", w)
+	}
+}
