@@ -191,7 +191,7 @@ func (r *Runner) evaluateInTask(ctx context.Context, ex Executor, st *RunState, 
 	if !exit.Successful() {
 		return invalidResult(evaluator, "evaluator "+exitReason(exit), sub), nil
 	}
-	out, err := os.ReadFile(logPath)
+	out, err := readAtMost(logPath, maxEvaluatorOutput+1) // more is refused by the parser
 	if err != nil {
 		return nil, fmt.Errorf("evaluator log: %w", err)
 	}
@@ -213,6 +213,16 @@ func BundleCID(ctx context.Context, dir string) (string, error) {
 		return "", err
 	}
 	return c.String(), nil
+}
+
+// readAtMost reads at most n bytes of the file at path.
+func readAtMost(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, n))
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -195,6 +195,7 @@ func TestEvaluatorTask(t *testing.T) {
 		{"no marker", `["/bin/sh", "-c", "echo Accuracy 0.99"]`, false, "printed no --- EVALUATION RESULT --- line"},
 		{"non-zero exit after a result", `["/bin/sh", "-c", "echo '--- EVALUATION RESULT ---'; echo '{\"Accuracy\": 1}'; exit 3"]`, false, "evaluator exited with status 3"},
 		{"marker then garbage", `["/bin/sh", "-c", "echo '--- EVALUATION RESULT ---'; echo 'great'"]`, false, "not a JSON object"},
+		{"floods its output", `["/bin/sh", "-c", "head -c 20000000 /dev/zero; echo; echo '--- EVALUATION RESULT ---'; echo '{\"Accuracy\": 1}'"]`, false, "byte limit"},
 	}
 	h := newHome(t)
 	for _, tt := range tests {
