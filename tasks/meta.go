@@ -340,8 +340,14 @@ func collectKeys(n *yaml.Node, prefix string, out map[string]bool) {
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := prefix + n.Content[i].Value
+		v := n.Content[i+1]
+		// `lower_is_better:` with no value (or ~, null) decodes as false/0: count it as
+		// missing, so it is reported rather than read as a silent default.
+		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+			continue
+		}
 		out[k] = true
-		collectKeys(n.Content[i+1], k+".", out)
+		collectKeys(v, k+".", out)
 	}
 }
 

@@ -81,6 +81,10 @@ func TestParseMetaErrorsNameFields(t *testing.T) {
 			s = strings.Replace(s, "  lower_is_better: false\n", "", 1)
 			return strings.Replace(s, "  optimal_score: 1.0\n", "", 1)
 		}, []string{"metric.lower_is_better", "metric.optimal_score"}},
+		{"null direction and optimum", func(s string) string {
+			s = strings.Replace(s, "  lower_is_better: false\n", "  lower_is_better:\n", 1)
+			return strings.Replace(s, "  optimal_score: 1.0\n", "  optimal_score: ~\n", 1)
+		}, []string{"metric.lower_is_better", "metric.optimal_score"}},
 		{"sota better than optimum", func(s string) string { return strings.Replace(s, "score: 0.942", "score: 1.5", 1) }, []string{"sota.score"}},
 		{"negative limits", func(s string) string {
 			s = strings.Replace(s, "gpus: 1", "gpus: -1", 1)
