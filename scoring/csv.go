@@ -27,7 +27,8 @@ type CSVSpec struct {
 	// QuestionAnsweringFinqaAccuracy (numbers with tolerance, %, $, (negatives); text
 	// ignoring case; a wrong kind of answer is wrong, not invalid) and SVAMP, SuperGLUE-WSC
 	// and Winogrande (int(prediction) == int(label): numbers truncated). Empty: the
-	// generic rules below.
+	// generic rules below. GraphRegressionZincMae also takes a prediction written as a
+	// list, "[0.95]", as its first element.
 	Task string
 }
 
@@ -601,6 +602,13 @@ func (s *scorer) mae() (float64, error) {
 			lf, ok := parseNumber(lv)
 			if !ok {
 				return 0, fmt.Errorf("labels: row %d column %q: %q is not a number", i+1, c, clip(lv))
+			}
+			if s.task == "GraphRegressionZincMae" {
+				// ZINC's evaluate.py reads a prediction written as a list, "[0.95]", as
+				// its first element.
+				if l, isList := numberList(pv); isList && len(l) > 0 {
+					pv = strconv.FormatFloat(l[0], 'g', -1, 64)
+				}
 			}
 			pf, err := subNumber(pv, i+1, c)
 			if err != nil {

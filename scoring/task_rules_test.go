@@ -68,3 +68,21 @@ func TestScoreCSVIntTruncation(t *testing.T) {
 		t.Errorf("generic: %v, want 1/3", got)
 	}
 }
+
+// ZINC's evaluate.py takes "[0.95]" as 0.95 (ast.literal_eval, first element); a NaN is
+// still invalid (its isfinite check raises).
+func TestScoreCSVZincListPrediction(t *testing.T) {
+	spec := CSVSpec{Header: []string{"y"}, Task: "GraphRegressionZincMae"}
+	labels := "y\n1.0\n2.0\n"
+	got, err := ScoreCSV("MAE", []byte("y\n\"[0.5]\"\n\"[2.5, 9]\"\n"), []byte(labels), spec)
+	if err != nil || !near(got, 0.5, 1e-12) {
+		t.Errorf("list predictions: %v, %v; want 0.5", got, err)
+	}
+	var inv *InvalidSubmission
+	if _, err := ScoreCSV("MAE", []byte("y\n\"[nan]\"\n2\n"), []byte(labels), spec); !errors.As(err, &inv) || inv.Row != 1 {
+		t.Errorf("[nan]: %v, want invalid at row 1", err)
+	}
+	if _, err := ScoreCSV("MAE", []byte("y\n\"[0.5]\"\n2\n"), []byte(labels), CSVSpec{Header: []string{"y"}}); !errors.As(err, &inv) {
+		t.Errorf("generic MAE accepted a list for a scalar label: %v", err)
+	}
+}
