@@ -10,6 +10,9 @@
 //   - ScoreCSV: one submission against its labels with a named metric (LookupMetric lists
 //     direction, optimum and re-score tolerance). A malformed submission is an
 //     *InvalidSubmission naming the row and column — an invalid run, never a score.
+//     CSVSpec.Task (the AIRS-Bench task name) turns on the answer rules a few upstream
+//     evaluators have of their own (FinQA, SVAMP/WSC/Winogrande, ZINC; DuoRC is
+//     recognised by its has_answer,answer columns); callers should set it.
 //   - ParseResultsJSONL: a results file (one JSON object a line) into []Result.
 //   - ComputeLedger: results + task metadata + policy → *Ledger; Canonical() is its
 //     canonical JSON (floats at 9 significant digits) and Root() that JSON's sha256.
