@@ -324,7 +324,10 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 	// Games, aggregated per task into win/tie counts; tasks in parallel, integer sums.
 	games := aggregateGames(rs, usedTasks, func(ti int) (int, int) { return taskSpans[ti].lo, taskSpans[ti].hi }, agentIdx, P)
 
-	seed := sha256.Sum256(append([]byte("evalmesh ledger bootstrap v1\x00"), digest[:]...))
+	// The bootstrap is seeded from the inputs without the worst-anchor choice: the games
+	// do not depend on it, so switching --worst must not move the Elo intervals or ranks.
+	gameDigest := inputsDigest(rs, usedTasks, "", rounds)
+	seed := sha256.Sum256(append([]byte("evalmesh ledger bootstrap v2\x00"), gameDigest[:]...))
 	theta, regularised := fitGames(games, nil)
 	l.EloFit = EloFitMLE
 	if regularised {

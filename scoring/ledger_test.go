@@ -330,3 +330,21 @@ func TestBootstrapMeansStratifiedByTask(t *testing.T) {
 		t.Errorf("agent 2: CI %v, want within [4.6, 5.4] and not a point", ci[1])
 	}
 }
+
+// The worst anchor changes the normalized scores, never the Elo: the bootstrap stream does
+// not depend on it.
+func TestEloIndependentOfWorstAnchor(t *testing.T) {
+	rs, ti := synthResults(8, 4, 5, 9)
+	pop := mustLedger(t, rs, ti, Options{Worst: "population", BootstrapRounds: 30})
+	est := mustLedger(t, rs, ti, Options{Worst: "estimated", BootstrapRounds: 30})
+	if pop.Root() == est.Root() {
+		t.Fatal("the two anchors give the same ledger")
+	}
+	for i := range pop.Agents {
+		a, b := pop.Agents[i], est.Agents[i]
+		if a.Agent != b.Agent || a.Elo != b.Elo || a.EloMLE != b.EloMLE || a.EloCI != b.EloCI || a.Rank != b.Rank {
+			t.Errorf("row %d: population %s %v %v %v rank %d, estimated %s %v %v %v rank %d",
+				i, a.Agent, a.Elo, a.EloMLE, a.EloCI, a.Rank, b.Agent, b.Elo, b.EloMLE, b.EloCI, b.Rank)
+		}
+	}
+}

@@ -142,7 +142,14 @@ func agentNames(rs []Result) []string {
 
 func byEloMLE(l *Ledger) []Agent {
 	a := slices.Clone(l.Agents)
-	slices.SortStableFunc(a, func(x, y Agent) int { return cmp.Compare(y.EloMLE, x.EloMLE) })
+	// Equal ratings by name: the ledger's own order among them follows the bootstrap
+	// medians, which this helper must not depend on.
+	slices.SortStableFunc(a, func(x, y Agent) int {
+		if c := cmp.Compare(y.EloMLE, x.EloMLE); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Agent, y.Agent)
+	})
 	return a
 }
 
