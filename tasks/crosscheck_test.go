@@ -14,52 +14,77 @@ import (
 )
 
 // Only the SVAMP folder (four small files: one raw leaf each, one basic directory) has a
-// vector from kubo itself. The shapes it does not reach — a file over one chunk, a file
-// needing a second level of link nodes (more than 174 chunks), an empty file, an empty
-// folder, nested folders and a folder big enough to become a HAMT shard — are checked
-// against go-unixfsnode's builder, a second implementation of the same kubo defaults
-// (written separately from boxo's importer, which Pack uses): both must give the same
-// root CID for the same folder.
-func TestPackAgreesWithGoUnixfsnodeBuilder(t *testing.T) {
+// vector in the issue. The shapes it does not reach — a file over one chunk, a file
+// needing a second level of link nodes (more than 174 chunks), an empty file, nested
+// folders with an empty one, and the HAMT threshold from both sides (916 entries of
+// 250-byte names: 916 × (250 + 36) = 261,976 bytes, a basic directory; 917: 262,262 bytes
+// > 256 KiB, a HAMT shard) — are checked against kubo itself (`ipfs add -r
+// --cid-version=1 --only-hash`, kubo 0.44.0-dev, on the folder this test writes: the data
+// is ChaCha8 with fixed seeds, so the CIDs are fixed), and against go-unixfsnode's
+// builder, a second implementation of the same defaults written apart from boxo's
+// importer, which Pack uses.
+func TestPackAgreesWithKuboAndGoUnixfsnode(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes ~46 MiB")
+		t.Skip("writes ~90 MiB")
 	}
-	src := t.TempDir()
-	writeRandom(t, filepath.Join(src, "one-chunk.bin"), ChunkSize, 1)
-	writeRandom(t, filepath.Join(src, "two-chunks.bin"), ChunkSize+1, 2)
-	writeRandom(t, filepath.Join(src, "174-chunks.bin"), 174*ChunkSize, 3)
-	writeRandom(t, filepath.Join(src, "175-chunks.bin"), 175*ChunkSize+17, 4)
-	os.WriteFile(filepath.Join(src, "empty"), nil, 0o644)
-	os.MkdirAll(filepath.Join(src, "a", "b", "emptydir"), 0o755)
-	os.WriteFile(filepath.Join(src, "a", "b", "x.csv"), []byte("id,label\n1,2\n"), 0o644)
-	hamt := filepath.Join(src, "many")
-	os.Mkdir(hamt, 0o755)
-	for i := 0; i < 1000; i++ {
-		os.WriteFile(filepath.Join(hamt, longName+itoa(i)), []byte(itoa(i)), 0o644)
+	src := crosscheckFolder(t, t.TempDir())
+	kubo := map[string]string{
+		"one-chunk.bin":  "bafkreicl2jnivjcro3zfyvodpsvcxq2gmgfagv2gja24ooqvrwwvolnhli",
+		"two-chunks.bin": "bafybeidgepskklr7rm4mc7ijrw4ojy4s7oh5lkccztmwjfe7lhs6ofwwje",
+		"174-chunks.bin": "bafybeiha2gvycrpm5h7kpj4qgr3ojlks2di4bxkqsgdb6vpcnmljhpvbam",
+		"175-chunks.bin": "bafybeiexgcdeep5givdbf7eqxd4slpydqbcryo52ffawdmjnjz7x7q2lby",
+		"empty":          "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku",
+		"a":              "bafybeig4xy64tmsbgevo2em2xoh2z2sn4wzefsarg3dljkbzrublxmdace",
+		"b916":           "bafybeih75tf5dni5ysm5baljzkoabji67ftbyzkmx3mti6xxgazhwe2ckm",
+		"b917":           "bafybeibn3v7cwhslyvbjnq4phfvepfod7l5di7sjvpxs2jjbo4lutr6xem",
+		".":              "bafybeic4pz637pxdzs2tvepjitmmjguznzud74zqs7kzjfq7mamrqeoksi",
 	}
-	// Just under the HAMT threshold: still a basic directory on both sides.
-	basic := filepath.Join(src, "almost")
-	os.Mkdir(basic, 0o755)
-	for i := 0; i < 700; i++ {
-		os.WriteFile(filepath.Join(basic, strings.Repeat("m", 330)+itoa(1000+i)), nil, 0o644)
-	}
-
 	ls := cidlink.DefaultLinkSystem()
 	store := &memstore.Store{}
 	ls.SetReadStorage(store)
 	ls.SetWriteStorage(store)
-	for _, sub := range []string{"one-chunk.bin", "two-chunks.bin", "174-chunks.bin", "175-chunks.bin", "empty", "a", "many", "almost", "."} {
+	for _, sub := range sortedKeys(kubo) {
 		p := filepath.Join(src, sub)
-		want, _, err := builder.BuildUnixFSRecursive(p, &ls)
-		if err != nil {
-			t.Fatal(err)
-		}
 		got, err := Pack(context.Background(), p, NewHashOnlyDAG(), PackOptions{Unchecked: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.String() != want.String() {
-			t.Errorf("%s: Pack %s, go-unixfsnode %s", sub, got, want)
+		if want := kubo[sub]; got.String() != want {
+			t.Errorf("%s: Pack %s, kubo %s", sub, got, want)
+		}
+		other, _, err := builder.BuildUnixFSRecursive(p, &ls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != other.String() {
+			t.Errorf("%s: Pack %s, go-unixfsnode %s", sub, got, other)
 		}
 	}
+}
+
+// crosscheckFolder writes the test folder under dir and returns it; every write is checked
+// (a name over 255 bytes once failed silently here and left a folder empty).
+func crosscheckFolder(t testing.TB, dir string) string {
+	t.Helper()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeRandom(t, filepath.Join(dir, "one-chunk.bin"), ChunkSize, 1)
+	writeRandom(t, filepath.Join(dir, "two-chunks.bin"), ChunkSize+1, 2)
+	writeRandom(t, filepath.Join(dir, "174-chunks.bin"), 174*ChunkSize, 3)
+	writeRandom(t, filepath.Join(dir, "175-chunks.bin"), 175*ChunkSize+17, 4)
+	must(os.WriteFile(filepath.Join(dir, "empty"), nil, 0o644))
+	must(os.MkdirAll(filepath.Join(dir, "a", "b", "emptydir"), 0o755))
+	must(os.WriteFile(filepath.Join(dir, "a", "b", "x.csv"), []byte("id,label\n1,2\n"), 0o644))
+	for _, n := range []int{916, 917} {
+		d := filepath.Join(dir, "b"+itoa(n))
+		must(os.Mkdir(d, 0o755))
+		for i := 1000; i < 1000+n; i++ {
+			must(os.WriteFile(filepath.Join(d, strings.Repeat("n", 245)+"-"+itoa(i)), nil, 0o644))
+		}
+	}
+	return dir
 }
