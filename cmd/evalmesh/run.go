@@ -188,32 +188,30 @@ Example (no Docker, no GPU):
 				recovered <- err
 			}()
 			o, err := r.Run(ctx, runner.Request{TaskDir: taskDir, TaskCID: taskCID, Agent: spec, Seed: seed})
-			rerr := <-recovered
 			status.done()
-			if err != nil {
-				if ctx.Err() != nil {
-					return fmt.Errorf("interrupted: the agent task keeps running; evalmesh run --home %s --recover re-attaches to it: %w", h.Dir, err)
-				}
-				return err
+			if err != nil && ctx.Err() != nil {
+				err = fmt.Errorf("interrupted: the agent task keeps running; evalmesh run --home %s --recover re-attaches to it: %w", h.Dir, err)
 			}
-			if rerr != nil {
+			if err == nil {
+				// The new run's result is printed at once, not after the recovered runs.
+				err = printRunOutcome(cmd.OutOrStdout(), g.jsonOut, h, o)
+			}
+			var rerr error
+			select {
+			case rerr = <-recovered:
+			default:
+				if err != nil {
+					fmt.Fprintln(cmd.ErrOrStderr(), "evalmesh:", err)
+					err = &exitError{code: 1}
+				}
+				fmt.Fprintln(status, "waiting for the recovered run(s) to end (Ctrl-C leaves them running; evalmesh run --recover re-attaches later)")
+				rerr = <-recovered
+				status.done()
+			}
+			if rerr != nil && ctx.Err() == nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "recovering earlier runs: %v\n", rerr)
 			}
-			out := runOutput{RunID: o.RunID, AttestationID: o.AttestationID, Valid: o.Valid, Score: o.Score,
-				Metric: o.Metric, InvalidReason: o.InvalidReason,
-				Attestation: filepath.Join(h.AttestationsDir(), o.AttestationID+".json")}
-			if g.jsonOut {
-				return printJSON(cmd.OutOrStdout(), out)
-			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "attestation %s\n", o.AttestationID)
-			if o.Valid {
-				fmt.Fprintf(w, "score       %s = %g\n", o.Metric, *o.Score)
-			} else {
-				fmt.Fprintf(w, "score       invalid: %s\n", o.InvalidReason)
-			}
-			fmt.Fprintf(w, "run         %s\n", runner.RunDir(h, o.RunID))
-			return nil
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&taskDir, "task", "", "task bundle folder (task.yaml, prompt.md, public/, private/)")
@@ -223,6 +221,24 @@ Example (no Docker, no GPU):
 	cmd.Flags().StringVar(&taskCID, "task-cid", "", "the bundle's CID if known (default: computed from the folder)")
 	cmd.Flags().BoolVar(&recoverOnly, "recover", false, "only recover the unfinished runs of an earlier, killed evalmesh (re-attach or fail them), then exit")
 	return cmd
+}
+
+// printRunOutcome prints a finished run: its attestation ID and score (or JSON).
+func printRunOutcome(w io.Writer, jsonOut bool, h home.Home, o *runner.Outcome) error {
+	out := runOutput{RunID: o.RunID, AttestationID: o.AttestationID, Valid: o.Valid, Score: o.Score,
+		Metric: o.Metric, InvalidReason: o.InvalidReason,
+		Attestation: filepath.Join(h.AttestationsDir(), o.AttestationID+".json")}
+	if jsonOut {
+		return printJSON(w, out)
+	}
+	fmt.Fprintf(w, "attestation %s\n", o.AttestationID)
+	if o.Valid {
+		fmt.Fprintf(w, "score       %s = %g\n", o.Metric, *o.Score)
+	} else {
+		fmt.Fprintf(w, "score       invalid: %s\n", o.InvalidReason)
+	}
+	fmt.Fprintf(w, "run         %s\n", runner.RunDir(h, o.RunID))
+	return nil
 }
 
 // statusLine redraws one line on a terminal: phase, elapsed time, GPU use. Off a terminal

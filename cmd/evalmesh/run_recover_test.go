@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +20,24 @@ import (
 	"github.com/evalmesh/evalmesh/runner/docker"
 	"github.com/evalmesh/evalmesh/runner/executortest"
 )
+
+// syncBuffer is a bytes.Buffer safe to read while the command writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
 
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -95,25 +115,32 @@ func TestRunRecoversAlongsideTheNewRun(t *testing.T) {
 
 	old := killedRun(t, h, "--task", task, "--agent", gated, "--executor", "process")
 
-	type result struct {
-		out, errs string
-		code      int
-	}
-	done := make(chan result, 1)
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
 	go func() {
-		o, e, c := runE2(t, "run", "--home", h, "--task", task, "--agent", solver, "--executor", "process")
-		done <- result{o, e, c}
+		done <- run([]string{"run", "--home", h, "--task", task, "--agent", solver, "--executor", "process"}, &stdout, &stderr)
 	}()
-	// The new run is attested while the recovered agent still waits at its gate.
-	waitFor(t, 60*time.Second, "the new run's attestation while the recovered agent still runs", func() bool {
-		return attestations(t, h) == 1
+	// The new run is attested, and its result printed, while the recovered agent still
+	// waits at its gate.
+	waitFor(t, 60*time.Second, "the new run's result while the recovered agent still runs", func() bool {
+		return strings.Contains(stdout.String(), "score       Accuracy = 1")
 	})
+	if n := attestations(t, h); n != 1 {
+		t.Fatalf("%d attestations while the recovered agent runs, want 1", n)
+	}
 	if p := runPhase(t, h, old); p != runner.PhaseAgent {
 		t.Fatalf("recovered run in phase %s before its agent ended", p)
 	}
+	waitFor(t, 10*time.Second, "the note that the command waits for the recovered run", func() bool {
+		return strings.Contains(stderr.String(), "waiting for the recovered run(s) to end")
+	})
 	os.Remove(hold)
-	res := <-done
-	if res.code != 0 || !strings.Contains(res.out, "score       Accuracy = 1") {
+	res := struct {
+		out, errs string
+		code      int
+	}{code: <-done}
+	res.out, res.errs = stdout.String(), stderr.String()
+	if res.code != 0 {
 		t.Fatalf("run: %d\n%s\n%s", res.code, res.out, res.errs)
 	}
 	if !strings.Contains(res.errs, "recovered run "+old+": attestation bafkrei") {
