@@ -13,7 +13,9 @@ import (
 	"github.com/evalmesh/evalmesh/scoring"
 )
 
-const scoreFixtures = "../../../shared/fixtures/airs-bench"
+// scoreFixtures is the in-repository copy of the 20 AIRS-Bench metadata files
+// (tasks/testdata/NOTICE.md), so these tests run in any clone, not only in /work/main.
+const scoreFixtures = "../../tasks/testdata/airs-bench"
 
 // scoreAIRSResults writes a results file for every fixture task: agents of graded skill, a few
 // seeds each, some failed runs, scores between the task's estimated worst and its SOTA
