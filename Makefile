@@ -3,7 +3,7 @@
 export CGO_CFLAGS ?= -Wno-deprecated-declarations
 GOTESTSUM := go run gotest.tools/gotestsum@v1.13.0
 
-.PHONY: demo test build fuzz
+.PHONY: demo test build
 
 # The main job on embedded defaults: example tasks x baseline agents, signed, verified, ranked.
 demo:
