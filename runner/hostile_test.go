@@ -107,3 +107,27 @@ func TestRunProcessForkBombAttested(t *testing.T) {
 		t.Fatalf("telemetry %v: no pids-limit hits", o.Predicate.Telemetry)
 	}
 }
+
+// At the node's default 2 s poll, a fork bomb that gives up after a second is still caught
+// hitting its pids limit: the runner samples the agent early (its container's cgroup goes
+// with it).
+func TestRunDockerForkBombAttestedAtDefaultPoll(t *testing.T) {
+	r, cli := dockerRunner(t)
+	r.PollInterval = 0
+	insp, err := cli.ImageInspect(bg, executortest.Image(t, cli))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := &runner.AgentSpec{Name: "forkbomb", Version: "1", Image: insp.ID, Command: []string{"/agent", "forkbomb"}}
+	o, err := r.Run(bg, runner.Request{TaskDir: exampleTask(t, "arithmetic"), Agent: agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "after its pids limit refused new processes"; !strings.Contains(o.Predicate.Exit.Reason, want) {
+		t.Fatalf("exit reason %q, want %q", o.Predicate.Exit.Reason, want)
+	}
+	tel, _ := o.Predicate.Telemetry.(map[string]any)
+	if mem, _ := tel["agent_peak_memory_bytes"].(float64); mem <= 0 {
+		t.Fatalf("telemetry %v: no peak memory sampled for a docker agent", tel)
+	}
+}

@@ -396,6 +396,12 @@ func (r *Runner) waitAgent(ctx context.Context, ex Executor, st *RunState, meter
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	// The agent's own use is also sampled early, at 100 ms doubling up to the interval: a
+	// container's cgroup (pids-limit hits) and stats vanish with it, and many agents that
+	// misbehave do it in their first seconds.
+	early := min(100*time.Millisecond, interval)
+	et := time.NewTimer(early)
+	defer et.Stop()
 	util := func() float64 {
 		if len(st.GPUs) == 0 {
 			return -1
@@ -416,6 +422,11 @@ func (r *Runner) waitAgent(ctx context.Context, ex Executor, st *RunState, meter
 			st.Telemetry = meter.T
 			r.sampleAgent(ctx, ex, st)
 			r.progress(st, util())
+		case <-et.C:
+			r.sampleAgent(ctx, ex, st)
+			if early *= 2; early < interval {
+				et.Reset(early)
+			}
 		}
 	}
 }
