@@ -1,0 +1,443 @@
+package attest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/evalmesh/evalmesh/scoring"
+)
+
+// acceptWorld is a few labs, each with one certified node, all trusted by one store.
+type acceptWorld struct {
+	t     *testing.T
+	labs  []*fixture
+	trust *TrustStore
+	envs  map[string][]byte // by test name
+	ids   map[string]string // test name → envelope ID
+}
+
+func newAcceptWorld(t *testing.T, n int) *acceptWorld {
+	w := &acceptWorld{t: t, trust: NewTrustStore(), envs: map[string][]byte{}, ids: map[string]string{}}
+	for i := 0; i < n; i++ {
+		f := newFixture(t)
+		if _, err := w.trust.AddLab(fmt.Sprintf("lab%d", i), f.lab.Pub); err != nil {
+			t.Fatal(err)
+		}
+		w.labs = append(w.labs, f)
+	}
+	return w
+}
+
+func (w *acceptWorld) put(name string, env []byte) {
+	w.t.Helper()
+	if _, dup := w.envs[name]; dup {
+		w.t.Fatalf("test names envelope %q twice", name)
+	}
+	w.envs[name] = env
+	w.ids[name] = EnvelopeID(env)
+}
+
+// run signs a run attestation by lab's node. score < 0 makes an invalid run. wall varies the
+// statement bytes without changing the submission (a re-signed duplicate).
+func (w *acceptWorld) run(name string, lab int, task, agent string, seed int, submission string, score float64, wall float64) {
+	w.t.Helper()
+	f := w.labs[lab]
+	p := runPredicate(f.nodeID, f.lab.ID, seed, score)
+	p.Slot.Task, p.Slot.Agent = task, agent
+	p.WallSeconds = wall
+	if score < 0 {
+		p.Valid, p.Score, p.InvalidReason = false, nil, "submission.csv missing"
+	}
+	st, err := NewStatement(runSubjects(submission), PredicateRunV1, p)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	env, _, err := Sign(f.node, f.cert, st)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.put(name, env)
+}
+
+// rescore signs lab's re-score of the run named run. score < 0: re-scored as invalid.
+func (w *acceptWorld) rescore(name string, lab int, run string, score float64) {
+	w.t.Helper()
+	id, ok := w.ids[run]
+	if !ok {
+		w.t.Fatalf("rescore of unknown run %q", run)
+	}
+	w.put(name, w.labs[lab].signRescore(w.t, id, score >= 0, score))
+}
+
+func (w *acceptWorld) foreign(name string, lab int) {
+	w.t.Helper()
+	f := w.labs[lab]
+	st, err := NewStatement(runSubjects("x"), "https://example.com/provenance/v9", map[string]any{"builder": "someone"})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	env, _, err := Sign(f.node, f.cert, st)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.put(name, env)
+}
+
+func (w *acceptWorld) verified() []*Verified {
+	w.t.Helper()
+	names := make([]string, 0, len(w.envs))
+	for n := range w.envs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var vs []*Verified
+	for _, n := range names {
+		v, err := Verify(w.envs[n], w.trust, t0)
+		if err != nil {
+			w.t.Fatalf("%s does not verify: %v", n, err)
+		}
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+// nameOf turns an envelope ID back into its test name, for readable expectations.
+func (w *acceptWorld) nameOf(id string) string {
+	for n, x := range w.ids {
+		if x == id {
+			return n
+		}
+	}
+	return id
+}
+
+func TestAccept(t *testing.T) {
+	const task, agent = "bafytask", "bafyagent"
+	cases := []struct {
+		name   string
+		policy AcceptPolicy
+		build  func(w *acceptWorld)
+		// want: one line per result "task agent seed status score name"; excluded: "name: reason".
+		want     []string
+		excluded []string
+	}{{
+		name: "one valid and one invalid run count on their own signature",
+		build: func(w *acceptWorld) {
+			w.run("r0", 0, task, agent, 0, "s0", 0.5, 1)
+			w.run("r1", 0, task, agent, 1, "s1", -1, 1)
+		},
+		want: []string{
+			"bafytask bafyagent 0 SUCCESS 0.5 r0",
+			"bafytask bafyagent 1 submission.csv missing <nil> r1",
+		},
+	}, {
+		name: "equivocating pair excluded, the lab's other seed still counts",
+		build: func(w *acceptWorld) {
+			w.run("a", 0, task, agent, 0, "first", 0.5, 1)
+			w.run("b", 0, task, agent, 0, "second", 0.9, 1)
+			w.run("c", 0, task, agent, 1, "other", 0.7, 1)
+		},
+		want:     []string{"bafytask bafyagent 1 SUCCESS 0.7 c"},
+		excluded: []string{"a: equivocation", "b: equivocation"},
+	}, {
+		name: "three-way equivocation lists each envelope once",
+		build: func(w *acceptWorld) {
+			w.run("a", 0, task, agent, 0, "first", 0.5, 1)
+			w.run("b", 0, task, agent, 0, "second", 0.9, 1)
+			w.run("c", 0, task, agent, 0, "third", 0.1, 1)
+		},
+		excluded: []string{"a: equivocation", "b: equivocation", "c: equivocation"},
+	}, {
+		name: "a re-signed duplicate counts once",
+		build: func(w *acceptWorld) {
+			w.run("a", 0, task, agent, 0, "same", 0.5, 1)
+			w.run("b", 0, task, agent, 0, "same", 0.5, 2)
+		},
+		want:     []string{"bafytask bafyagent 0 SUCCESS 0.5 a|b"},
+		excluded: []string{"a|b: duplicate of a counted run"},
+	}, {
+		name:   "replication 1: another lab's agreeing re-score is needed, the own lab's is not enough",
+		policy: AcceptPolicy{Replication: 1},
+		build: func(w *acceptWorld) {
+			w.run("confirmed", 0, task, agent, 0, "s0", 0.5, 1)
+			w.rescore("x0", 1, "confirmed", 0.5+1e-12) // within Accuracy's tolerance
+			w.run("self", 0, task, agent, 1, "s1", 0.6, 1)
+			w.rescore("x1", 0, "self", 0.6)
+			w.run("alone", 0, task, agent, 2, "s2", 0.7, 1)
+		},
+		want:     []string{"bafytask bafyagent 0 SUCCESS 0.5 confirmed"},
+		excluded: []string{"alone: too few replicators", "self: too few replicators"},
+	}, {
+		name:   "replication 2 needs two other labs",
+		policy: AcceptPolicy{Replication: 2},
+		build: func(w *acceptWorld) {
+			w.run("two", 0, task, agent, 0, "s0", 0.5, 1)
+			w.rescore("x1", 1, "two", 0.5)
+			w.rescore("x2", 2, "two", 0.5)
+			w.run("one", 0, task, agent, 1, "s1", 0.5, 1)
+			w.rescore("y1", 1, "one", 0.5)
+		},
+		want:     []string{"bafytask bafyagent 0 SUCCESS 0.5 two"},
+		excluded: []string{"one: too few replicators"},
+	}, {
+		name: "a disagreeing re-score excludes the run even without replication",
+		build: func(w *acceptWorld) {
+			w.run("disputed", 0, task, agent, 0, "s0", 0.5, 1)
+			w.rescore("x", 1, "disputed", 0.51)
+			w.run("invalidated", 0, task, agent, 1, "s1", 0.5, 1)
+			w.rescore("y", 1, "invalidated", -1)
+			w.run("fine", 0, task, agent, 2, "s2", 0.5, 1)
+		},
+		want:     []string{"bafytask bafyagent 2 SUCCESS 0.5 fine"},
+		excluded: []string{"disputed: disagreeing re-score", "invalidated: disagreeing re-score"},
+	}, {
+		name:   "a disagreeing re-score beats agreeing ones",
+		policy: AcceptPolicy{Replication: 1},
+		build: func(w *acceptWorld) {
+			w.run("r", 0, task, agent, 0, "s0", 0.5, 1)
+			w.rescore("ok", 1, "r", 0.5)
+			w.rescore("no", 2, "r", 0.4)
+		},
+		excluded: []string{"r: disagreeing re-score"},
+	}, {
+		name: "a foreign predicate type is ignored, neither counted nor excluded",
+		build: func(w *acceptWorld) {
+			w.foreign("f", 0)
+			w.run("r", 0, task, agent, 0, "s0", 0.5, 1)
+		},
+		want: []string{"bafytask bafyagent 0 SUCCESS 0.5 r"},
+	}, {
+		name:   "bundles and agents are named through the policy; unknown ones do not count",
+		policy: AcceptPolicy{Tasks: map[string]string{"bafytask": "SVAMP"}, Agents: map[string]string{"bafyagent": "greedy"}},
+		build: func(w *acceptWorld) {
+			w.run("known", 0, task, agent, 0, "s0", 0.5, 1)
+			w.run("task?", 0, "bafyother", agent, 0, "s1", 0.5, 1)
+			w.run("agent?", 0, task, "bafystranger", 0, "s2", 0.5, 1)
+		},
+		want:     []string{"SVAMP greedy 0 SUCCESS 0.5 known"},
+		excluded: []string{"agent?: unknown agent", "task?: unknown task bundle"},
+	}, {
+		name: "two labs running one slot: one result per seed, the smaller ID counts",
+		build: func(w *acceptWorld) {
+			w.run("a", 0, task, agent, 0, "s0", 0.5, 1)
+			w.run("b", 1, task, agent, 0, "s1", 0.6, 1)
+		},
+		want:     []string{"bafytask bafyagent 0 SUCCESS <min> a|b"},
+		excluded: []string{"a|b: another run fills the same task, agent and seed"},
+	}, {
+		name: "two labs running one slot: the better replicated run counts whatever its ID",
+		build: func(w *acceptWorld) {
+			w.run("a", 0, task, agent, 0, "s0", 0.5, 1)
+			w.run("b", 1, task, agent, 0, "s1", 0.6, 1)
+			w.rescore("x", 2, "b", 0.6)
+		},
+		want:     []string{"bafytask bafyagent 0 SUCCESS 0.6 b"},
+		excluded: []string{"a: another run fills the same task, agent and seed"},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newAcceptWorld(t, 3)
+			tc.build(w)
+			vs := w.verified()
+			o := Reconcile(vs, Agree)
+			results, excluded := Accept(o, tc.policy)
+
+			var got []string
+			for _, r := range results {
+				score := "<nil>"
+				if r.Score != nil {
+					score = fmt.Sprint(*r.Score)
+				}
+				got = append(got, fmt.Sprintf("%s %s %d %s %s %s", r.Task, r.Agent, r.Seed, r.Status, score, w.nameOf(r.AttestationID)))
+			}
+			var gotEx []string
+			for _, e := range excluded {
+				gotEx = append(gotEx, fmt.Sprintf("%s: %s", w.nameOf(e.ID), e.Reason))
+				if e.Principal == "" || e.Slot == (Slot{}) {
+					t.Errorf("excluded %s lacks its principal or slot: %+v", w.nameOf(e.ID), e)
+				}
+			}
+			// "a|b" stands for whichever of a and b has the smaller ID; "<min>" for its score.
+			resolve := func(lines []string) []string {
+				out := slices.Clone(lines)
+				for i, l := range out {
+					if strings.Contains(l, "a|b") {
+						first, second := "a", "b"
+						if w.ids["b"] < w.ids["a"] {
+							first, second = "b", "a"
+						}
+						if strings.HasSuffix(l, "a|b") { // the counted one: the smaller ID
+							l = strings.Replace(l, "a|b", first, 1)
+							v := map[string]string{"a": "0.5", "b": "0.6"}[first]
+							if strings.Contains(l, "<min>") {
+								l = strings.Replace(l, "<min>", v, 1)
+							}
+						} else { // the excluded one
+							l = strings.Replace(l, "a|b", second, 1)
+						}
+						out[i] = l
+					}
+				}
+				slices.Sort(out)
+				return out
+			}
+			want, wantEx := resolve(tc.want), resolve(tc.excluded)
+			gotSorted := slices.Clone(gotEx)
+			slices.Sort(gotSorted)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("results:\n got %q\nwant %q", got, want)
+			}
+			if !reflect.DeepEqual(gotSorted, wantEx) {
+				t.Errorf("excluded:\n got %q\nwant %q", gotSorted, wantEx)
+			}
+			// Every run attestation is either counted or excluded, never both, never lost.
+			runs := 0
+			for _, v := range vs {
+				if v.Run != nil {
+					runs++
+				}
+			}
+			if len(results)+len(excluded) != runs {
+				t.Errorf("%d results + %d excluded, want %d run attestations accounted for", len(results), len(excluded), runs)
+			}
+
+			// Input order is irrelevant: any permutation gives identical output.
+			rng := rand.New(rand.NewPCG(1, uint64(len(vs))))
+			for i := 0; i < 5; i++ {
+				perm := slices.Clone(vs)
+				rng.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+				r2, e2 := Accept(Reconcile(perm, Agree), tc.policy)
+				if !reflect.DeepEqual(r2, results) || !reflect.DeepEqual(e2, excluded) {
+					t.Fatalf("permutation %d changed the output:\n%v %v\nvs\n%v %v", i, r2, e2, results, excluded)
+				}
+			}
+		})
+	}
+}
+
+func TestAcceptResultsFeedTheLedger(t *testing.T) {
+	// Accept's output is always acceptable to scoring.ComputeLedger: one result per
+	// (task, agent, seed) even when several labs ran one slot.
+	w := newAcceptWorld(t, 3)
+	for lab := 0; lab < 3; lab++ {
+		for seed := 0; seed < 3; seed++ {
+			w.run(fmt.Sprintf("l%d-s%d", lab, seed), lab, "bafytask", "bafyagent", seed, fmt.Sprint(lab, seed), 0.1*float64(lab+seed), 1)
+		}
+	}
+	results, excluded := Accept(Reconcile(w.verified(), Agree), AcceptPolicy{Tasks: map[string]string{"bafytask": "T"}})
+	if len(results) != 3 || len(excluded) != 6 {
+		t.Fatalf("got %d results, %d excluded; want 3 and 6", len(results), len(excluded))
+	}
+	if _, err := scoring.ComputeLedger(results, []scoring.TaskInfo{{Name: "T", Optimum: 1, SOTA: 0.9}}, scoring.Options{BootstrapRounds: 2}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAgree(t *testing.T) {
+	cases := []struct {
+		metric string
+		a, b   float64
+		want   bool
+	}{
+		{"Accuracy", 0.5, 0.5, true},
+		{"accuracy", 0.5, 0.5 + 1e-10, true},
+		{"Accuracy", 0.5, 0.5 + 1e-8, false},
+		{"MAE", 3, 3 + 1e-7, true},
+		{"MAE", 3, 3 + 1e-5, false},
+		{"no-such-metric", 1, 1, true},
+		{"no-such-metric", 1, 1 + 1e-15, false},
+	}
+	for _, c := range cases {
+		if got := Agree(c.metric, c.a, c.b); got != c.want {
+			t.Errorf("Agree(%s, %v, %v) = %v, want %v", c.metric, c.a, c.b, got, c.want)
+		}
+	}
+}
+
+func TestLedgerFromDir(t *testing.T) {
+	w := newAcceptWorld(t, 2)
+	w.run("r0", 0, "T", "agentA", 0, "s0", 0.5, 1)
+	w.run("r1", 0, "T", "agentA", 1, "s1", 0.7, 1)
+	w.run("q0", 1, "T", "agentB", 0, "q0", 0.6, 1)
+	w.run("eq1", 1, "T", "agentB", 1, "e1", 0.6, 1)
+	w.run("eq2", 1, "T", "agentB", 1, "e2", 0.9, 1)
+	w.run("nope", 0, "Unknown", "agentA", 0, "n", 0.5, 1)
+	dir := t.TempDir()
+	for n, env := range w.envs {
+		if err := os.WriteFile(filepath.Join(dir, w.ids[n]+".json"), env, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A tampered copy of r0: one byte of the signature changed.
+	bad := []byte(strings.Replace(string(w.envs["r0"]), `"sig":"`, `"sig":"A`, 1))
+	if string(bad) == string(w.envs["r0"]) {
+		t.Fatal("tampering did not change the envelope")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tampered.json"), bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "huge.json"), make([]byte, MaxEnvelopeSize+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Not envelopes by name: ignored.
+	for _, n := range []string{".tmp-x.json-123", "README.md"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("junk"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tasks := []scoring.TaskInfo{{Name: "T", Optimum: 1, SOTA: 0.95}}
+	cache, err := NewCache(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := LedgerInput{Trust: w.trust, Cache: cache, Now: t0, Tasks: tasks, Scoring: scoring.Options{BootstrapRounds: 5}}
+	l, rep, err := LedgerFromDir(dir, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Read != 8 || rep.Counted != 3 || len(rep.Refused) != 2 || len(rep.Excluded) != 3 || rep.Equivocations != 1 {
+		t.Fatalf("report %+v: want 8 read, 3 counted, 2 refused, 3 excluded, 1 equivocation", rep)
+	}
+	refused := map[string]string{}
+	for _, r := range rep.Refused {
+		refused[filepath.Base(r.File)] = r.Reason
+	}
+	if refused["tampered.json"] != string(ReasonBadSignature) && refused["tampered.json"] != string(ReasonMalformedEnvelope) {
+		t.Errorf("tampered.json refused for %q, want a bad signature", refused["tampered.json"])
+	}
+	if refused["huge.json"] != "too large" {
+		t.Errorf("huge.json refused for %q, want too large", refused["huge.json"])
+	}
+	// The root is the one scoring computes on the accepted results directly.
+	results := []scoring.Result{
+		{Task: "T", Agent: "agentA", Seed: 0, Status: scoring.StatusSuccess, Score: ptr(0.5), AttestationID: w.ids["r0"]},
+		{Task: "T", Agent: "agentA", Seed: 1, Status: scoring.StatusSuccess, Score: ptr(0.7), AttestationID: w.ids["r1"]},
+		{Task: "T", Agent: "agentB", Seed: 0, Status: scoring.StatusSuccess, Score: ptr(0.6), AttestationID: w.ids["q0"]},
+	}
+	want, err := scoring.ComputeLedger(results, tasks, in.Scoring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Root() != want.Root() {
+		t.Errorf("ledger root %s, want %s", l.Root(), want.Root())
+	}
+	// Again through the cache: same root, and nothing new verified.
+	n := cache.Len()
+	l2, _, err := LedgerFromDir(dir, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Root() != l.Root() || cache.Len() != n {
+		t.Errorf("second pass: root %s (want %s), cache %d entries (want %d)", l2.Root(), l.Root(), cache.Len(), n)
+	}
+	if _, _, err := LedgerFromDir(filepath.Join(dir, "missing"), in); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("missing folder: %v, want an error saying it does not exist", err)
+	}
+}

@@ -1,0 +1,244 @@
+package attest
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/evalmesh/evalmesh/scoring"
+)
+
+// EnvelopeFile is one envelope as read from somewhere: a name to report it by (a file
+// name, a peer) and its bytes exactly as received.
+type EnvelopeFile struct {
+	Name string
+	Data []byte
+}
+
+// Refusal is an envelope that did not verify (or could not be read), and why.
+type Refusal struct {
+	File string `json:"file"`
+	ID   string `json:"id,omitempty"` // EnvelopeID of the bytes, when they were read
+	// Reason is the verification Reason ("bad signature", "unknown lab", …), or
+	// "unreadable" / "too large" for a file that could not be taken in.
+	Reason string `json:"reason"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// String is the one-line form the CLI prints.
+func (r Refusal) String() string {
+	s := r.File + ": " + r.Reason
+	if r.Detail != "" && r.Detail != r.Reason {
+		s += " (" + r.Detail + ")"
+	}
+	return s
+}
+
+// LedgerReport says what became of every envelope given to BuildLedger.
+type LedgerReport struct {
+	Read    int       `json:"read"`    // envelopes (files) taken in
+	Refused []Refusal `json:"refused"` // did not verify, sorted by file name
+	// Verified envelopes split into runs counted, runs excluded (Excluded says why),
+	// re-scores, and statements of other predicate types (verified, never counted).
+	Counted       int        `json:"counted"`
+	Excluded      []Excluded `json:"excluded"`
+	Rescores      int        `json:"rescores"`
+	Orphans       int        `json:"orphan_rescores"` // re-scores of runs not in the set (or equivocating)
+	Other         int        `json:"other"`
+	Equivocations int        `json:"equivocations"` // evidence pairs
+	Disagreements int        `json:"disagreements"`
+	Duplicates    int        `json:"duplicate_ids"` // the same bytes given more than once
+}
+
+// LedgerInput is everything the ledger is a function of (DESIGN §7): the envelopes, the
+// trust store and the clock they are verified under, the tasks' metadata, the acceptance
+// policy and the scoring options.
+type LedgerInput struct {
+	Envelopes []EnvelopeFile
+	Trust     *TrustStore
+	// Cache remembers verdicts across calls (a node recomputing its ledger as attestations
+	// arrive verifies each envelope once); nil verifies everything afresh.
+	Cache   *Cache
+	Now     time.Time
+	Tasks   []scoring.TaskInfo
+	Policy  AcceptPolicy
+	Scoring scoring.Options
+}
+
+// BuildLedger verifies the envelopes (in one batch), reconciles them, applies the
+// acceptance policy and computes the ledger of the runs that count. It reads no files: the
+// envelopes come in as bytes. An envelope that does not verify is a Refusal in the report,
+// not an error; errors are for inputs the ledger itself refuses (scoring options, task
+// metadata).
+//
+// When in.Policy.Tasks is nil, runs are matched to in.Tasks by name (Slot.Task must be the
+// task's name); a run naming no known task is excluded as ExcludeUnknownTask either way.
+func BuildLedger(in LedgerInput) (*scoring.Ledger, *LedgerReport, error) {
+	if in.Trust == nil {
+		return nil, nil, errors.New("attest: BuildLedger needs a trust store")
+	}
+	rep := &LedgerReport{Read: len(in.Envelopes)}
+	raw := make([][]byte, len(in.Envelopes))
+	for i, f := range in.Envelopes {
+		raw[i] = f.Data
+	}
+	var vs []*Verified
+	var errs []error
+	if in.Cache != nil {
+		vs, errs = in.Cache.VerifyBatch(raw, in.Trust, in.Now)
+	} else {
+		vs, errs = VerifyBatch(raw, in.Trust, in.Now)
+	}
+	var ok []*Verified
+	ids := map[string]bool{}
+	for i, v := range vs {
+		if errs[i] != nil {
+			r := Refusal{File: in.Envelopes[i].Name, ID: EnvelopeID(raw[i]), Reason: string(ReasonOf(errs[i])), Detail: errs[i].Error()}
+			if r.Reason == "" {
+				r.Reason = errs[i].Error()
+			}
+			rep.Refused = append(rep.Refused, r)
+			continue
+		}
+		if ids[v.ID] {
+			rep.Duplicates++
+			continue
+		}
+		ids[v.ID] = true
+		ok = append(ok, v)
+	}
+	sortRefusals(rep.Refused)
+
+	o := Reconcile(ok, Agree)
+	p := in.Policy
+	known := make(map[string]bool, len(in.Tasks))
+	for _, t := range in.Tasks {
+		known[t.Name] = true
+	}
+	if p.Tasks == nil {
+		p.Tasks = make(map[string]string, len(in.Tasks))
+		for _, t := range in.Tasks {
+			p.Tasks[t.Name] = t.Name
+		}
+	} else {
+		// A map naming a task the ledger has no metadata for would make ComputeLedger fail
+		// on the whole set; such runs are excluded instead.
+		m := make(map[string]string, len(p.Tasks))
+		for cid, name := range p.Tasks {
+			if known[name] {
+				m[cid] = name
+			}
+		}
+		p.Tasks = m
+	}
+	results, excluded := Accept(o, p)
+	rep.Counted, rep.Excluded = len(results), excluded
+	for _, rs := range o.Rescores {
+		rep.Rescores += len(rs)
+	}
+	rep.Rescores += len(o.Disagreements)
+	rep.Orphans, rep.Other = len(o.Orphans), len(o.Other)
+	rep.Equivocations, rep.Disagreements = len(o.Equivocations), len(o.Disagreements)
+
+	l, err := scoring.ComputeLedger(results, in.Tasks, in.Scoring)
+	if err != nil {
+		return nil, rep, err
+	}
+	return l, rep, nil
+}
+
+// LedgerFromDir reads every envelope file (*.json) directly under dir and computes the
+// ledger with BuildLedger; in.Envelopes, if any, are verified along with them. A file that
+// cannot be read, or is larger than MaxEnvelopeSize, is a Refusal like a bad signature.
+func LedgerFromDir(dir string, in LedgerInput) (*scoring.Ledger, *LedgerReport, error) {
+	files, refused, err := ReadEnvelopeDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	in.Envelopes = append(slices.Clip(in.Envelopes), files...)
+	l, rep, err := BuildLedger(in)
+	if rep != nil {
+		rep.Read += len(refused)
+		rep.Refused = append(rep.Refused, refused...)
+		sortRefusals(rep.Refused)
+	}
+	return l, rep, err
+}
+
+// ReadEnvelopeDir reads the envelope files directly under dir: regular files named *.json,
+// skipping hidden ones (half-written temporary files of an atomic write start with a dot).
+// Files are returned sorted by name. A missing dir is an error that says so; a file that
+// cannot be read or is too large is a Refusal.
+func ReadEnvelopeDir(dir string) ([]EnvelopeFile, []Refusal, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil, fmt.Errorf("attestations folder %s does not exist: run some evaluations first, or name the folder holding the envelopes", dir)
+		}
+		return nil, nil, fmt.Errorf("reading attestations folder: %w", err)
+	}
+	var files []EnvelopeFile
+	var refused []Refusal
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		data, err := readEnvelopeFile(path)
+		if err != nil {
+			var big errTooLarge
+			if errors.As(err, &big) {
+				refused = append(refused, Refusal{File: path, Reason: "too large", Detail: err.Error()})
+			} else if !errors.Is(err, errNotRegular) {
+				refused = append(refused, Refusal{File: path, Reason: "unreadable", Detail: err.Error()})
+			}
+			continue
+		}
+		files = append(files, EnvelopeFile{Name: path, Data: data})
+	}
+	return files, refused, nil
+}
+
+var errNotRegular = errors.New("not a regular file")
+
+type errTooLarge struct{ path string }
+
+func (e errTooLarge) Error() string {
+	return fmt.Sprintf("%s is over %d bytes, larger than any attestation", e.path, MaxEnvelopeSize)
+}
+
+// readEnvelopeFile reads at most MaxEnvelopeSize bytes: a flood in the folder costs a
+// megabyte, not the node's memory.
+func readEnvelopeFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, errNotRegular
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxEnvelopeSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxEnvelopeSize {
+		return nil, errTooLarge{path}
+	}
+	return b, nil
+}
+
+func sortRefusals(r []Refusal) {
+	slices.SortFunc(r, func(a, b Refusal) int { return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.ID, b.ID)) })
+}
