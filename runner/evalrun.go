@@ -105,7 +105,7 @@ func (r *Runner) evaluate(ctx context.Context, ex Executor, st *RunState, b *tas
 			return nil, fmt.Errorf("task %s: labels for the built-in metric: %w (set evaluator.labels in task.yaml)", m.Name, err)
 		}
 		score, err := scoring.ScoreCSV(metric, sub, labels, scoring.CSVSpec{
-			Header: m.Submission.Header, Rows: m.Submission.Rows, ScoringColumns: m.ScoringColumn,
+			Task: m.Name, Header: m.Submission.Header, Rows: m.Submission.Rows, ScoringColumns: m.ScoringColumn,
 		})
 		var inv *scoring.InvalidSubmission
 		if errors.As(err, &inv) {

@@ -15,7 +15,8 @@ import (
 // ScoreFunc scores a CSV submission against a labels CSV with a built-in metric. The CLI
 // passes scoring.ScoreCSV; tasks does not import scoring, so scoring stays free to use
 // tasks' types later without a cycle.
-type ScoreFunc func(metric string, submission, labels []byte, header []string, rows int, scoringColumns []string) (float64, error)
+// task is the task name: a few AIRS-Bench tasks compare answers their own way.
+type ScoreFunc func(task, metric string, submission, labels []byte, header []string, rows int, scoringColumns []string) (float64, error)
 
 // CheckOptions tunes Check.
 type CheckOptions struct {
@@ -158,7 +159,7 @@ func goldCheck(b *Bundle, gold string, score ScoreFunc) *GoldCheck {
 		return g
 	}
 	run := func(s []byte) (*float64, error) {
-		v, err := score(g.Metric, s, labels, m.Submission.Header, m.Submission.Rows, m.ScoringColumn)
+		v, err := score(m.Name, g.Metric, s, labels, m.Submission.Header, m.Submission.Rows, m.ScoringColumn)
 		if err != nil {
 			return nil, err
 		}

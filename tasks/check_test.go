@@ -10,8 +10,8 @@ import (
 	"github.com/evalmesh/evalmesh/scoring"
 )
 
-func scoreCSV(metric string, sub, labels []byte, header []string, rows int, cols []string) (float64, error) {
-	return scoring.ScoreCSV(metric, sub, labels, scoring.CSVSpec{Header: header, Rows: rows, ScoringColumns: cols})
+func scoreCSV(task, metric string, sub, labels []byte, header []string, rows int, cols []string) (float64, error) {
+	return scoring.ScoreCSV(metric, sub, labels, scoring.CSVSpec{Task: task, Header: header, Rows: rows, ScoringColumns: cols})
 }
 
 // svampBundle imports the SVAMP fixture with the gold answers as labels; labels can be
@@ -161,5 +161,24 @@ func TestCheckWarnsUnknownKeys(t *testing.T) {
 	w := strings.Join(r.Warnings, "\n")
 	if !strings.Contains(w, "unknown key sotta") || !strings.Contains(w, "unknown key evaluator.lables") || strings.Contains(w, "key airs") {
 		t.Errorf("warnings:\n%s", w)
+	}
+}
+
+// The scorer is told which task it scores: some AIRS-Bench tasks compare answers their own
+// way (SVAMP compares int(prediction) with int(label)).
+func TestCheckPassesTaskNameToScorer(t *testing.T) {
+	dir := svampBundle(t, func(b []byte) []byte { return b })
+	var seen []string
+	Check(dir, CheckOptions{Score: func(task, metric string, sub, labels []byte, header []string, rows int, cols []string) (float64, error) {
+		seen = append(seen, task)
+		return scoreCSV(task, metric, sub, labels, header, rows, cols)
+	}})
+	if len(seen) == 0 {
+		t.Fatal("the scorer was never called")
+	}
+	for _, task := range seen {
+		if task != "MathQuestionAnsweringSVAMPAccuracy" {
+			t.Fatalf("scorer got task %q, want MathQuestionAnsweringSVAMPAccuracy", task)
+		}
 	}
 }

@@ -185,8 +185,8 @@ Example:
 }
 
 // scoreCSV adapts scoring.ScoreCSV to tasks.ScoreFunc.
-func scoreCSV(metric string, submission, labels []byte, header []string, rows int, cols []string) (float64, error) {
-	return scoring.ScoreCSV(metric, submission, labels, scoring.CSVSpec{Header: header, Rows: rows, ScoringColumns: cols})
+func scoreCSV(task, metric string, submission, labels []byte, header []string, rows int, cols []string) (float64, error) {
+	return scoring.ScoreCSV(metric, submission, labels, scoring.CSVSpec{Task: task, Header: header, Rows: rows, ScoringColumns: cols})
 }
 
 func newTaskCheckCmd(g *globals) *cobra.Command {

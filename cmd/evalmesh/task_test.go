@@ -205,7 +205,7 @@ func TestTaskImportSpecScoresUpstreamShapedSubmissions(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The fixtures' row counts are the real test sizes; these stand-ins are 2 rows.
-			got, err := scoreCSV(m.Evaluator.Metric, []byte(tc.sub), []byte(tc.labels), m.Submission.Header, 0, m.ScoringColumn)
+			got, err := scoreCSV(m.Name, m.Evaluator.Metric, []byte(tc.sub), []byte(tc.labels), m.Submission.Header, 0, m.ScoringColumn)
 			if err != nil || got != tc.want {
 				t.Fatalf("score %v, %v; want %v (header %q, scoring %q)", got, err, tc.want, m.Submission.Header, m.ScoringColumn)
 			}
