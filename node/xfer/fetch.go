@@ -193,8 +193,12 @@ func (f *fetcher) noPeersLeft(items []pend) error {
 		why = append(why, fmt.Sprintf("%s: %v", p, err))
 	}
 	sort.Strings(why)
-	return fmt.Errorf("block %s (and %d more subtrees) not fetched: every peer failed (%s); connect to another peer that has it and retry",
-		items[0].c, len(items)-1, strings.Join(why, "; "))
+	more := ""
+	if len(items) > 1 {
+		more = fmt.Sprintf(" (and %d more subtrees)", len(items)-1)
+	}
+	return fmt.Errorf("block %s%s not fetched: every peer failed (%s); connect to another peer that has it and retry",
+		items[0].c, more, strings.Join(why, "; "))
 }
 
 type batchResult struct {

@@ -302,6 +302,7 @@ func TestAllPeersBad(t *testing.T) {
 	if n := requireAllVerified(t, getter.bs); n != 0 {
 		t.Errorf("%d blocks stored from corrupt peers", n)
 	}
+	t.Logf("error: %v", err)
 }
 
 func TestPeerLacksBlocks(t *testing.T) {
