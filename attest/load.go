@@ -99,9 +99,10 @@ func BuildLedger(in LedgerInput) (*scoring.Ledger, *LedgerReport, error) {
 	ids := map[string]bool{}
 	for i, v := range vs {
 		if errs[i] != nil {
-			r := Refusal{File: in.Envelopes[i].Name, ID: EnvelopeID(raw[i]), Reason: string(ReasonOf(errs[i])), Detail: errs[i].Error()}
-			if r.Reason == "" {
-				r.Reason = errs[i].Error()
+			r := Refusal{File: in.Envelopes[i].Name, ID: EnvelopeID(raw[i]), Reason: errs[i].Error()}
+			var ve *VerifyError
+			if errors.As(errs[i], &ve) {
+				r.Reason, r.Detail = string(ve.Reason), ve.Detail
 			}
 			rep.Refused = append(rep.Refused, r)
 			continue

@@ -4,14 +4,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/evalmesh/evalmesh/scoring"
-	"github.com/evalmesh/evalmesh/tasks"
 )
 
 func init() { register(newScoreCmd) }
@@ -137,54 +134,4 @@ func knownList(infos []scoring.TaskInfo) string {
 		return fmt.Sprintf("it has %d tasks: %s, …", len(names), strings.Join(names[:5], ", "))
 	}
 	return "it has: " + strings.Join(names, ", ")
-}
-
-// loadTaskInfos reads every task folder directly under dir (dir itself may be one task).
-func loadTaskInfos(dir string) ([]scoring.TaskInfo, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("reading task folders: %w", err)
-	}
-	var dirs []string
-	if isTaskDir(dir) {
-		dirs = append(dirs, dir)
-	}
-	for _, e := range entries {
-		if p := filepath.Join(dir, e.Name()); e.IsDir() && isTaskDir(p) {
-			dirs = append(dirs, p)
-		}
-	}
-	if len(dirs) == 0 {
-		return nil, fmt.Errorf("%s holds no task folder: expected subfolders with metadata.yaml (AIRS-Bench) or task.yaml (evalmesh)", dir)
-	}
-	seen := map[string]string{}
-	var infos []scoring.TaskInfo
-	for _, d := range dirs {
-		m, err := tasks.LoadMeta(d)
-		if err != nil {
-			return nil, err
-		}
-		if prev, dup := seen[m.Name]; dup {
-			return nil, fmt.Errorf("task %q is defined twice: %s and %s", m.Name, prev, d)
-		}
-		seen[m.Name] = d
-		infos = append(infos, scoring.TaskInfo{
-			Name:           m.Name,
-			LowerIsBetter:  m.Metric.LowerIsBetter,
-			Optimum:        m.Metric.OptimalScore,
-			SOTA:           m.SOTA.Score,
-			EstimatedWorst: m.EstimatedWorstScore,
-		})
-	}
-	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
-	return infos, nil
-}
-
-func isTaskDir(d string) bool {
-	for _, f := range []string{"task.yaml", "metadata.yaml"} {
-		if _, err := os.Stat(filepath.Join(d, f)); err == nil {
-			return true
-		}
-	}
-	return false
 }
