@@ -16,14 +16,14 @@ import (
 
 // acceptWorld is a few labs, each with one certified node, all trusted by one store.
 type acceptWorld struct {
-	t     *testing.T
+	t     testing.TB
 	labs  []*fixture
 	trust *TrustStore
 	envs  map[string][]byte // by test name
 	ids   map[string]string // test name → envelope ID
 }
 
-func newAcceptWorld(t *testing.T, n int) *acceptWorld {
+func newAcceptWorld(t testing.TB, n int) *acceptWorld {
 	w := &acceptWorld{t: t, trust: NewTrustStore(), envs: map[string][]byte{}, ids: map[string]string{}}
 	for i := 0; i < n; i++ {
 		f := newFixture(t)
@@ -440,4 +440,39 @@ func TestLedgerFromDir(t *testing.T) {
 	if _, _, err := LedgerFromDir(filepath.Join(dir, "missing"), in); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("missing folder: %v, want an error saying it does not exist", err)
 	}
+}
+
+// FuzzBuildLedger feeds arbitrary bytes, beside real envelopes, through the ledger path:
+// it must never panic, account for every envelope (refused, or verified and then counted,
+// excluded or set aside), and give the same root in either order.
+func FuzzBuildLedger(f *testing.F) {
+	w := newAcceptWorld(f, 2)
+	w.run("r0", 0, "T", "a", 0, "s0", 0.5, 1)
+	w.run("r1", 1, "T", "b", 0, "s1", 0.7, 1)
+	w.rescore("x", 1, "r0", 0.5)
+	for _, n := range []string{"r0", "r1", "x"} {
+		f.Add(w.envs[n])
+	}
+	f.Add([]byte(`{"payloadType":"application/vnd.in-toto+json","payload":"e30","signatures":[{"sig":""}]}`))
+	f.Add([]byte("{}"))
+	f.Add([]byte(""))
+	good := []EnvelopeFile{{Name: "r0", Data: w.envs["r0"]}, {Name: "r1", Data: w.envs["r1"]}, {Name: "x", Data: w.envs["x"]}}
+	tasks := []scoring.TaskInfo{{Name: "T", Optimum: 1, SOTA: 0.9}}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		files := append(slices.Clone(good), EnvelopeFile{Name: "fuzz", Data: data})
+		in := LedgerInput{Envelopes: files, Trust: w.trust, Now: t0, Tasks: tasks, Policy: AcceptPolicy{Replication: 1},
+			Scoring: scoring.Options{BootstrapRounds: 2}}
+		l, rep, err := BuildLedger(in)
+		if err != nil {
+			t.Fatalf("ledger refused: %v", err)
+		}
+		if rep.Read != 4 || len(rep.Refused) > 1 {
+			t.Fatalf("report %+v for 4 envelopes", rep)
+		}
+		slices.Reverse(in.Envelopes)
+		l2, _, err := BuildLedger(in)
+		if err != nil || l2.Root() != l.Root() {
+			t.Fatalf("reversed input: root %v, %v; want %s", l2, err, l.Root())
+		}
+	})
 }
