@@ -56,6 +56,7 @@ func main() {
 	sets := flag.String("sets", "1g,bundle", "data sets: 1g, bundle")
 	peers := flag.String("peers", "1,2", "numbers of sending peers to measure, comma separated")
 	gatewayRow = flag.Bool("gateway", true, "also measure boxo/gateway's trustless CAR response over go-libp2p's HTTP transport")
+	flag.IntVar(&readAhead, "readahead", -1, "xfer server read-ahead in blocks (-1: the server's default)")
 	flag.IntVar(&runs, "runs", 1, "repeat each measurement this many times and keep the fastest (the machine is shared)")
 	flag.StringVar(&daemonBin, "daemons", "", "path to an evalmesh binary: also measure two `evalmesh daemon` processes (task add on one, pin add on the other)")
 	flag.StringVar(&kuboBin, "kubo", "", "path to a prebuilt kubo `ipfs` binary: also measure two kubo daemons (ipfs add, then ipfs pin add over bitswap), once")
@@ -89,6 +90,7 @@ func split(s string) []string {
 
 var (
 	gatewayRow *bool
+	readAhead  = -1
 	runs       = 1
 	daemonBin  string
 )
@@ -482,7 +484,11 @@ func xferFetch(ctx context.Context, src, dst blockstore.Blockstore, root cid.Cid
 			return err
 		}
 		defer h.Close()
-		srv := xfer.NewServer(h, src)
+		var opts []xfer.ServerOption
+		if readAhead >= 0 {
+			opts = append(opts, xfer.WithReadAhead(readAhead))
+		}
+		srv := xfer.NewServer(h, src, opts...)
 		defer srv.Close()
 		if err := xfertest.Connect(ctx, getter, h); err != nil {
 			return err

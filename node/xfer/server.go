@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipfs/boxo/blockstore"
+	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	ipld "github.com/ipfs/go-ipld-format"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -30,6 +31,7 @@ type Server struct {
 }
 
 type serverConfig struct {
+	readAhead      int
 	maxStreams     int
 	requestTimeout time.Duration
 	writeTimeout   time.Duration
@@ -44,6 +46,17 @@ func WithMaxStreams(n int) ServerOption {
 	return func(c *serverConfig) {
 		if n > 0 {
 			c.maxStreams = n
+		}
+	}
+}
+
+// WithReadAhead sets how many upcoming blocks a request reads from the blockstore ahead of
+// sending them, on two goroutines (default 8; 0 reads each block only when its turn comes).
+// A store that reads from disk then overlaps its reads with the network writes.
+func WithReadAhead(n int) ServerOption {
+	return func(c *serverConfig) {
+		if n >= 0 {
+			c.readAhead = n
 		}
 	}
 }
@@ -66,7 +79,7 @@ const serverBufSize = 1 << 20
 
 // NewServer registers the stream handler on h serving DAGs from bs.
 func NewServer(h host.Host, bs blockstore.Blockstore, opts ...ServerOption) *Server {
-	cfg := serverConfig{maxStreams: 16, requestTimeout: 30 * time.Second, writeTimeout: 60 * time.Second}
+	cfg := serverConfig{readAhead: 8, maxStreams: 16, requestTimeout: 30 * time.Second, writeTimeout: 60 * time.Second}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -119,7 +132,7 @@ func (s *Server) handle(st network.Stream) {
 	}
 	_ = st.SetReadDeadline(time.Time{})
 	w := bufio.NewWriterSize(&deadlineWriter{st: st, d: s.cfg.writeTimeout}, serverBufSize)
-	if err := serve(s.ctx, s.bs, items, w); err != nil {
+	if err := serve(s.ctx, s.bs, items, w, s.cfg.readAhead); err != nil {
 		var pe *PeerError
 		if errors.As(err, &pe) {
 			_ = writeErrorFrame(w, pe.Msg)
@@ -155,7 +168,7 @@ func (w *deadlineWriter) Write(p []byte) (int, error) {
 
 // serve writes the blocks for items in protocol order. A block the store cannot produce or
 // walk becomes a *PeerError (sent to the requester); write failures are returned as is.
-func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio.Writer) error {
+func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio.Writer, readAhead int) error {
 	seen := make(map[string]struct{})
 	// stack holds CIDs still to send, top at the end; a dag item pushes its children in
 	// reverse so that the first child is sent next.
@@ -167,6 +180,8 @@ func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio
 	for i := len(items) - 1; i >= 0; i-- {
 		stack = append(stack, entry{items[i].Cid, items[i].Mode == ModeDAG})
 	}
+	ra := newReadAhead(ctx, bs, readAhead)
+	defer ra.close()
 	for len(stack) > 0 {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -186,7 +201,16 @@ func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio
 			}
 			data = d
 		} else {
-			blk, err := bs.Get(ctx, e.c)
+			// The blocks on top of the stack are the next ones sent unless this one has
+			// children: start reading them now.
+			for i := len(stack) - 1; i >= 0 && i >= len(stack)-2*readAhead && ra.room(); i-- {
+				if c := stack[i].c; !isIdentity(c) {
+					if _, ok := seen[c.KeyString()]; !ok {
+						ra.start(c)
+					}
+				}
+			}
+			blk, err := ra.get(e.c)
 			if err != nil {
 				if ipld.IsNotFound(err) {
 					return &PeerError{Msg: fmt.Sprintf("block %s: not found", e.c)}
@@ -213,4 +237,66 @@ func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio
 		}
 	}
 	return nil
+}
+
+// readAhead reads blocks on two goroutines before their turn; at most n are held at once.
+type readAhead struct {
+	ctx     context.Context
+	bs      blockstore.Blockstore
+	n       int
+	pending map[string]*pendingGet
+	reqs    chan *pendingGet
+}
+
+type pendingGet struct {
+	c    cid.Cid
+	blk  blocks.Block
+	err  error
+	done chan struct{}
+}
+
+func newReadAhead(ctx context.Context, bs blockstore.Blockstore, n int) *readAhead {
+	ra := &readAhead{ctx: ctx, bs: bs, n: n, pending: map[string]*pendingGet{}}
+	if n > 0 {
+		ra.reqs = make(chan *pendingGet, n)
+		for i := 0; i < 2; i++ {
+			go func() {
+				for p := range ra.reqs {
+					p.blk, p.err = bs.Get(ctx, p.c)
+					close(p.done)
+				}
+			}()
+		}
+	}
+	return ra
+}
+
+func (ra *readAhead) room() bool { return len(ra.pending) < ra.n }
+
+// start queues a read of c unless one is pending; the channel never blocks: it holds at most
+// len(pending) <= n requests.
+func (ra *readAhead) start(c cid.Cid) {
+	k := c.KeyString()
+	if _, ok := ra.pending[k]; ok {
+		return
+	}
+	p := &pendingGet{c: c, done: make(chan struct{})}
+	ra.pending[k] = p
+	ra.reqs <- p
+}
+
+func (ra *readAhead) get(c cid.Cid) (blocks.Block, error) {
+	k := c.KeyString()
+	if p, ok := ra.pending[k]; ok {
+		delete(ra.pending, k)
+		<-p.done
+		return p.blk, p.err
+	}
+	return ra.bs.Get(ra.ctx, c)
+}
+
+func (ra *readAhead) close() {
+	if ra.reqs != nil {
+		close(ra.reqs)
+	}
 }

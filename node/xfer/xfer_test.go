@@ -398,3 +398,29 @@ func TestVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestServerReadAhead(t *testing.T) {
+	for _, ra := range []int{0, 1, 8} {
+		t.Run(fmt.Sprint(ra), func(t *testing.T) {
+			h, err := xfertest.NewHost()
+			if err != nil {
+				t.Fatal(err)
+			}
+			seed := &node{h: h, bs: xfertest.MemBlockstore()}
+			seed.srv = NewServer(h, seed.bs, WithReadAhead(ra))
+			t.Cleanup(func() { seed.srv.Close(); h.Close() })
+			getter := newNode(t, nil)
+			root := addTree(t, seed.bs, map[string][]byte{
+				"a":   randBytes(20, 3<<20),
+				"b/a": randBytes(20, 3<<20), // same blocks again: sent once per stream
+				"c":   randBytes(21, 100),
+				"d/e": nil,
+			})
+			peers := connect(t, getter, seed)
+			if err := Fetch(context.Background(), getter.h, root, peers, getter.bs, nil); err != nil {
+				t.Fatal(err)
+			}
+			requireComplete(t, seed.bs, getter.bs, root)
+		})
+	}
+}
