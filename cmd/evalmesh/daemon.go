@@ -1,14 +1,19 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/runner"
 )
 
 func init() { register(newDaemonCmd) }
@@ -27,8 +32,13 @@ Listen addresses and the API address come from HOME/config.yaml unless given her
 picks a free port. Nothing is sent beyond 127.0.0.1 unless the config says so (listen
 addresses, bootstrap peers, mdns).
 
+At start it also recovers the runs a killed node left unfinished (as evalmesh run --recover
+does): it re-attaches to agents still running, enforcing their wall-clock limits, and
+attests each run once; runs whose task is gone are attested as failed and free their GPUs.
+
 Stopping it (Ctrl-C) finishes running requests for a few seconds, then closes the stores:
-nothing written is lost.
+nothing written is lost. Re-attached agents keep running and are recovered again at the
+next start.
 
 Example:
   evalmesh init --home /srv/lab1
@@ -48,7 +58,14 @@ Example:
 				Logf:   func(format string, args ...any) { fmt.Fprintf(errw, format+"\n", args...) },
 			}
 			defer fmt.Fprintln(errw, "daemon stopped")
+			var recovering sync.WaitGroup
+			defer recovering.Wait()
 			return node.Run(ctx, h, opts, func(n *node.Node, apiAddr string) {
+				recovering.Add(1)
+				go func() {
+					defer recovering.Done()
+					recoverAtStart(ctx, h, errw)
+				}()
 				out := cmd.OutOrStdout()
 				if g.jsonOut {
 					printJSON(out, map[string]any{"peer_id": n.ID().String(), "addrs": n.Addrs(), "api": apiAddr})
@@ -66,4 +83,32 @@ Example:
 	cmd.Flags().StringArrayVar(&listen, "listen", nil, "libp2p listen multiaddr (repeatable; default: config listen)")
 	cmd.Flags().StringVar(&api, "api", "", "HTTP API host:port (default: config api; port 0 picks one)")
 	return cmd
+}
+
+// recoverAtStart recovers the home's unfinished runs in the background of a starting daemon;
+// it returns when they have ended or ctx is done (the daemon stops; they stay recoverable).
+func recoverAtStart(ctx context.Context, h home.Home, log io.Writer) {
+	runs, err := runner.ListRuns(h)
+	if err != nil {
+		fmt.Fprintf(log, "run recovery: %v\n", err)
+		return
+	}
+	unfinished := 0
+	for _, st := range runs {
+		if !st.Phase.Final() {
+			unfinished++
+		}
+	}
+	if unfinished == 0 {
+		return
+	}
+	fmt.Fprintf(log, "recovering %d unfinished run(s)\n", unfinished)
+	r, err := nodeRunner(h, "", log)
+	if err != nil {
+		fmt.Fprintf(log, "run recovery: %v (evalmesh run --home %s --recover retries)\n", err, h.Dir)
+		return
+	}
+	if _, _, err := recoverRuns(ctx, r, log); err != nil && ctx.Err() == nil {
+		fmt.Fprintf(log, "run recovery: %v\n", err)
+	}
 }

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
+	"github.com/evalmesh/evalmesh/runner"
+)
+
+// A daemon started on a home whose node was killed mid-run re-attaches to the still running
+// agent, attests the run once when it ends, and leaves nothing to recover.
+func TestDaemonRecoversKilledRunAtStart(t *testing.T) {
+	dir := t.TempDir()
+	h := filepath.Join(dir, "home")
+	if _, e, code := runE2(t, "init", "--home", h); code != 0 {
+		t.Fatal(e)
+	}
+	if _, err := exampletasks.Generate(filepath.Join(dir, "tasks")); err != nil {
+		t.Fatal(err)
+	}
+	task := filepath.Join(dir, "tasks", "arithmetic")
+	hold := filepath.Join(dir, "hold")
+	os.WriteFile(hold, nil, 0o644)
+	gated := filepath.Join(dir, "gated.yaml")
+	os.WriteFile(gated, []byte("name: gated\nversion: \"1\"\ncommand: [/bin/sh, -c, 'while [ -e "+hold+" ]; do sleep 0.05; done']\n"), 0o644)
+
+	old := killedRun(t, h, "--task", task, "--agent", gated, "--executor", "process")
+
+	daemon := exec.Command(os.Args[0], "daemon", "--home", h, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0")
+	daemon.Env = append(os.Environ(), "EVALMESH_TEST_CLI=1")
+	// A file, not a pipe: the re-attached agent may hold inherited descriptors open, and
+	// Wait would then block on copying a pipe until the agent ends.
+	logPath := filepath.Join(dir, "daemon.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	daemon.Stderr = logFile
+	stderr := fileText(logPath)
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = daemon.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		os.Remove(hold)
+		daemon.Process.Signal(syscall.SIGKILL)
+		<-exited
+	})
+
+	waitFor(t, 60*time.Second, "the daemon to start recovering the killed run", func() bool {
+		return strings.Contains(stderr.String(), "recovering 1 unfinished run(s)")
+	})
+	if p := runPhase(t, h, old); p != runner.PhaseAgent {
+		t.Fatalf("run in phase %s while its agent still runs", p)
+	}
+	if n := attestations(t, h); n != 0 {
+		t.Fatalf("%d attestations before the re-attached agent ended", n)
+	}
+	os.Remove(hold)
+	waitFor(t, 60*time.Second, "the recovered run to be attested", func() bool {
+		return runPhase(t, h, old) == runner.PhaseDone
+	})
+	if n := attestations(t, h); n != 1 {
+		t.Fatalf("%d attestations, want 1", n)
+	}
+	if !strings.Contains(stderr.String(), "recovered run "+old+": attestation bafkrei") {
+		t.Fatalf("daemon log does not report the recovered run:\n%s", stderr.String())
+	}
+	daemon.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		if waitErr != nil {
+			t.Fatalf("daemon exit after SIGTERM: %v\n%s", waitErr, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("daemon did not stop within 60s of SIGTERM")
+	}
+	if out, e, code := runE2(t, "run", "--home", h, "--recover"); code != 0 || !strings.Contains(out, "no unfinished runs") {
+		t.Fatalf("after the daemon: %d %q %q", code, out, e)
+	}
+}
+
+// fileText reads a file that another process appends to.
+type fileText string
+
+func (f fileText) String() string {
+	b, _ := os.ReadFile(string(f))
+	return string(b)
+}
