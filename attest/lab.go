@@ -88,21 +88,9 @@ func InitLab(dir, name string) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	// O_EXCL-style: create fails if another init raced us.
-	f, err := os.OpenFile(keyPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	// Exclusive: fails if another init raced us; a crash leaves no torn key.
+	if err := home.WriteFileExclusive(keyPath, raw, 0o600); err != nil {
 		return nil, fmt.Errorf("write lab key: %w", err)
-	}
-	if _, err := f.Write(raw); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := f.Close(); err != nil {
-		return nil, err
 	}
 	lab, err := labFromKey(priv)
 	if err != nil {

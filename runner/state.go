@@ -197,31 +197,11 @@ func writeOnce(path string, data []byte) ([]byte, error) {
 	if old, err := os.ReadFile(path); err == nil {
 		return old, nil
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return nil, err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return nil, err
-	}
-	if err := tmp.Close(); err != nil {
-		return nil, err
-	}
-	if err := os.Link(tmp.Name(), path); err != nil {
+	if err := home.WriteFileExclusive(path, data, 0o600); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return os.ReadFile(path)
 		}
 		return nil, err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
 	}
 	return data, nil
 }

@@ -89,12 +89,12 @@ func (h Home) Init() (peer.ID, error) {
 	if err != nil {
 		return "", err
 	}
-	// O_EXCL: two concurrent inits cannot both write a key.
-	if err := writeFileExcl(h.IdentityPath(), raw, 0o600); err != nil {
+	// Exclusive: two concurrent inits cannot both write a key.
+	if err := WriteFileExclusive(h.IdentityPath(), raw, 0o600); err != nil {
 		return "", fmt.Errorf("write identity: %w", err)
 	}
 	if _, err := os.Stat(h.ConfigPath()); errors.Is(err, fs.ErrNotExist) {
-		if err := writeFileExcl(h.ConfigPath(), []byte(DefaultConfigYAML), 0o644); err != nil {
+		if err := WriteFileExclusive(h.ConfigPath(), []byte(DefaultConfigYAML), 0o644); err != nil {
 			return "", fmt.Errorf("write config: %w", err)
 		}
 	}
@@ -129,29 +129,16 @@ func (h Home) PeerID() (peer.ID, error) {
 	return peer.IDFromPrivateKey(key)
 }
 
-// writeFileExcl writes a new file atomically (temp file, fsync, link) and fails if path exists.
-func writeFileExcl(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+// WriteFileExclusive creates path with data, atomically (temp file, fsync, hard link, fsync
+// of the folder), and fails with an error wrapping fs.ErrExist if path exists: a crash leaves
+// either no file or the whole file, and two racing writers cannot both win.
+func WriteFileExclusive(path string, data []byte, mode os.FileMode) error {
+	tmp, err := writeTemp(path, data, mode)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Link(tmp.Name(), path); err != nil {
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, path); err != nil {
 		return err
 	}
 	return syncDir(filepath.Dir(path))
@@ -160,30 +147,38 @@ func writeFileExcl(path string, data []byte, mode os.FileMode) error {
 // WriteFileAtomic replaces path with data so that a crash leaves either the old or the new
 // content, never a torn file.
 func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	tmp, err := writeTemp(path, data, mode)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	defer os.Remove(tmp)
+	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
 	return syncDir(filepath.Dir(path))
+}
+
+// writeTemp writes data to a synced temporary file beside path and returns its name.
+func writeTemp(path string, data []byte, mode os.FileMode) (string, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return "", err
+	}
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(mode)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	return tmp.Name(), nil
 }
 
 func syncDir(dir string) error {
