@@ -1,7 +1,10 @@
 // Package demo is `evalmesh demo`: the whole pipeline on embedded defaults, with no
-// downloads, Docker or GPUs. It generates the example tasks, runs every baseline agent on
-// every task for a few seeds with the process executor, signs each run attestation,
-// verifies them all as another node would, and computes the leaderboard from what verified.
+// downloads, Docker or GPUs. It creates a lab ("demo-lab") that certifies the demo node,
+// writes a trust file listing only that lab, generates the example tasks, runs every
+// baseline agent on every task for a few seeds with the process executor (each run signed
+// by the node under its lab certificate), and computes the leaderboard exactly as
+// `evalmesh ledger` does: from the attestation files the runs left, verified under the
+// trust file, named through the task bundles and agent specs the demo wrote beside them.
 package demo
 
 import (
@@ -9,9 +12,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/examples/agents"
@@ -22,6 +31,21 @@ import (
 	"github.com/evalmesh/evalmesh/scoring"
 	"github.com/evalmesh/evalmesh/tasks"
 )
+
+// LabName is the name the demo's lab is created and trusted under.
+const LabName = "demo-lab"
+
+// Files the demo leaves in its home beside the node's own (paths relative to the home).
+const (
+	LabDir    = "demo-lab"        // the lab's key (lab.key) and public half (lab.json)
+	TrustFile = "trust.yaml"      // trust file listing only the demo lab
+	TasksDir  = "examples/tasks"  // the example task bundles
+	AgentsDir = "examples/agents" // one agent spec per example agent (NAME.yaml)
+)
+
+// Scoring is the scoring configuration of the demo's ledger: the defaults of `evalmesh
+// ledger`, so the printed command recomputes the same root.
+var Scoring = scoring.Options{Worst: "population", BootstrapRounds: 100}
 
 // Options tune the demo. The zero value runs every baseline on every example task with
 // three seeds in a fresh temporary home.
@@ -38,6 +62,8 @@ type Options struct {
 	SelfExe string
 	// Log receives one line per run; nil discards.
 	Log io.Writer
+	// Now is the clock certificates are issued and attestations verified by; nil: time.Now.
+	Now func() time.Time
 }
 
 // Run is one cell of the grid.
@@ -55,11 +81,32 @@ type Run struct {
 
 // Result is what the demo did.
 type Result struct {
-	Home     string          `json:"home"`
-	Runs     []Run           `json:"runs"`
+	Home string `json:"home"`
+	Runs []Run  `json:"runs"`
+	// Verified is how many attestation files in the home verified under the trust file
+	// (this demo's runs and those of earlier demos in the same home).
 	Verified int             `json:"verified"`
 	Ledger   *scoring.Ledger `json:"ledger"`
 	Seconds  float64         `json:"seconds"`
+
+	// Node is the demo node's peer ID; Lab the ID of the lab that certified it, whose
+	// certificate (CertID) every run attestation carries.
+	Node    string `json:"node"`
+	Lab     string `json:"lab"`
+	LabName string `json:"lab_name"`
+	CertID  string `json:"cert_id"`
+	// Paths of the files the ledger is a function of.
+	TrustFile    string `json:"trust_file"`
+	TasksDir     string `json:"tasks_dir"`
+	AgentsDir    string `json:"agents_dir"`
+	Attestations string `json:"attestations_dir"`
+	// Report says what became of every attestation file (as `evalmesh ledger --json`'s
+	// "attestations"); LedgerRoot is the ledger's root.
+	Report     *attest.LedgerReport `json:"attestations"`
+	LedgerRoot string               `json:"ledger_root"`
+	// LedgerCommand is the `evalmesh ledger` argv that recomputes LedgerRoot from the
+	// files the demo left.
+	LedgerCommand []string `json:"ledger_command"`
 }
 
 // Execute runs the demo.
@@ -68,6 +115,10 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 	log := opts.Log
 	if log == nil {
 		log = io.Discard
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
 	}
 	if opts.Seeds <= 0 {
 		opts.Seeds = 3
@@ -101,41 +152,82 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	taskRoot := filepath.Join(h.Dir, "examples", "tasks")
-	if _, err := exampletasks.Generate(taskRoot); err != nil {
+	pid, err := peer.IDFromPrivateKey(key)
+	if err != nil {
 		return nil, err
 	}
-	r := &runner.Runner{
-		Home:      h,
-		Executors: map[string]runner.Executor{"process": process.New(process.Options{})},
-		Executor:  "process",
-		Key:       key,
-		SelfExe:   opts.SelfExe,
+	res := &Result{Home: h.Dir, Node: pid.String(), LabName: LabName,
+		TrustFile: filepath.Join(h.Dir, TrustFile), TasksDir: filepath.Join(h.Dir, filepath.FromSlash(TasksDir)),
+		AgentsDir: filepath.Join(h.Dir, filepath.FromSlash(AgentsDir)), Attestations: h.AttestationsDir()}
+
+	// The trust chain: a lab, its certificate for this node in HOME/node-cert.json, and a
+	// trust file that lists the lab alone, so every run must chain to it to count.
+	lab, err := openLab(filepath.Join(h.Dir, LabDir))
+	if err != nil {
+		return nil, err
 	}
+	cert, err := certifyNode(h, lab, res.Node, now())
+	if err != nil {
+		return nil, err
+	}
+	res.Lab, res.CertID = lab.ID, cert.ID
+	trust := attest.NewTrustStore()
+	if _, err := trust.AddLab(LabName, lab.Pub); err != nil {
+		return nil, err
+	}
+	if err := trust.Save(res.TrustFile); err != nil {
+		return nil, err
+	}
+
+	// The ledger's other inputs: every task bundle (by CID) and agent spec (by CID).
+	if _, err := exampletasks.Generate(res.TasksDir); err != nil {
+		return nil, err
+	}
+	infos, bundles, err := taskInputs(ctx, res.TasksDir)
+	if err != nil {
+		return nil, err
+	}
+	specs, err := writeAgentSpecs(res.AgentsDir)
+	if err != nil {
+		return nil, err
+	}
+	agentNames := make(map[string]string, len(specs))
+	for name, s := range specs {
+		agentNames[s.CID()] = name
+	}
+
+	// The runner as `evalmesh run` builds it for this home: it signs with the node key and
+	// embeds HOME/node-cert.json in every attestation.
+	r, err := runner.ForHome(h, map[string]runner.Executor{"process": process.New(process.Options{})}, "process", log)
+	if err != nil {
+		return nil, err
+	}
+	if r.Cert == nil || r.Cert.ID != cert.ID {
+		return nil, fmt.Errorf("the runner did not pick up the demo's certificate %s from %s", cert.ID, h.CertPath())
+	}
+	r.SelfExe = opts.SelfExe
 	if rec, err := r.Recover(ctx); err != nil {
 		return nil, err
 	} else if len(rec) > 0 {
 		fmt.Fprintf(log, "recovered %d unfinished run(s) of an earlier demo\n", len(rec))
 	}
 
-	res := &Result{Home: h.Dir}
-	var infos []scoring.TaskInfo
-	var envelopes [][]byte
 	for _, name := range opts.Tasks {
-		tdir := filepath.Join(taskRoot, name)
+		tdir := filepath.Join(res.TasksDir, name)
 		b, err := tasks.Open(tdir)
 		if err != nil {
 			return nil, err
 		}
 		m := b.Meta
-		infos = append(infos, scoring.TaskInfo{Name: m.Name, LowerIsBetter: m.Metric.LowerIsBetter,
-			Optimum: m.Metric.OptimalScore, SOTA: m.SOTA.Score, EstimatedWorst: m.EstimatedWorstScore})
 		cid, err := runner.BundleCID(ctx, tdir)
 		if err != nil {
 			return nil, err
 		}
+		if bundles[cid] != m.Name {
+			return nil, fmt.Errorf("task bundle %s has CID %s, which the ledger's task map does not name %s", tdir, cid, m.Name)
+		}
 		for _, agent := range opts.Agents {
-			spec := &runner.AgentSpec{Name: agent, Version: "1.0.0", Command: []string{"evalmesh", "agent", agent}}
+			spec := specs[agent]
 			for seed := 0; seed < opts.Seeds; seed++ {
 				t0 := time.Now()
 				o, err := r.Run(ctx, runner.Request{TaskDir: tdir, TaskCID: cid, Agent: spec, Seed: seed})
@@ -145,7 +237,6 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 				run := Run{Task: m.Name, Agent: agent, Seed: seed, RunID: o.RunID, AttestationID: o.AttestationID,
 					Valid: o.Valid, Score: o.Score, InvalidReason: o.InvalidReason, Seconds: time.Since(t0).Seconds()}
 				res.Runs = append(res.Runs, run)
-				envelopes = append(envelopes, o.Envelope)
 				score := "invalid: " + o.InvalidReason
 				if o.Valid {
 					score = fmt.Sprintf("%s %.4g", o.Metric, *o.Score)
@@ -155,32 +246,119 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 		}
 	}
 
-	// Verify every envelope as a peer would, and build the ledger only from what verified.
-	raw, _ := key.GetPublic().Raw()
-	trust := attest.NewTrustStore()
-	if _, err := trust.AddNode("demo-node", raw); err != nil {
+	// The leaderboard as any peer holding these files computes it: read the attestation
+	// folder, verify under the trust file as written, accept, score.
+	loaded, err := attest.LoadTrust(res.TrustFile)
+	if err != nil {
 		return nil, err
 	}
-	var results []scoring.Result
-	for i, env := range envelopes {
-		v, err := attest.Verify(env, trust, time.Now())
-		if err != nil {
-			return nil, fmt.Errorf("attestation %s does not verify: %w", res.Runs[i].AttestationID, err)
-		}
-		res.Verified++
-		run := res.Runs[i]
-		status := scoring.StatusSuccess
-		if !run.Valid {
-			status = "INVALID"
-		}
-		results = append(results, scoring.Result{Task: run.Task, Agent: run.Agent, Seed: run.Seed,
-			Status: status, Score: run.Score, AttestationID: v.ID})
-	}
-	if res.Ledger, err = scoring.ComputeLedger(results, infos, scoring.Options{}); err != nil {
+	l, rep, err := attest.LedgerFromDir(res.Attestations, attest.LedgerInput{
+		Trust: loaded, Now: now(), Tasks: infos,
+		Policy:  attest.AcceptPolicy{Tasks: bundles, Agents: agentNames},
+		Scoring: Scoring,
+	})
+	if err != nil {
 		return nil, err
 	}
+	res.Ledger, res.Report, res.LedgerRoot = l, rep, l.Root()
+	res.Verified = rep.Read - len(rep.Refused)
+	res.LedgerCommand = []string{"evalmesh", "ledger", "--home", h.Dir, "--trust", res.TrustFile,
+		"--tasks", res.TasksDir, "--agents", res.AgentsDir}
 	res.Seconds = time.Since(start).Seconds()
 	return res, nil
+}
+
+// openLab loads the demo lab of an earlier demo in this home, or creates it.
+func openLab(dir string) (*attest.Lab, error) {
+	if _, err := os.Stat(filepath.Join(dir, attest.LabKeyFile)); err == nil {
+		return attest.LoadLab(dir)
+	}
+	return attest.InitLab(dir, LabName)
+}
+
+// certifyNode makes sure HOME/node-cert.json certifies node for lab from now on, for
+// attest.DefaultCertValidity (so the printed `evalmesh ledger` command still verifies the
+// runs later): it keeps a certificate of an earlier demo that is still good for a day, and
+// refuses to replace a certificate of another lab (that home is not the demo's).
+func certifyNode(h home.Home, lab *attest.Lab, node string, now time.Time) (*attest.NodeCert, error) {
+	old, err := attest.LoadNodeCert(h.CertPath())
+	switch {
+	case err == nil:
+		if old.Lab != lab.ID {
+			return nil, fmt.Errorf("%s certifies this node for lab %s, not the demo's lab %s: run the demo in a fresh home (omit --home)", h.CertPath(), old.Lab, lab.ID)
+		}
+		if old.Node == node && !now.Before(old.NotBefore) && now.Add(24*time.Hour).Before(old.NotAfter) {
+			return old, nil
+		}
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		return nil, fmt.Errorf("%w: remove it, or run the demo in a fresh home (omit --home)", err)
+	}
+	// A minute of slack: the certificate is truncated to the second and peers' clocks drift.
+	cert, err := lab.Certify(node, now.Add(-time.Minute), attest.DefaultCertValidity)
+	if err != nil {
+		return nil, err
+	}
+	if err := home.WriteFileAtomic(h.CertPath(), cert.Raw(), 0o644); err != nil {
+		return nil, err
+	}
+	return cert, nil
+}
+
+// taskInputs reads every task folder under dir as `evalmesh ledger --tasks dir` does: the
+// task metadata sorted by name, and each bundle's CID → name.
+func taskInputs(ctx context.Context, dir string) ([]scoring.TaskInfo, map[string]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var infos []scoring.TaskInfo
+	bundles := map[string]string{}
+	for _, e := range entries {
+		d := filepath.Join(dir, e.Name())
+		if _, err := os.Stat(filepath.Join(d, tasks.MetaFile)); !e.IsDir() || err != nil {
+			continue
+		}
+		m, err := tasks.LoadMeta(d)
+		if err != nil {
+			return nil, nil, err
+		}
+		infos = append(infos, scoring.TaskInfo{Name: m.Name, LowerIsBetter: m.Metric.LowerIsBetter,
+			Optimum: m.Metric.OptimalScore, SOTA: m.SOTA.Score, EstimatedWorst: m.EstimatedWorstScore})
+		cid, err := runner.BundleCID(ctx, d)
+		if err != nil {
+			return nil, nil, err
+		}
+		bundles[cid] = m.Name
+	}
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+	return infos, bundles, nil
+}
+
+// writeAgentSpecs writes DIR/NAME.yaml for every example agent and returns the specs as
+// read back from those files, so the runs name exactly the agents `--agents DIR` names.
+func writeAgentSpecs(dir string) (map[string]*runner.AgentSpec, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	out := map[string]*runner.AgentSpec{}
+	for _, name := range agents.Names() {
+		a, _ := agents.Lookup(name)
+		spec := &runner.AgentSpec{Name: name, Version: "1.0.0", Command: []string{"evalmesh", "agent", name}}
+		b, err := yaml.Marshal(spec)
+		if err != nil {
+			return nil, err
+		}
+		b = append([]byte("# Example agent "+name+": "+strings.TrimSpace(a.Description)+"\n"), b...)
+		path := filepath.Join(dir, name+".yaml")
+		if err := home.WriteFileAtomic(path, b, 0o644); err != nil {
+			return nil, err
+		}
+		if out[name], err = runner.LoadAgentSpec(path); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func short(id string) string {

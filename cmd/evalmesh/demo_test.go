@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/evalmesh/evalmesh/attest"
+)
+
+// TestDemoLedger: the demo's leaderboard is `evalmesh ledger`'s. The command the demo
+// prints, run in-process on the files it left, gives the same root and the same table; the
+// trust file it names lists no node; and an attestation edited after the demo is refused
+// by that command, by file name, while the others still count.
+func TestDemoLedger(t *testing.T) {
+	h := filepath.Join(t.TempDir(), "home")
+	out, e, code := runE2(t, "demo", "--home", h, "--seeds", "1", "--agents", "constant,solver")
+	if code != 0 {
+		t.Fatalf("demo: %d %s", code, e)
+	}
+	// The summary line and the command, as printed.
+	var summary, command string
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "attestations verified under lab lab:") {
+			summary = l
+		}
+		if strings.HasPrefix(l, "trust file ") && i+1 < len(lines) {
+			command = strings.TrimSpace(lines[i+1])
+		}
+	}
+	wantCmd := "evalmesh ledger --home " + h + " --trust " + filepath.Join(h, "trust.yaml") +
+		" --tasks " + filepath.Join(h, "examples", "tasks") + " --agents " + filepath.Join(h, "examples", "agents")
+	if command != wantCmd {
+		t.Fatalf("printed command %q, want %q\n%s", command, wantCmd, out)
+	}
+	if !strings.HasPrefix(summary, "6 attestations verified under lab lab:") || !strings.Contains(summary, "(demo-lab): 6 counted, 0 refused, 0 excluded; ledger root ") {
+		t.Fatalf("summary line %q", summary)
+	}
+	demoRoot := summary[strings.LastIndex(summary, " ")+1:]
+
+	args := strings.Fields(command)[1:]
+	lout, le, code := runE2(t, args...)
+	if code != 0 {
+		t.Fatalf("%s: %d %s", command, code, le)
+	}
+	table, _, ok := strings.Cut(lout, "\nattestations: ")
+	if !ok || !strings.Contains(out, "\n"+table+"\n") || !strings.Contains(table, "ledger root "+demoRoot+"\n") {
+		t.Fatalf("ledger's table is not the demo's (root %s)\nledger:\n%s\ndemo:\n%s", demoRoot, lout, out)
+	}
+
+	trust, err := attest.LoadTrust(filepath.Join(h, "trust.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(trust.Nodes()) != 0 || len(trust.Labs()) != 1 {
+		t.Fatalf("trust file: labs %+v nodes %+v; want the demo lab only", trust.Labs(), trust.Nodes())
+	}
+
+	// Tamper with one attestation in place: raise nothing, just move it to another seed.
+	attDir := filepath.Join(h, "attestations")
+	files, _, err := attest.ReadEnvelopeDir(attDir)
+	if err != nil || len(files) != 6 {
+		t.Fatalf("%d attestation files: %v", len(files), err)
+	}
+	victim := files[2].Name
+	var env map[string]any
+	if err := json.Unmarshal(files[2].Data, &env); err != nil {
+		t.Fatal(err)
+	}
+	payload, err := base64.StdEncoding.DecodeString(env["payload"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := strings.Replace(string(payload), `"seed":0`, `"seed":7`, 1)
+	if forged == string(payload) {
+		t.Fatalf("no seed 0 in %s", payload)
+	}
+	env["payload"] = base64.StdEncoding.EncodeToString([]byte(forged))
+	tampered, _ := json.Marshal(env)
+	if err := os.WriteFile(victim, tampered, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lout, le, code = runE2(t, append(args, "--json")...)
+	if code != 0 {
+		t.Fatalf("ledger after tampering: %d %s", code, le)
+	}
+	var got struct {
+		Root string              `json:"ledger_root"`
+		Att  attest.LedgerReport `json:"attestations"`
+	}
+	if err := json.Unmarshal([]byte(lout), &got); err != nil {
+		t.Fatalf("%v: %s", err, lout)
+	}
+	if got.Att.Read != 6 || got.Att.Counted != 5 || len(got.Att.Refused) != 1 ||
+		got.Att.Refused[0].File != victim || got.Att.Refused[0].Reason != "bad signature" {
+		t.Errorf("after tampering with %s: %+v; want it refused for a bad signature, 5 counted", victim, got.Att)
+	}
+	if got.Root == demoRoot {
+		t.Errorf("root unchanged (%s) with a run refused", got.Root)
+	}
+	if _, le, _ = runE2(t, args...); !strings.Contains(le, "refused "+victim+": bad signature") {
+		t.Errorf("text mode does not name the refused file %s:\n%s", victim, le)
+	}
+}
+
+// TestDemoJSONLedger: --json keeps the demo's shape and adds the trust chain and the
+// ledger report, whose root is the ledger's.
+func TestDemoJSONLedger(t *testing.T) {
+	h := filepath.Join(t.TempDir(), "home")
+	out, e, code := runE2(t, "demo", "--home", h, "--seeds", "1", "--agents", "constant", "--tasks", "arithmetic", "--json")
+	if code != 0 {
+		t.Fatalf("demo: %d %s", code, e)
+	}
+	var res struct {
+		Runs     []json.RawMessage `json:"runs"`
+		Verified int               `json:"verified"`
+		Ledger   struct {
+			Root string `json:"ledger_root"`
+		} `json:"ledger"`
+		Lab           string              `json:"lab"`
+		Node          string              `json:"node"`
+		CertID        string              `json:"cert_id"`
+		Report        attest.LedgerReport `json:"attestations"`
+		Root          string              `json:"ledger_root"`
+		LedgerCommand []string            `json:"ledger_command"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(res.Runs) != 1 || res.Verified != 1 || res.Report.Counted != 1 || !strings.HasPrefix(res.Lab, "lab:") ||
+		res.Node == "" || res.CertID == "" || res.Root == "" || res.Root != res.Ledger.Root {
+		t.Fatalf("demo --json: %+v", res)
+	}
+	if len(res.LedgerCommand) < 2 || res.LedgerCommand[0] != "evalmesh" {
+		t.Fatalf("ledger_command %q", res.LedgerCommand)
+	}
+	lout, le, code := runE2(t, append(res.LedgerCommand[1:], "--json")...)
+	if code != 0 || !strings.Contains(lout, `"ledger_root": "`+res.Root+`"`) {
+		t.Fatalf("ledger_command %q: %d %s\n%s", res.LedgerCommand, code, le, lout)
+	}
+}
