@@ -145,7 +145,13 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := h.Init(); err != nil && !errors.Is(err, home.ErrExists) {
+	if _, err := h.Init(); errors.Is(err, home.ErrExists) {
+		// A node home the demo did not make would get a demo lab's certificate and demo runs
+		// in its attestations: only a home an earlier demo made is reused.
+		if _, serr := os.Stat(filepath.Join(h.Dir, LabDir)); serr != nil {
+			return nil, fmt.Errorf("%s is a node home the demo did not create; the demo adds a lab, a node certificate and its runs to its home: omit --home, or pass a new folder", h.Dir)
+		}
+	} else if err != nil {
 		return nil, err
 	}
 	key, err := h.Identity()

@@ -186,10 +186,39 @@ func TestDemoRefusesForeignCert(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = demo.Execute(context.Background(), demo.Options{Home: dir, Seeds: 1, SelfExe: os.Args[0]})
-	if err == nil || !strings.Contains(err.Error(), other.ID) || !strings.Contains(err.Error(), "fresh home") {
+	if err == nil || !strings.Contains(err.Error(), "did not create") {
 		t.Fatalf("demo on a home certified by %s: %v", other.ID, err)
 	}
 	if b, _ := os.ReadFile(h.CertPath()); string(b) != string(cert.Raw()) {
 		t.Error("the other lab's certificate was overwritten")
+	}
+	// Once the home looks like a demo's (its lab folder exists), the foreign certificate is
+	// still not replaced.
+	os.MkdirAll(filepath.Join(dir, demo.LabDir), 0o700)
+	_, err = demo.Execute(context.Background(), demo.Options{Home: dir, Seeds: 1, SelfExe: os.Args[0]})
+	if err == nil {
+		t.Fatal("demo re-certified a node certified by another lab")
+	}
+	if b, _ := os.ReadFile(h.CertPath()); string(b) != string(cert.Raw()) {
+		t.Error("the other lab's certificate was overwritten")
+	}
+}
+
+// A node home the demo did not create (a lab's real home) is left untouched: no demo lab,
+// no certificate, no runs.
+func TestDemoRefusesExistingNodeHome(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "home")
+	h, _ := home.Resolve(dir)
+	if _, err := h.Init(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := demo.Execute(context.Background(), demo.Options{Home: dir, Seeds: 1, SelfExe: os.Args[0]})
+	if err == nil || !strings.Contains(err.Error(), "did not create") {
+		t.Fatalf("demo on an existing node home: %v", err)
+	}
+	for _, p := range []string{h.CertPath(), filepath.Join(dir, demo.LabDir), h.AttestationsDir(), h.RunsDir()} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("demo wrote %s into a home it did not create", p)
+		}
 	}
 }
