@@ -30,7 +30,7 @@ func (n *Node) Add(ctx context.Context, dir string, opts AddOptions) (cid.Cid, e
 	if err != nil {
 		return cid.Undef, err
 	}
-	if err := n.pinLocal(ctx, root, filepath.Base(dir)); err != nil {
+	if err := n.pinLocal(ctx, root, filepath.Base(dir), true); err != nil {
 		return cid.Undef, err
 	}
 	return root, nil
@@ -59,7 +59,7 @@ func (n *Node) Get(ctx context.Context, root cid.Cid, dir string, opts GetOption
 		return err
 	}
 	t1 := time.Now()
-	if err := n.pinLocal(ctx, root, ""); err != nil {
+	if err := n.pinLocal(ctx, root, "", true); err != nil {
 		return err
 	}
 	t2 := time.Now()
@@ -98,7 +98,7 @@ func (n *Node) ImportCAR(ctx context.Context, r io.Reader) ([]cid.Cid, error) {
 		return nil, err
 	}
 	for _, root := range roots {
-		if err := n.pinLocal(ctx, root, "import-car"); err != nil {
+		if err := n.pinLocal(ctx, root, "import-car", false); err != nil {
 			return nil, fmt.Errorf("CAR root %s is incomplete: %w", root, err)
 		}
 	}

@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"sync"
@@ -24,7 +25,7 @@ func seed(t *testing.T, files map[string][]byte, seeders ...*Node) cid.Cid {
 			t.Fatalf("same files gave different roots %s and %s", root, r)
 		}
 		root = r
-		if err := s.pinLocal(context.Background(), root, "seed"); err != nil {
+		if err := s.pinLocal(context.Background(), root, "seed", false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -243,7 +244,7 @@ func TestPinRefusesIncompleteDAG(t *testing.T) {
 	if err := n.Blockstore().DeleteBlock(context.Background(), leaf); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.pinLocal(context.Background(), root, "x"); err == nil {
+	if err := n.pinLocal(context.Background(), root, "x", false); err == nil {
 		t.Fatal("pinned a DAG with a missing leaf")
 	}
 }
@@ -261,5 +262,61 @@ func TestFetchLocalNeedsNoPeer(t *testing.T) {
 	}
 	if last != total || total == 0 {
 		t.Fatalf("progress %d/%d", last, total)
+	}
+}
+
+// TestPinRefetchesMissingLeaf: Pin records the pin without the pinner's walk only after
+// Fetch established completeness, so a DAG with a leaf gone from the store is not pinned
+// while no peer can supply the leaf, and is pinned complete once one can.
+func TestPinRefetchesMissingLeaf(t *testing.T) {
+	opts := testOptions()
+	opts.StallTimeout = 2 * time.Second
+	n := startNode(t, opts)
+	files := testFiles(1 << 20)
+	root := importDir(t, n.LocalDAG(), files)
+	file, _ := n.LocalDAG().Get(context.Background(), root)
+	leafParent, _ := n.LocalDAG().Get(context.Background(), file.Links()[0].Cid)
+	leaf := leafParent.Links()[1].Cid
+	if err := n.Blockstore().DeleteBlock(context.Background(), leaf); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Pin(context.Background(), root, "x", nil); err == nil {
+		t.Fatal("pinned a DAG with a missing leaf and no peer to fetch it from")
+	}
+	if ok, _ := n.IsPinned(context.Background(), root); ok {
+		t.Fatal("a failed Pin left a pin")
+	}
+	seeder := startNode(t, testOptions())
+	seed(t, files, seeder)
+	connect(t, n, seeder)
+	if err := n.Pin(context.Background(), root, "x", nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := n.Blockstore().Has(context.Background(), leaf); err != nil || !ok {
+		t.Fatalf("pinned without the missing leaf: has = %v, %v", ok, err)
+	}
+	checkFiles(t, n, root, files)
+}
+
+// TestImportCARChecksCompleteness: a CAR's blocks need not cover its root's DAG, so its pin
+// keeps the pinner's completeness walk: a CAR holding only the root block is refused.
+func TestImportCARChecksCompleteness(t *testing.T) {
+	a, b := startNode(t, testOptions()), startNode(t, testOptions())
+	root := seed(t, testFiles(600<<10), a)
+	var car bytes.Buffer
+	if err := a.ExportCAR(context.Background(), root, &car); err != nil {
+		t.Fatal(err)
+	}
+	// Keep the CARv1 header and its first section (the root block, written first).
+	data := car.Bytes()
+	hl, k := binary.Uvarint(data)
+	end := k + int(hl)
+	sl, k2 := binary.Uvarint(data[end:])
+	end += k2 + int(sl)
+	if _, err := b.ImportCAR(context.Background(), bytes.NewReader(data[:end])); err == nil || !strings.Contains(err.Error(), "incomplete") {
+		t.Fatalf("import of a CAR with only the root block: err = %v, want it refused as incomplete", err)
+	}
+	if ok, _ := b.IsPinned(context.Background(), root); ok {
+		t.Fatal("an incomplete CAR was pinned")
 	}
 }

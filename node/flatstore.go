@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/ipfs/boxo/blockstore"
@@ -25,11 +26,32 @@ import (
 // disk fails one Put with a clean error instead of putting a database into a failed state.
 //
 // Put writes a temporary file and renames it, so a crash never leaves a torn block under its
-// final name. Files are not fsynced one by one: Sync flushes the whole filesystem once, and
-// the node calls it before it records a pin, so a pinned DAG is on stable storage.
+// final name, and starts the file's writeback at once (sync_file_range) so the disk works
+// while the network does. Files are not fsynced one by one as they are written: Sync makes
+// every block written since the last Sync durable (fdatasync of those files, in parallel so
+// the filesystem commits them together, then fsync of the directories that gained entries),
+// and the node calls it before it records a pin, so a pinned DAG is on stable storage. Sync
+// touches only this store's new files, so its cost does not depend on other writers on the
+// same filesystem. Blocks a previous process left (it may have been killed before its Sync)
+// are made durable once, with one syncfs, when the store is opened.
 type flatStore struct {
-	dir string
+	dir    string
+	shards sync.Map // shard directories known to exist
+
+	mu        sync.Mutex
+	dirty     []string            // block files renamed into place since the last Sync
+	dirtyDirs map[string]struct{} // directories that gained entries since the last Sync
+	overflow  bool                // too many dirty files to track: Sync falls back to syncfs
+
+	syncMu sync.Mutex // one Sync at a time: a Sync returns only after earlier writes are durable
 }
+
+// maxDirty bounds the dirty-file list (about 50 GiB of 256 KiB blocks); past it, Sync uses
+// one syncfs of the filesystem instead.
+const maxDirty = 200_000
+
+// syncWorkers is how many fdatasyncs Sync runs at once; concurrent ones share journal commits.
+const syncWorkers = 32
 
 var _ blockstore.Blockstore = (*flatStore)(nil)
 
@@ -37,7 +59,13 @@ func openFlatStore(dir string) (*flatStore, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("blockstore %s: %w", dir, err)
 	}
-	return &flatStore{dir: dir}, nil
+	s := &flatStore{dir: dir, dirtyDirs: map[string]struct{}{}}
+	// A previous process may have been killed between writing blocks and its Sync; those
+	// files are not in our dirty list, so flush them once now.
+	if err := s.syncfs(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 func (s *flatStore) path(h multihash.Multihash) (string, string) {
@@ -87,17 +115,24 @@ func (s *flatStore) GetSize(_ context.Context, c cid.Cid) (int, error) {
 func (s *flatStore) Put(_ context.Context, b blocks.Block) error {
 	dir, name := s.path(b.Cid().Hash())
 	final := filepath.Join(dir, name)
-	if _, err := os.Stat(final); err == nil {
+	data := b.RawData()
+	// A file of the wrong size under the final name can only be a block torn by a power
+	// loss before its Sync (never pinned): write it again.
+	if fi, err := os.Lstat(final); err == nil && fi.Size() == int64(len(data)) {
 		return nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := s.shard(dir); err != nil {
 		return s.writeErr(b.Cid(), err)
 	}
 	tmp, err := os.CreateTemp(dir, ".put-*")
 	if err != nil {
 		return s.writeErr(b.Cid(), err)
 	}
-	_, werr := tmp.Write(b.RawData())
+	_, werr := tmp.Write(data)
+	if werr == nil && len(data) > 0 {
+		// Start writeback now; Sync then waits for I/O that is mostly done.
+		_ = unix.SyncFileRange(int(tmp.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+	}
 	cerr := tmp.Close()
 	if werr == nil {
 		werr = cerr
@@ -109,6 +144,31 @@ func (s *flatStore) Put(_ context.Context, b blocks.Block) error {
 		os.Remove(tmp.Name())
 		return s.writeErr(b.Cid(), werr)
 	}
+	s.mu.Lock()
+	if len(s.dirty) < maxDirty {
+		s.dirty = append(s.dirty, final)
+	} else {
+		s.overflow = true
+	}
+	s.dirtyDirs[dir] = struct{}{}
+	s.mu.Unlock()
+	return nil
+}
+
+// shard makes sure a shard directory exists, creating it once per process.
+func (s *flatStore) shard(dir string) error {
+	if _, ok := s.shards.Load(dir); ok {
+		return nil
+	}
+	err := os.Mkdir(dir, 0o755)
+	if err == nil {
+		s.mu.Lock()
+		s.dirtyDirs[s.dir] = struct{}{} // the new directory's entry in the store's root
+		s.mu.Unlock()
+	} else if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	s.shards.Store(dir, struct{}{})
 	return nil
 }
 
@@ -170,9 +230,112 @@ func (s *flatStore) AllKeysChan(ctx context.Context) (<-chan cid.Cid, error) {
 	return ch, nil
 }
 
-// Sync flushes every block written so far to stable storage (one syncfs for the whole
-// filesystem, far cheaper than an fsync per block).
+// Sync makes every block written so far durable: the files renamed into place since the last
+// Sync (fdatasync, syncWorkers at a time) and the directories that gained entries (fsync).
+// Other files on the filesystem are not flushed, so other writers do not slow it.
 func (s *flatStore) Sync() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	s.mu.Lock()
+	files, dirs, overflow := s.dirty, s.dirtyDirs, s.overflow
+	s.dirty, s.dirtyDirs, s.overflow = nil, map[string]struct{}{}, false
+	s.mu.Unlock()
+	err := s.syncLists(files, dirs, overflow)
+	if err != nil {
+		// Keep them dirty so the next Sync tries again.
+		s.mu.Lock()
+		s.dirty = append(s.dirty, files...)
+		for d := range dirs {
+			s.dirtyDirs[d] = struct{}{}
+		}
+		s.overflow = s.overflow || overflow
+		s.mu.Unlock()
+	}
+	return err
+}
+
+func (s *flatStore) syncLists(files []string, dirs map[string]struct{}, overflow bool) error {
+	if overflow {
+		return s.syncfs()
+	}
+	if len(files) == 0 && len(dirs) == 0 {
+		return nil
+	}
+	work := make(chan string)
+	errc := make(chan error, syncWorkers)
+	var wg sync.WaitGroup
+	for range min(syncWorkers, max(len(files), 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var first error
+			for p := range work {
+				if err := fdatasync(p); err != nil && first == nil {
+					first = err
+				}
+			}
+			errc <- first
+		}()
+	}
+	for _, p := range files {
+		work <- p
+	}
+	close(work)
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		if err != nil {
+			return fmt.Errorf("blockstore %s: sync: %w", s.dir, err)
+		}
+	}
+	// Directories after the files: an entry made durable must point at durable data. The
+	// shard directories before the root, whose entries name them.
+	ordered := make([]string, 0, len(dirs))
+	for d := range dirs {
+		if d != s.dir {
+			ordered = append(ordered, d)
+		}
+	}
+	if _, ok := dirs[s.dir]; ok {
+		ordered = append(ordered, s.dir)
+	}
+	for _, d := range ordered {
+		if err := fsyncPath(d); err != nil {
+			return fmt.Errorf("blockstore %s: sync: %w", s.dir, err)
+		}
+	}
+	return nil
+}
+
+func fdatasync(p string) error {
+	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // deleted since it was written
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		return fmt.Errorf("fdatasync %s: %w", p, err)
+	}
+	return nil
+}
+
+func fsyncPath(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", p, err)
+	}
+	return nil
+}
+
+// syncfs flushes the whole filesystem holding the store.
+func (s *flatStore) syncfs() error {
 	f, err := os.Open(s.dir)
 	if err != nil {
 		return err

@@ -301,14 +301,27 @@ func (n *Node) Pin(ctx context.Context, root cid.Cid, name string, progress func
 	if err := n.Fetch(ctx, root, progress); err != nil {
 		return err
 	}
-	return n.pinLocal(ctx, root, name)
+	return n.pinLocal(ctx, root, name, true)
 }
 
-// pinLocal pins a DAG that is fully in the blockstore. Blocks are synced to disk first, so a
-// pin on disk always points at blocks on disk.
-func (n *Node) pinLocal(ctx context.Context, root cid.Cid, name string) error {
+// pinLocal pins a DAG whose blocks are in the blockstore. Blocks are synced to disk first, so
+// a pin on disk always points at blocks on disk.
+//
+// complete says the caller has just established that every block under root is stored: a
+// Fetch that returned nil walked the whole DAG (each block verified and stored, or found
+// locally by localComplete), and a Pack that returned nil stored every block it made. Then the
+// pin is recorded without the pinner walking the DAG again (for 1 GiB that walk reads every
+// dag-pb block and stats every leaf). Otherwise (a CAR import: its blocks come in any order and
+// may not cover the DAG) the pinner checks that the DAG is complete and refuses it if not.
+func (n *Node) pinLocal(ctx context.Context, root cid.Cid, name string, complete bool) error {
 	if err := n.flat.Sync(); err != nil {
 		return err
+	}
+	if complete {
+		if err := n.pinner.PinWithMode(ctx, root, pin.Recursive, name); err != nil {
+			return fmt.Errorf("pin %s: %w", root, err)
+		}
+		return n.pinner.Flush(ctx)
 	}
 	nd, err := n.local.Get(ctx, root)
 	if err != nil {
