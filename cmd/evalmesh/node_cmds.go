@@ -84,6 +84,7 @@ func (p *progressBar) set(done, total int64) {
 			progressbar.OptionSetDescription(p.what),
 			progressbar.OptionShowBytes(true),
 			progressbar.OptionShowTotalBytes(true),
+			progressbar.OptionShowCount(),
 			progressbar.OptionSetPredictTime(true),
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionSetWidth(30),
