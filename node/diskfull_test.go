@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -88,4 +89,49 @@ func TestFetchDiskFull(t *testing.T) {
 			t.Fatalf("pins after disk full = %v, %v; want only %s", pins, err, smallRoot)
 		}
 	})
+}
+
+// TestAddDiskFull: adding a folder that does not fit in the blockstore fails with the
+// disk-full error, pins nothing, and the bundle added before stays readable and pinned.
+func TestAddDiskFull(t *testing.T) {
+	h := newHome(t)
+	opts := testOptions()
+	if err := os.MkdirAll(h.BlocksDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", h.BlocksDir(), "tmpfs", 0, "size=2m"); err != nil {
+		t.Logf("cannot mount a tmpfs (%v): injecting ENOSPC past 2 MiB instead", err)
+		opts.WrapBlockstore = func(bs blockstore.Blockstore) blockstore.Blockstore {
+			return &quotaStore{Blockstore: bs, left: 2 << 20}
+		}
+	} else {
+		t.Cleanup(func() {
+			if err := syscall.Unmount(h.BlocksDir(), 0); err != nil {
+				t.Errorf("unmount %s: %v", h.BlocksDir(), err)
+			}
+		})
+	}
+	n := startNodeAt(t, h, opts)
+	ctx := context.Background()
+	small := map[string][]byte{"s.bin": randomBytes(5, 500<<10)}
+	smallDir, bigDir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(smallDir, "s.bin"), small["s.bin"], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bigDir, "big.bin"), randomBytes(6, 4<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	smallRoot, err := n.Add(ctx, smallDir, AddOptions{Unchecked: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = n.Add(ctx, bigDir, AddOptions{Unchecked: true})
+	if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "free space") {
+		t.Fatalf("add onto a full disk: err = %v, want ErrDiskFull saying to free space", err)
+	}
+	pins, err := n.Pins(ctx)
+	if err != nil || len(pins) != 1 || pins[0].CID != smallRoot.String() {
+		t.Fatalf("pins after a failed add = %v, %v; want only %s", pins, err, smallRoot)
+	}
+	checkFiles(t, n, smallRoot, small)
 }
