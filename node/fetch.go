@@ -278,7 +278,7 @@ func (n *Node) xferPeers(ctx context.Context) []peer.ID {
 }
 
 // localComplete reports whether every block under root is already in the blockstore (raw
-// leaves checked by presence only), so a repeated get does not touch the network.
+// leaves checked by presence and size only), so a repeated get does not touch the network.
 func (n *Node) localComplete(ctx context.Context, root blocks.Block) bool {
 	seen := map[cid.Cid]struct{}{}
 	stack := []blocks.Block{root}
@@ -295,7 +295,9 @@ func (n *Node) localComplete(ctx context.Context, root blocks.Block) bool {
 			}
 			seen[l.c] = struct{}{}
 			if l.c.Type() == cid.Raw {
-				if ok, err := n.bstore.Has(ctx, l.c); err != nil || !ok {
+				// A raw leaf's declared size is its length: a file of another size is a block
+				// torn by a power loss before it was synced (never pinned), so fetch again.
+				if sz, err := n.bstore.GetSize(ctx, l.c); err != nil || (l.tsize != 0 && uint64(sz) != l.tsize) {
 					return false
 				}
 				continue
