@@ -30,7 +30,8 @@
 // a tie 1 each way; maximum-likelihood Bradley–Terry at 400 points per factor 10, mean
 // 1000. Games are aggregated into per-pair win/tie counts (counted by two pointers over
 // sorted scores), never enumerated, and the bootstrap resamples those counts as a
-// multinomial, which is the same distribution as resampling the games.
+// multinomial, which is the same distribution as resampling upstream's battle table (every
+// game and its swapped copy: 2N rows).
 //
 // When the maximum-likelihood ratings do not exist — Ford's condition fails: some group of
 // players never won or tied against the rest, e.g. an agent that beats every run, or one

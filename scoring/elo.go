@@ -17,6 +17,19 @@ type Games struct {
 	Ties []int64
 }
 
+// doubled returns a copy with every count doubled (upstream's battle table holds each game
+// twice: as played and with the players swapped).
+func (g *Games) doubled() *Games {
+	d := NewGames(g.P)
+	for i, v := range g.Wins {
+		d.Wins[i] = 2 * v
+	}
+	for i, v := range g.Ties {
+		d.Ties[i] = 2 * v
+	}
+	return d
+}
+
 // NewGames returns empty counts for p players.
 func NewGames(p int) *Games {
 	return &Games{P: p, Wins: make([]int64, p*p), Ties: make([]int64, p*p)}

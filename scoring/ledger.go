@@ -328,7 +328,10 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 	// do not depend on it, so switching --worst must not move the Elo intervals or ranks.
 	gameDigest := inputsDigest(rs, usedTasks, "", rounds)
 	seed := sha256.Sum256(append([]byte("evalmesh ledger bootstrap v2\x00"), gameDigest[:]...))
-	theta, regularised := fitGames(games, nil)
+	// The fit sees upstream's battle table — every game and its swapped copy, 2N rows — as
+	// each bootstrap round does; the pure MLE does not depend on the doubling, and a
+	// regularised fit then weighs its pseudo-ties against the same counts in both.
+	theta, regularised := fitGames(games.doubled(), nil)
 	l.EloFit = EloFitMLE
 	if regularised {
 		l.EloFit = EloFitRegularised
@@ -532,6 +535,13 @@ func taskRuns(rs []Result, t *TaskInfo, agentIdx map[string]int, P int) []player
 // parallel and still give every node the same draws. Each round is fitted as the full data
 // is (fitGames: pure MLE where it exists, regularised where the resample is separated);
 // regularised counts those rounds.
+//
+// Upstream (AIRS-Bench's notebook, after Chatbot Arena) resamples its battle table, which
+// holds every game twice — once as played and once with the players swapped — so a round
+// draws 2N rows. A row and its swapped copy enter the likelihood the same way, so that is
+// 2N draws from the same cells; the Bradley–Terry fit is invariant to scaling all counts,
+// so drawing 2N here gives upstream's distribution (intervals about 1/√2 as wide as a
+// resample of N games would).
 func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) (out [][]float64, regularised int) {
 	P := g.P
 	type cell struct {
@@ -564,7 +574,7 @@ func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) (out [][
 				clear(rg.Wins)
 				clear(rg.Ties)
 				rng := rand.New(rand.NewChaCha8(roundSeed(seed, "elo", uint64(r))))
-				left, mass := total, total
+				left, mass := 2*total, total
 				for _, c := range cells {
 					if left == 0 {
 						break
