@@ -12,21 +12,37 @@ import (
 // are identical), which costs less per signature than one-by-one verification when the
 // batch is valid; a batch with a bad signature falls back to checking each one.
 func VerifyBatch(envelopes [][]byte, trust *TrustStore, now time.Time) ([]*Verified, []error) {
+	return VerifyBatchWith(envelopes, trust, VerifyOptions{Now: now})
+}
+
+// VerifyBatchWith is VerifyBatch with the policy time chosen by o: results[i] and errs[i]
+// are what VerifyWith(envelopes[i], trust, o) would return.
+func VerifyBatchWith(envelopes [][]byte, trust *TrustStore, o VerifyOptions) ([]*Verified, []error) {
 	digests := make([][32]byte, len(envelopes))
 	for i, e := range envelopes {
 		digests[i] = sumKey(e)
 	}
-	return verifyBatch(envelopes, digests, trust, now)
+	vs, errs := verifyBatch(envelopes, digests, trust, o)
+	for i, v := range vs {
+		if v != nil {
+			if err := trust.claimedPolicy(v, o); err != nil {
+				vs[i], errs[i] = nil, err
+			}
+		}
+	}
+	return vs, errs
 }
 
-func verifyBatch(envelopes [][]byte, digests [][32]byte, trust *TrustStore, now time.Time) ([]*Verified, []error) {
+// verifyBatch is verifyCore for many envelopes: the claimed-time window is left to the
+// caller.
+func verifyBatch(envelopes [][]byte, digests [][32]byte, trust *TrustStore, o VerifyOptions) ([]*Verified, []error) {
 	results := make([]*Verified, len(envelopes))
 	errs := make([]error, len(envelopes))
 	preps := make([]*prepared, len(envelopes))
 	bv := voi.NewBatchVerifierWithCapacity(len(envelopes))
 	idx := make([]int, 0, len(envelopes))
 	for i, env := range envelopes {
-		p, err := prepare(env, digests[i], trust, now)
+		p, err := prepare(env, digests[i], trust, o)
 		if err != nil {
 			errs[i] = err
 			continue

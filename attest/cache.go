@@ -44,30 +44,49 @@ func NewCache(size int) (*Cache, error) {
 
 // Verify is attest.Verify with memory.
 func (c *Cache) Verify(envelope []byte, trust *TrustStore, now time.Time) (*Verified, error) {
+	return c.VerifyWith(envelope, trust, VerifyOptions{Now: now})
+}
+
+// VerifyWith is attest.VerifyWith with memory. What the cache keeps is the same in either
+// mode (the signature chain and statement checked, or an intrinsic refusal); the policy of
+// o's mode and time is applied to it on every answer, so a verdict reached at the claimed
+// time never answers a caller checking at now, nor the reverse.
+func (c *Cache) VerifyWith(envelope []byte, trust *TrustStore, o VerifyOptions) (*Verified, error) {
 	key := sumKey(envelope)
 	if e, ok := c.lru.Get(key); ok {
-		return e.answer(trust, now)
+		return e.answer(trust, o)
 	}
 	e, own, wait := c.claim(key)
 	switch {
 	case e != nil:
-		return e.answer(trust, now)
+		return e.answer(trust, o)
 	case wait != nil:
 		if testHookWaiting != nil {
 			testHookWaiting()
 		}
 		<-wait.done
 		if r, ok := shared(wait); ok {
-			return r.answer(trust, now)
+			return r.answer(trust, o)
 		}
 		// Refused for a reason of the other caller's trust store or clock: decide under
 		// ours. Such refusals come before the signature check, so no signature is
 		// checked twice.
-		return verifyDigest(envelope, key, trust, now)
+		return verifyDigest(envelope, key, trust, o)
 	}
-	v, err := verifyDigest(envelope, key, trust, now)
+	v, err := verifyCore(envelope, key, trust, o)
 	c.settle(key, own, v, err)
-	return v, err
+	return answerCore(v, err, trust, o)
+}
+
+// answerCore finishes a fresh verifyCore verdict with the claimed-time window.
+func answerCore(v *Verified, err error, trust *TrustStore, o VerifyOptions) (*Verified, error) {
+	if err != nil {
+		return nil, err
+	}
+	if err := trust.claimedPolicy(v, o); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // testHookWaiting, when set (tests only), is called when a Verify caller starts waiting for
@@ -112,11 +131,11 @@ func shared(p *pending) (*cacheEntry, bool) {
 }
 
 // answer applies the trust policy to a remembered verdict.
-func (e *cacheEntry) answer(trust *TrustStore, now time.Time) (*Verified, error) {
+func (e *cacheEntry) answer(trust *TrustStore, o VerifyOptions) (*Verified, error) {
 	if e.err != nil {
 		return nil, e.err
 	}
-	if err := trust.policy(e.v, now); err != nil {
+	if err := trust.policy(e.v, o); err != nil {
 		return nil, err
 	}
 	return e.v, nil
@@ -136,6 +155,11 @@ func (c *Cache) remember(key [32]byte, v *Verified, err error) {
 // for, and the rest are batch-verified once each (repeats within the batch included) and
 // remembered.
 func (c *Cache) VerifyBatch(envelopes [][]byte, trust *TrustStore, now time.Time) ([]*Verified, []error) {
+	return c.VerifyBatchWith(envelopes, trust, VerifyOptions{Now: now})
+}
+
+// VerifyBatchWith is attest.VerifyBatchWith with memory, as VerifyBatch.
+func (c *Cache) VerifyBatchWith(envelopes [][]byte, trust *TrustStore, o VerifyOptions) ([]*Verified, []error) {
 	results := make([]*Verified, len(envelopes))
 	errs := make([]error, len(envelopes))
 	keys := make([][32]byte, len(envelopes))
@@ -147,13 +171,13 @@ func (c *Cache) VerifyBatch(envelopes [][]byte, trust *TrustStore, now time.Time
 	for i, env := range envelopes {
 		keys[i] = sumKey(env)
 		if e, ok := c.lru.Get(keys[i]); ok {
-			results[i], errs[i] = e.answer(trust, now)
+			results[i], errs[i] = e.answer(trust, o)
 			continue
 		}
 		e, own, wait := c.claim(keys[i])
 		switch {
 		case e != nil:
-			results[i], errs[i] = e.answer(trust, now)
+			results[i], errs[i] = e.answer(trust, o)
 		case wait != nil:
 			waits[i] = wait // another caller's, or an earlier repeat in this batch
 		default:
@@ -163,19 +187,19 @@ func (c *Cache) VerifyBatch(envelopes [][]byte, trust *TrustStore, now time.Time
 			missOwn = append(missOwn, own)
 		}
 	}
-	vs, es := verifyBatch(miss, missKeys, trust, now)
+	vs, es := verifyBatch(miss, missKeys, trust, o)
 	for j := range miss {
 		c.settle(missKeys[j], missOwn[j], vs[j], es[j])
 	}
 	for i, j := range ownIdx {
-		results[i], errs[i] = vs[j], es[j]
+		results[i], errs[i] = answerCore(vs[j], es[j], trust, o)
 	}
 	for i, p := range waits {
 		<-p.done
 		if r, ok := shared(p); ok {
-			results[i], errs[i] = r.answer(trust, now)
+			results[i], errs[i] = r.answer(trust, o)
 		} else {
-			results[i], errs[i] = verifyDigest(envelopes[i], keys[i], trust, now)
+			results[i], errs[i] = verifyDigest(envelopes[i], keys[i], trust, o)
 		}
 	}
 	return results, errs

@@ -65,6 +65,7 @@ func FuzzDecodeStatement(f *testing.F) {
 		}
 	}
 	f.Add([]byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"digest":{"sha256":"` + sha("") + `"}}],"predicateType":"` + PredicateRescoreV1 + `","predicate":{"run":"x","node":"n","metric":"m","evaluator":"e"}}`))
+	f.Add([]byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"digest":{"sha256":"` + sha("") + `"}}],"predicateType":"` + PredicateRescoreV1 + `","predicate":{"run":"x","node":"n","metric":"m","evaluator":"e","time":"2026-06-01T11:30:00Z"}}`))
 	f.Add([]byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"digest":{"md5":"x"},"annotations":{"cid":1}}],"predicateType":"p","predicate":[]}`))
 	fx := newFixture(f)
 	rp := runPredicate(fx.nodeID, fx.lab.ID, 1, 0.1)

@@ -100,7 +100,7 @@ func (f *fixture) signRun(t testing.TB, seed int, submission string, score float
 
 func (f *fixture) signRescore(t testing.TB, run string, valid bool, score float64) []byte {
 	t.Helper()
-	p := RescorePredicate{Run: run, Valid: valid, Metric: "accuracy", Evaluator: "builtin:accuracy", Node: f.nodeID, Lab: f.lab.ID}
+	p := RescorePredicate{Run: run, Valid: valid, Metric: "accuracy", Evaluator: "builtin:accuracy", Node: f.nodeID, Lab: f.lab.ID, Time: t0.Add(-30 * time.Minute)}
 	if valid {
 		p.Score = ptr(score)
 	}

@@ -57,21 +57,26 @@ type LedgerReport struct {
 }
 
 // LedgerInput is everything the ledger is a function of (DESIGN §7): the envelopes, the
-// trust store and the clock they are verified under, the tasks' metadata, the acceptance
-// policy and the scoring options.
+// trust store they are verified under, the tasks' metadata, the acceptance policy and the
+// scoring options. Not the clock: each certificate is checked at the time its statement
+// claims (VerifyOptions.AtClaimedTime), so honest nodes agree on the root whenever they
+// compute it, and a node retired by letting its certificate expire keeps its history.
 type LedgerInput struct {
 	Envelopes []EnvelopeFile
 	Trust     *TrustStore
 	// Cache remembers verdicts across calls (a node recomputing its ledger as attestations
 	// arrive verifies each envelope once); nil verifies everything afresh.
-	Cache   *Cache
+	Cache *Cache
+	// Now is ignored: the ledger does not read the clock (see above). Kept so callers
+	// that set it still compile.
 	Now     time.Time
 	Tasks   []scoring.TaskInfo
 	Policy  AcceptPolicy
 	Scoring scoring.Options
 }
 
-// BuildLedger verifies the envelopes (in one batch), reconciles them, applies the
+// BuildLedger verifies the envelopes (in one batch, each certificate at the time its
+// statement claims: VerifyOptions.AtClaimedTime), reconciles them, applies the
 // acceptance policy and computes the ledger of the runs that count. It reads no files: the
 // envelopes come in as bytes. An envelope that does not verify is a Refusal in the report,
 // not an error; errors are for inputs the ledger itself refuses (scoring options, task
@@ -90,10 +95,11 @@ func BuildLedger(in LedgerInput) (*scoring.Ledger, *LedgerReport, error) {
 	}
 	var vs []*Verified
 	var errs []error
+	at := VerifyOptions{AtClaimedTime: true}
 	if in.Cache != nil {
-		vs, errs = in.Cache.VerifyBatch(raw, in.Trust, in.Now)
+		vs, errs = in.Cache.VerifyBatchWith(raw, in.Trust, at)
 	} else {
-		vs, errs = VerifyBatch(raw, in.Trust, in.Now)
+		vs, errs = VerifyBatchWith(raw, in.Trust, at)
 	}
 	var ok []*Verified
 	ids := map[string]bool{}

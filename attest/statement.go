@@ -113,6 +113,11 @@ type RescorePredicate struct {
 	Evaluator string   `json:"evaluator"`
 	Node      string   `json:"node"`
 	Lab       string   `json:"lab"`
+	// Time is when the re-score was made, set by its signer. The ledger checks the
+	// signer's certificate at this time (VerifyOptions.AtClaimedTime); a re-score without
+	// it is refused there as ReasonNoClaimedTime. Optional in the format (added to v1 as
+	// in-toto allows: older readers ignore it).
+	Time time.Time `json:"time,omitzero"`
 }
 
 // NewStatement builds the bytes of an in-toto Statement v1. The predicate is marshalled

@@ -498,8 +498,13 @@ func fastRescore(b []byte) (*RescorePredicate, bool) {
 				return false
 			}
 			r.Lab, ok = p.str()
+		case "time":
+			if !once(&seen, 128) {
+				return false
+			}
+			r.Time, ok = p.timeValue()
 		default:
-			return !foldsTo(key, "run", "score", "valid", "metric", "evaluator", "node", "lab") && p.skip(0)
+			return !foldsTo(key, "run", "score", "valid", "metric", "evaluator", "node", "lab", "time") && p.skip(0)
 		}
 		return ok
 	})

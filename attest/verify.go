@@ -31,6 +31,10 @@ const (
 	ReasonMalformedStatement Reason = "malformed statement"
 	ReasonMalformedPredicate Reason = "malformed evalmesh predicate"
 	ReasonPredicateSigner    Reason = "predicate names another node or lab"
+	// ReasonNoClaimedTime: checked at its claimed time (VerifyOptions.AtClaimedTime), a
+	// certified run or re-score statement that claims no time cannot be placed in its
+	// certificate's window (a re-score signed without its "time" field).
+	ReasonNoClaimedTime Reason = "no claimed time"
 )
 
 // VerifyError is a refusal with its reason and the detail that names the bad input.
@@ -101,14 +105,50 @@ func (v *Verified) Principal() string {
 	return v.Node
 }
 
+// VerifyOptions says at what time the trust policy (certificate window, revocations) is
+// applied.
+type VerifyOptions struct {
+	// Now is the time a certificate must be valid at, unless AtClaimedTime.
+	Now time.Time
+	// AtClaimedTime checks each certificate's window at the time the signed statement
+	// itself claims (Verified.ClaimedTime: a run's end, a re-score's time) instead of Now,
+	// so the verdict is a function of the bytes and the trust store alone: the ledger's mode
+	// (DESIGN §7: no wall clock may reach the output). A certificate that has expired since
+	// still vouches for what its node signed while it was valid. Revocations are then
+	// absolute: a revoked certificate or node refuses every attestation signed under it,
+	// whatever time it claims, because a compromised key can backdate its claims. Now is
+	// not used. Statements of other predicate types claim no time and are checked for lab
+	// and revocation only (they never count).
+	AtClaimedTime bool
+}
+
 // Verify decides whether envelope is acceptable under trust at time now, and if not, why.
 // The signature is checked over the payload bytes as received.
 func Verify(envelope []byte, trust *TrustStore, now time.Time) (*Verified, error) {
-	return verifyDigest(envelope, sumKey(envelope), trust, now)
+	return verifyDigest(envelope, sumKey(envelope), trust, VerifyOptions{Now: now})
 }
 
-func verifyDigest(envelope []byte, digest [32]byte, trust *TrustStore, now time.Time) (*Verified, error) {
-	p, err := prepare(envelope, digest, trust, now)
+// VerifyWith is Verify with the policy time chosen by o.
+func VerifyWith(envelope []byte, trust *TrustStore, o VerifyOptions) (*Verified, error) {
+	return verifyDigest(envelope, sumKey(envelope), trust, o)
+}
+
+func verifyDigest(envelope []byte, digest [32]byte, trust *TrustStore, o VerifyOptions) (*Verified, error) {
+	v, err := verifyCore(envelope, digest, trust, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := trust.claimedPolicy(v, o); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// verifyCore checks all but the claimed-time window (AtClaimedTime), which needs the
+// authenticated statement: what it accepts depends on the bytes and the trust store's
+// labs, nodes and revocations, never on o's mode, so the cache may share it across modes.
+func verifyCore(envelope []byte, digest [32]byte, trust *TrustStore, o VerifyOptions) (*Verified, error) {
+	p, err := prepare(envelope, digest, trust, o)
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +159,20 @@ func verifyDigest(envelope []byte, digest [32]byte, trust *TrustStore, now time.
 		return nil, refuse(ReasonBadSignature, "envelope signature does not verify with node %s's key", p.v.Node)
 	}
 	return finish(p)
+}
+
+// ClaimedTime is the time the signed statement says it was made: a run's end (its start
+// if it has no end), a re-score's time. ok is false when it claims none.
+func (v *Verified) ClaimedTime() (t time.Time, ok bool) {
+	switch {
+	case v.Run != nil && !v.Run.End.IsZero():
+		return v.Run.End, true
+	case v.Run != nil && !v.Run.Start.IsZero():
+		return v.Run.Start, true
+	case v.Rescore != nil && !v.Rescore.Time.IsZero():
+		return v.Rescore.Time, true
+	}
+	return time.Time{}, false
 }
 
 // testHookSigCheck, when set (tests only, before any verification starts), is called once
@@ -133,7 +187,7 @@ type prepared struct {
 	v   *Verified
 }
 
-func prepare(envelope []byte, digest [32]byte, trust *TrustStore, now time.Time) (*prepared, error) {
+func prepare(envelope []byte, digest [32]byte, trust *TrustStore, o VerifyOptions) (*prepared, error) {
 	if trust == nil {
 		return nil, errors.New("no trust store")
 	}
@@ -154,7 +208,7 @@ func prepare(envelope []byte, digest [32]byte, trust *TrustStore, now time.Time)
 		if env.KeyID != "" && env.KeyID != cert.Node {
 			return nil, refuse(ReasonSignerMismatch, "keyid %s is not the certified node %s", env.KeyID, cert.Node)
 		}
-		if err := trust.certPolicy(cert, now); err != nil {
+		if err := trust.certStanding(cert, o); err != nil {
 			return nil, err
 		}
 		pub = cert.NodeKey
@@ -245,16 +299,31 @@ func (t *TrustStore) checkCert(raw []byte) (*NodeCert, error) {
 	return c, nil
 }
 
+// certStanding is the part of the certificate policy known before the statement is read:
+// at now, all of it (certPolicy); at the claimed time, the lab trusted and no revocation
+// of the certificate or its node, whatever its time.
+func (t *TrustStore) certStanding(c *NodeCert, o VerifyOptions) error {
+	if !o.AtClaimedTime {
+		return t.certPolicy(c, o.Now)
+	}
+	if _, ok := t.labs[c.Lab]; !ok {
+		return refuse(ReasonUnknownLab, "lab %s (certifying node %s) is not in the trust file; add it with `evalmesh trust add`", c.Lab, c.Node)
+	}
+	for _, s := range [2]string{c.Node, c.ID} {
+		if at, ok := t.revoked[revKey{c.Lab, s}]; ok {
+			return refuse(ReasonCertRevoked, "lab %s revoked %s at %s; a revoked key may have backdated its claims, so nothing signed under it counts", c.Lab, s, at.Format(time.RFC3339))
+		}
+	}
+	return nil
+}
+
 // certPolicy applies the trust store to a signature-checked certificate at time now.
 func (t *TrustStore) certPolicy(c *NodeCert, now time.Time) error {
 	if _, ok := t.labs[c.Lab]; !ok {
 		return refuse(ReasonUnknownLab, "lab %s (certifying node %s) is not in the trust file; add it with `evalmesh trust add`", c.Lab, c.Node)
 	}
-	if now.Before(c.NotBefore) {
-		return refuse(ReasonCertNotYetValid, "certificate %s for node %s is valid from %s (now %s)", c.ID, c.Node, c.NotBefore.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
-	}
-	if !now.Before(c.NotAfter) {
-		return refuse(ReasonCertExpired, "certificate %s for node %s expired at %s (now %s)", c.ID, c.Node, c.NotAfter.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	if err := certWindow(c, now, "now"); err != nil {
+		return err
 	}
 	for _, s := range [2]string{c.Node, c.ID} {
 		if at, ok := t.revoked[revKey{c.Lab, s}]; ok && !now.Before(at) {
@@ -264,10 +333,39 @@ func (t *TrustStore) certPolicy(c *NodeCert, now time.Time) error {
 	return nil
 }
 
-// policy re-applies the trust store to an envelope verified earlier (the cache's hit path).
-func (t *TrustStore) policy(v *Verified, now time.Time) error {
+// certWindow checks that at (named what in the detail) is in the certificate's window.
+func certWindow(c *NodeCert, at time.Time, what string) error {
+	if at.Before(c.NotBefore) {
+		return refuse(ReasonCertNotYetValid, "certificate %s for node %s is valid from %s (%s %s)", c.ID, c.Node, c.NotBefore.Format(time.RFC3339), what, at.UTC().Format(time.RFC3339))
+	}
+	if !at.Before(c.NotAfter) {
+		return refuse(ReasonCertExpired, "certificate %s for node %s expired at %s (%s %s)", c.ID, c.Node, c.NotAfter.Format(time.RFC3339), what, at.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// claimedPolicy is the rest of the policy at the claimed time, once the statement is
+// authenticated: the certificate's window at the time it claims. Nothing at now (the
+// window was checked by certStanding) or for a directly trusted node (no window).
+func (t *TrustStore) claimedPolicy(v *Verified, o VerifyOptions) error {
+	if !o.AtClaimedTime || v.Cert == nil || !v.Counts {
+		return nil
+	}
+	at, ok := v.ClaimedTime()
+	if !ok {
+		return refuse(ReasonNoClaimedTime, "statement %s by node %s claims no time to check certificate %s at; re-scores must set \"time\"", v.ID, v.Node, v.Cert.ID)
+	}
+	return certWindow(v.Cert, at, "claimed")
+}
+
+// policy re-applies the trust store to an envelope verified earlier (the cache's hit path),
+// in o's mode.
+func (t *TrustStore) policy(v *Verified, o VerifyOptions) error {
 	if v.Cert != nil {
-		return t.certPolicy(v.Cert, now)
+		if err := t.certStanding(v.Cert, o); err != nil {
+			return err
+		}
+		return t.claimedPolicy(v, o)
 	}
 	if _, ok := t.nodes[v.Node]; !ok {
 		return refuse(ReasonUnknownNode, "node %s is not trusted directly", v.Node)
