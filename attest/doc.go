@@ -5,7 +5,8 @@
 // docs/trust-format.md describe the formats.
 //
 // It knows nothing of pubsub or the network. Verify and Reconcile are functions of their
-// inputs (the clock is a parameter); the trust store keeps only caches of work already done
+// inputs (the clock is a parameter; the ledger passes none, checking each certificate at the
+// time its statement claims: VerifyOptions.AtClaimedTime); the trust store keeps only caches of work already done
 // (checked certificates, expanded keys), and Cache remembers verdicts by envelope ID. Both
 // are safe for concurrent readers.
 //

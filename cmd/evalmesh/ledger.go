@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,7 +28,6 @@ type ledgerOptions struct {
 	Agents       []string // agent spec files or folders of them; none: agents are named by CID
 	Policy       attest.AcceptPolicy
 	Scoring      scoring.Options
-	Now          time.Time
 }
 
 func newLedgerCmd(g *globals) *cobra.Command {
@@ -52,8 +50,14 @@ specs) agents are shown by their spec's name and runs of other agents do not cou
 without it every agent is shown by its CID. Nodes that must agree on the ledger root must
 use the same tasks, agents, --replication, --worst and --bootstrap-rounds.
 
-Envelopes that do not verify (bad signature, unknown lab, expired certificate, …) are
-refused, never counted: each refused file is listed on stderr with its reason, as is each
+The ledger does not read the clock: each node certificate is checked at the time its
+attestation claims (a run's end, a re-score's time), so a run signed while its node's
+certificate was valid keeps counting after the certificate expires, and every node gets the
+same root whenever it computes it. A revoked certificate or node counts for nothing, whatever
+time its attestations claim (a leaked key can backdate them).
+
+Envelopes that do not verify (bad signature, unknown lab, certificate not valid at the
+claimed time, revoked, …) are refused, never counted: each refused file is listed on stderr with its reason, as is each
 run that verified but does not count. --json prints the ledger as "evalmesh score --json"
 does, with an "attestations" object holding the counts, refusals and exclusions.
 
@@ -77,7 +81,6 @@ Examples:
 				o.Attestations = h.AttestationsDir()
 			}
 			o.Scoring.BootstrapRounds = rounds
-			o.Now = time.Now()
 			l, rep, err := computeLedgerFromFlags(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -123,7 +126,7 @@ func computeLedgerFromFlags(ctx context.Context, o ledgerOptions) (*scoring.Ledg
 		}
 	}
 	return attest.LedgerFromDir(o.Attestations, attest.LedgerInput{
-		Trust: trust, Now: o.Now, Tasks: infos, Policy: p, Scoring: o.Scoring,
+		Trust: trust, Tasks: infos, Policy: p, Scoring: o.Scoring,
 	})
 }
 
