@@ -49,18 +49,18 @@ func TestFetchDiskFull(t *testing.T) {
 	forEachPath(t, func(t *testing.T, testOptions func() Options) {
 		h := newHome(t)
 		opts := testOptions()
-		if err := os.MkdirAll(h.BlocksDir(), 0o755); err != nil {
+		if err := os.MkdirAll(testBlocksDir(h), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := syscall.Mount("tmpfs", h.BlocksDir(), "tmpfs", 0, "size=2m"); err != nil {
+		if err := syscall.Mount("tmpfs", testBlocksDir(h), "tmpfs", 0, "size=2m"); err != nil {
 			t.Logf("cannot mount a tmpfs (%v): injecting ENOSPC past 2 MiB instead", err)
 			opts.WrapBlockstore = func(bs blockstore.Blockstore) blockstore.Blockstore {
 				return &quotaStore{Blockstore: bs, left: 2 << 20}
 			}
 		} else {
 			t.Cleanup(func() {
-				if err := syscall.Unmount(h.BlocksDir(), 0); err != nil {
-					t.Errorf("unmount %s: %v", h.BlocksDir(), err)
+				if err := syscall.Unmount(testBlocksDir(h), 0); err != nil {
+					t.Errorf("unmount %s: %v", testBlocksDir(h), err)
 				}
 			})
 		}
@@ -96,18 +96,18 @@ func TestFetchDiskFull(t *testing.T) {
 func TestAddDiskFull(t *testing.T) {
 	h := newHome(t)
 	opts := testOptions()
-	if err := os.MkdirAll(h.BlocksDir(), 0o755); err != nil {
+	if err := os.MkdirAll(testBlocksDir(h), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mount("tmpfs", h.BlocksDir(), "tmpfs", 0, "size=2m"); err != nil {
+	if err := syscall.Mount("tmpfs", testBlocksDir(h), "tmpfs", 0, "size=2m"); err != nil {
 		t.Logf("cannot mount a tmpfs (%v): injecting ENOSPC past 2 MiB instead", err)
 		opts.WrapBlockstore = func(bs blockstore.Blockstore) blockstore.Blockstore {
 			return &quotaStore{Blockstore: bs, left: 2 << 20}
 		}
 	} else {
 		t.Cleanup(func() {
-			if err := syscall.Unmount(h.BlocksDir(), 0); err != nil {
-				t.Errorf("unmount %s: %v", h.BlocksDir(), err)
+			if err := syscall.Unmount(testBlocksDir(h), 0); err != nil {
+				t.Errorf("unmount %s: %v", testBlocksDir(h), err)
 			}
 		})
 	}

@@ -2,9 +2,11 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"io"
 	"math/rand/v2"
+	"os"
 	"testing"
 	"time"
 
@@ -43,9 +45,21 @@ func newHome(t testing.TB) home.Home {
 	return h
 }
 
+// testStore is the blockstore kind the suite runs against: flat, or what
+// EVALMESH_TEST_BLOCKSTORE names (TestSuiteOnPackStore reruns the suite with it set to pack).
+var testStore = cmp.Or(os.Getenv("EVALMESH_TEST_BLOCKSTORE"), "flat")
+
+// testBlocksDir is where a node in home h under the suite's store kind keeps its blocks.
+func testBlocksDir(h home.Home) string {
+	if testStore == "pack" {
+		return PackBlocksDir(h)
+	}
+	return h.BlocksDir()
+}
+
 // testOptions listen on loopback TCP port 0 only.
 func testOptions() Options {
-	return Options{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, API: "127.0.0.1:0", StallTimeout: 20 * time.Second}
+	return Options{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, API: "127.0.0.1:0", StallTimeout: 20 * time.Second, Blockstore: testStore}
 }
 
 // startNode starts a real node on 127.0.0.1 in a fresh home; it is closed at test end.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -46,6 +47,8 @@ type Options struct {
 	WrapBlockstore func(blockstore.Blockstore) blockstore.Blockstore
 	// StallTimeout fails a fetch when no block arrives for this long (default 2 minutes).
 	StallTimeout time.Duration
+	// Blockstore, when non-empty, replaces the config's blockstore kind ("flat" or "pack").
+	Blockstore string
 	// BitswapOnly skips the streaming protocol when fetching (tests and benchmarks compare
 	// the two paths with it); the node still serves the streaming protocol to others.
 	BitswapOnly bool
@@ -60,7 +63,7 @@ type Node struct {
 	opts Options
 
 	host    host.Host
-	flat    *flatStore
+	store   syncStore // flat or pack: what Sync is called on before a pin is recorded
 	bstore  blockstore.Blockstore
 	writes  *latchStore
 	meta    *pebbleds.Datastore
@@ -119,10 +122,14 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 		}
 		return nil, fmt.Errorf("open datastore %s: %w", h.DatastoreDir(), err)
 	}
-	if n.flat, err = openFlatStore(h.BlocksDir()); err != nil {
+	if opts.Blockstore != "" {
+		cfg.Blockstore = opts.Blockstore
+		n.cfg.Blockstore = opts.Blockstore
+	}
+	if n.store, err = openStore(h, cfg.Blockstore); err != nil {
 		return nil, err
 	}
-	n.bstore = n.flat
+	n.bstore = n.store
 	if opts.WrapBlockstore != nil {
 		n.bstore = opts.WrapBlockstore(n.bstore)
 	}
@@ -196,8 +203,12 @@ func (n *Node) close() error {
 	if n.pinner != nil {
 		errs = append(errs, n.pinner.Flush(context.Background()))
 	}
-	if n.flat != nil {
-		errs = append(errs, n.flat.Sync())
+	if n.store != nil {
+		if c, ok := n.store.(interface{ Close() error }); ok {
+			errs = append(errs, c.Close())
+		} else {
+			errs = append(errs, n.store.Sync())
+		}
 	}
 	if n.meta != nil {
 		errs = append(errs, n.meta.Close())
@@ -314,7 +325,7 @@ func (n *Node) Pin(ctx context.Context, root cid.Cid, name string, progress func
 // dag-pb block and stats every leaf). Otherwise (a CAR import: its blocks come in any order and
 // may not cover the DAG) the pinner checks that the DAG is complete and refuses it if not.
 func (n *Node) pinLocal(ctx context.Context, root cid.Cid, name string, complete bool) error {
-	if err := n.flat.Sync(); err != nil {
+	if err := n.store.Sync(); err != nil {
 		return err
 	}
 	if complete {
@@ -348,6 +359,27 @@ func (n *Node) Unpin(ctx context.Context, root cid.Cid) error {
 func (n *Node) IsPinned(ctx context.Context, root cid.Cid) (bool, error) {
 	_, ok, err := n.pinner.IsPinnedWithType(ctx, root, pin.Recursive)
 	return ok, err
+}
+
+// syncStore is a blockstore whose Sync makes every block put so far durable.
+type syncStore interface {
+	blockstore.Blockstore
+	Sync() error
+}
+
+// PackBlocksDir is where the pack blockstore keeps its segments and index.
+func PackBlocksDir(h home.Home) string { return filepath.Join(h.Dir, "blocks-pack") }
+
+// openStore opens the blockstore kind the config names: "flat" (one file per block, under
+// HOME/blocks) or "pack" (segment files and an index, under HOME/blocks-pack).
+func openStore(h home.Home, kind string) (syncStore, error) {
+	switch kind {
+	case "", "flat":
+		return openFlatStore(h.BlocksDir())
+	case "pack":
+		return openPackStore(PackBlocksDir(h))
+	}
+	return nil, fmt.Errorf("config blockstore: %q is not a blockstore kind: use flat or pack", kind)
 }
 
 func ensureDir(p string) error { return os.MkdirAll(p, 0o755) }

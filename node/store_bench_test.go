@@ -50,6 +50,13 @@ func BenchmarkBlockstore(b *testing.B) {
 			}
 			return store{s, s.Sync, func() error { return nil }}
 		}},
+		{"pack", func(dir string) store {
+			s, err := openPackStore(dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return store{s, s.Sync, s.Close}
+		}},
 	}
 	ctx := context.Background()
 	for _, st := range stores {

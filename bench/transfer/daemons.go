@@ -24,10 +24,23 @@ type daemon struct {
 	}
 }
 
-func startDaemon(home string) (*daemon, error) {
+func startDaemon(home, store string) (*daemon, error) {
 	os.RemoveAll(home)
 	if out, err := exec.Command(daemonBin, "init", "--home", home).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("evalmesh init: %v: %s", err, out)
+	}
+	// The blockstore kind is a config field; init wrote the default (flat).
+	cfgPath := filepath.Join(home, "config.yaml")
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Contains(cfg, []byte("\nblockstore: flat\n")) {
+		return nil, fmt.Errorf("%s has no `blockstore: flat` line to change to %s", cfgPath, store)
+	}
+	cfg = bytes.Replace(cfg, []byte("\nblockstore: flat\n"), []byte("\nblockstore: "+store+"\n"), 1)
+	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
+		return nil, err
 	}
 	d := &daemon{home: home}
 	d.cmd = exec.Command(daemonBin, "daemon", "--home", home, "--json",
@@ -99,9 +112,9 @@ func cli(home string, args ...string) (string, time.Duration, error) {
 // daemonRows starts two daemons, adds the data set on the first (row "task add") and pins it
 // on the second, which fetches it over the network (row "pin add"). CPU is both daemons' and
 // the CLI's. Every run uses fresh homes.
-func daemonRows(dir, set, src string) (add, get row, err error) {
+func daemonRows(dir, set, src, store string) (add, get row, err error) {
 	for i := 0; i < max(runs, 1); i++ {
-		a, g, err := daemonRun(dir, set, src)
+		a, g, err := daemonRun(dir, set, src, store)
 		if err != nil {
 			return add, get, err
 		}
@@ -115,15 +128,15 @@ func daemonRows(dir, set, src string) (add, get row, err error) {
 	return add, get, nil
 }
 
-func daemonRun(dir, set, src string) (add, get row, err error) {
+func daemonRun(dir, set, src, store string) (add, get row, err error) {
 	ha, hb := filepath.Join(dir, "homes", "a"), filepath.Join(dir, "homes", "b")
 	defer os.RemoveAll(filepath.Join(dir, "homes"))
-	da, err := startDaemon(ha)
+	da, err := startDaemon(ha, store)
 	if err != nil {
 		return add, get, err
 	}
 	defer da.stop()
-	db, err := startDaemon(hb)
+	db, err := startDaemon(hb, store)
 	if err != nil {
 		return add, get, err
 	}
@@ -138,12 +151,12 @@ func daemonRun(dir, set, src string) (add, get row, err error) {
 	if err != nil {
 		return add, get, err
 	}
-	add = row{set: set, path: "2 daemons: task add (pack+pin)", store: "daemon", wall: time.Since(t0), cpu: both() - c0 + ccpu}
+	add = row{set: set, path: "2 daemons: task add (pack+pin)", store: "daemon/" + store, wall: time.Since(t0), cpu: both() - c0 + ccpu}
 
 	c0, t0 = both(), time.Now()
 	if _, ccpu, err = cli(hb, "pin", "add", root); err != nil {
 		return add, get, err
 	}
-	get = row{set: set, path: "2 daemons: pin add (fetch+pin)", store: "daemon", wall: time.Since(t0), cpu: both() - c0 + ccpu}
+	get = row{set: set, path: "2 daemons: pin add (fetch+pin)", store: "daemon/" + store, wall: time.Since(t0), cpu: both() - c0 + ccpu}
 	return add, get, nil
 }

@@ -9,7 +9,7 @@
 // sender's and the receiver's CPU time together (getrusage of the process, user + system).
 //
 // Usage: bench/transfer.sh, or go run ./bench/transfer [-dir /tmp/evalmesh-bench] [-stores mem,pebble]
-// [-sets 1g,bundle] [-peers 1,2] [-runs 3] [-daemons PATH/evalmesh] [-gateway=false]
+// [-sets 1g,bundle] [-peers 1,2] [-runs 3] [-daemons PATH/evalmesh [-daemon-stores flat,pack]] [-gateway=false]
 package main
 
 import (
@@ -59,6 +59,7 @@ func main() {
 	flag.IntVar(&readAhead, "readahead", -1, "xfer server read-ahead in blocks (-1: the server's default)")
 	flag.IntVar(&runs, "runs", 1, "repeat each measurement this many times and keep the fastest (the machine is shared)")
 	flag.StringVar(&daemonBin, "daemons", "", "path to an evalmesh binary: also measure two `evalmesh daemon` processes (task add on one, pin add on the other)")
+	flag.StringVar(&daemonStores, "daemon-stores", "flat", "blockstore kinds for the two daemons, comma separated: flat, pack (each measured in the same run)")
 	flag.StringVar(&kuboBin, "kubo", "", "path to a prebuilt kubo `ipfs` binary: also measure two kubo daemons (ipfs add, then ipfs pin add over bitswap), once")
 	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the xfer runs to this file")
 	flag.Parse()
@@ -93,6 +94,8 @@ var (
 	readAhead  = -1
 	runs       = 1
 	daemonBin  string
+	// daemonStores lists the daemons' blockstore kinds (config field blockstore) to measure.
+	daemonStores string
 )
 
 type row struct {
@@ -132,8 +135,11 @@ func run(dir string, stores, sets, npeers []string) error {
 			return r.err
 		}
 		print(tw, r.row)
-		if daemonBin != "" {
-			add, get, err := daemonRows(dir, set, src)
+		for _, store := range split(daemonStores) {
+			if daemonBin == "" {
+				break
+			}
+			add, get, err := daemonRows(dir, set, src, store)
 			if err != nil {
 				return err
 			}

@@ -28,6 +28,9 @@ type Config struct {
 	PrivateNetworkKey string `yaml:"private_network_key"`
 	// MaxBundleSize caps the declared size of a bundle this node will fetch or unpack.
 	MaxBundleSize int64 `yaml:"max_bundle_size"`
+	// Blockstore is "flat" (one file per block, HOME/blocks) or "pack" (blocks appended to
+	// segment files with an index, HOME/blocks-pack).
+	Blockstore string `yaml:"blockstore"`
 	// Runner holds the lab's execution policy.
 	Runner RunnerConfig `yaml:"runner"`
 }
@@ -69,6 +72,11 @@ private_network_key: ""
 
 # Largest bundle (declared DAG size, bytes) this node will fetch or unpack: 64 GiB.
 max_bundle_size: 68719476736
+
+# Block storage: flat (one file per block under HOME/blocks, the kubo flatfs layout) or pack
+# (blocks appended to 1 GiB segment files under HOME/blocks-pack with an index; fewer inodes,
+# faster transfers). Switching does not move blocks already stored.
+blockstore: flat
 
 runner:
   # docker (production) or process (development, no isolation beyond the OS).

@@ -1,0 +1,499 @@
+package node
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/ipfs/boxo/blockstore"
+	blocks "github.com/ipfs/go-block-format"
+	"github.com/ipfs/go-cid"
+	ipld "github.com/ipfs/go-ipld-format"
+	"github.com/multiformats/go-multihash"
+	"golang.org/x/sys/unix"
+)
+
+// packStore appends blocks to large segment files (NNNNNNNN.seg, up to packSegmentSize each)
+// and keeps an index multihash → (segment, offset, length) in memory, persisted as an
+// append-only log (index.log) that is replayed at open. It exists because the flat store
+// spends a third to a half of a receiving daemon's CPU in the filesystem creating one inode
+// per 256 KiB block (docs/transfer-protocol.md).
+//
+// Crash safety rests on one ordering: an index record is written only by Sync, after the
+// segment bytes it points at were fdatasynced (and the directory, for a new segment), and the
+// index is fdatasynced before Sync returns. So a record on disk never points at bytes that
+// were not on stable storage. Blocks put since the last Sync are readable at once (from the
+// in-memory index) but are lost by a crash, as in the flat store; the node Syncs before it
+// records a pin. At open, a torn record at the index tail (bad CRC, short) and everything
+// after it is dropped, records pointing past a segment's end are dropped, and the newest
+// segment is cut back to the end of its last indexed block, discarding unsynced bytes.
+//
+// Every record carries a CRC-32C of itself; block bytes are checked against the CID only
+// when HashOnRead is on (a mismatch then reads as a missing block, fetched again).
+//
+// Writes are serialised (one pwrite into the page cache per block, with writeback started at
+// once); reads are preads without a lock on the data. DeleteBlock forgets a block (a
+// tombstone record) without reclaiming its space; there is no compaction yet.
+type packStore struct {
+	dir string
+
+	writeMu sync.Mutex // one writer: appends to the current segment
+	cur     uint32     // current segment number
+	end     int64      // append offset in the current segment
+
+	mu        sync.RWMutex
+	index     map[string]packLoc // key: multihash bytes
+	segs      map[uint32]*os.File
+	pending   []packRecord        // index records not yet in index.log
+	dirtySegs map[uint32]struct{} // segments written since the last Sync
+	dirDirty  bool                // the directory gained a segment since the last Sync
+
+	syncMu sync.Mutex // one Sync at a time; guards idx and idxEnd
+	idx    *os.File
+	idxEnd int64
+
+	hashOnRead atomic.Bool
+	closed     atomic.Bool
+}
+
+type packLoc struct {
+	seg uint32
+	off int64
+	len uint32
+}
+
+type packRecord struct {
+	del bool
+	mh  []byte
+	loc packLoc
+}
+
+// packSegmentSize is where a segment stops growing; a block never spans two segments.
+var packSegmentSize int64 = 1 << 30
+
+const (
+	packIndexName = "index.log"
+	packRecPut    = 1
+	packRecDel    = 2
+	// kind(1) seg(4) off(8) len(4) mhlen(2) ... crc(4)
+	packRecFixed = 1 + 4 + 8 + 4 + 2 + 4
+)
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+var _ blockstore.Blockstore = (*packStore)(nil)
+
+func openPackStore(dir string) (*packStore, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("blockstore %s: %w", dir, err)
+	}
+	s := &packStore{dir: dir, index: map[string]packLoc{}, segs: map[uint32]*os.File{}, dirtySegs: map[uint32]struct{}{}}
+	ok := false
+	defer func() {
+		if !ok {
+			s.closeFiles()
+		}
+	}()
+	if err := s.load(); err != nil {
+		return nil, fmt.Errorf("blockstore %s: %w (the store is unreadable; move it aside to start empty)", dir, err)
+	}
+	ok = true
+	return s, nil
+}
+
+// load replays the index against the segments on disk and cuts both back to what is whole.
+func (s *packStore) load() error {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return err
+	}
+	sizes := map[uint32]int64{}
+	var last uint32
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".seg") {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSuffix(name, ".seg"), 10, 32)
+		if err != nil {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(s.dir, name), os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		s.segs[uint32(n)] = f
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		sizes[uint32(n)] = fi.Size()
+		last = max(last, uint32(n))
+	}
+
+	s.idx, err = os.OpenFile(filepath.Join(s.dir, packIndexName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	raw, err := io.ReadAll(s.idx)
+	if err != nil {
+		return err
+	}
+	valid := 0
+	segEnd := map[uint32]int64{}
+	for valid < len(raw) {
+		rec, n, ok := decodePackRecord(raw[valid:])
+		if !ok {
+			break // torn tail: written by a Sync that did not finish
+		}
+		valid += n
+		key := string(rec.mh)
+		if rec.del {
+			delete(s.index, key)
+			continue
+		}
+		size, ok := sizes[rec.loc.seg]
+		if !ok || rec.loc.off+int64(rec.loc.len) > size {
+			continue // its bytes are not there (segment lost or cut): the block is missing
+		}
+		s.index[key] = rec.loc
+		segEnd[rec.loc.seg] = max(segEnd[rec.loc.seg], rec.loc.off+int64(rec.loc.len))
+	}
+	if valid < len(raw) {
+		if err := s.idx.Truncate(int64(valid)); err != nil {
+			return err
+		}
+		if err := unix.Fdatasync(int(s.idx.Fd())); err != nil {
+			return err
+		}
+	}
+	s.idxEnd = int64(valid)
+
+	if len(s.segs) == 0 {
+		if err := s.newSegment(1); err != nil {
+			return err
+		}
+		s.dirDirty = false
+		return fsyncPath(s.dir) // the new index and segment names
+	}
+	s.cur, s.end = last, segEnd[last]
+	if sizes[last] > s.end {
+		// Bytes past the last indexed block were never synced and indexed: drop them.
+		f := s.segs[last]
+		if err := f.Truncate(s.end); err != nil {
+			return err
+		}
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *packStore) segPath(n uint32) string {
+	return filepath.Join(s.dir, fmt.Sprintf("%08d.seg", n))
+}
+
+// newSegment creates segment n and makes it current; writeMu held (or single-threaded open).
+func (s *packStore) newSegment(n uint32) error {
+	f, err := os.OpenFile(s.segPath(n), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.segs[n] = f
+	s.dirDirty = true
+	s.mu.Unlock()
+	s.cur, s.end = n, 0
+	return nil
+}
+
+func encodePackRecord(dst []byte, r packRecord) []byte {
+	start := len(dst)
+	kind := byte(packRecPut)
+	if r.del {
+		kind = packRecDel
+	}
+	dst = append(dst, kind)
+	dst = binary.LittleEndian.AppendUint32(dst, r.loc.seg)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(r.loc.off))
+	dst = binary.LittleEndian.AppendUint32(dst, r.loc.len)
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(r.mh)))
+	dst = append(dst, r.mh...)
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], crc32c))
+}
+
+// decodePackRecord parses one index record; ok is false for a short or corrupt one.
+func decodePackRecord(b []byte) (r packRecord, n int, ok bool) {
+	if len(b) < packRecFixed {
+		return r, 0, false
+	}
+	mhLen := int(binary.LittleEndian.Uint16(b[17:19]))
+	n = packRecFixed + mhLen
+	if len(b) < n {
+		return r, 0, false
+	}
+	if crc32.Checksum(b[:n-4], crc32c) != binary.LittleEndian.Uint32(b[n-4:n]) {
+		return r, 0, false
+	}
+	switch b[0] {
+	case packRecPut:
+	case packRecDel:
+		r.del = true
+	default:
+		return r, 0, false
+	}
+	off := binary.LittleEndian.Uint64(b[5:13])
+	if off > 1<<62 {
+		return r, 0, false
+	}
+	r.loc = packLoc{seg: binary.LittleEndian.Uint32(b[1:5]), off: int64(off), len: binary.LittleEndian.Uint32(b[13:17])}
+	r.mh = append([]byte(nil), b[19:n-4]...)
+	if _, err := multihash.Cast(r.mh); err != nil {
+		return r, 0, false
+	}
+	return r, n, true
+}
+
+func (s *packStore) lookup(c cid.Cid) (packLoc, *os.File, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	loc, ok := s.index[string(c.Hash())]
+	if !ok {
+		return loc, nil, false
+	}
+	return loc, s.segs[loc.seg], true
+}
+
+func (s *packStore) Has(_ context.Context, c cid.Cid) (bool, error) {
+	_, _, ok := s.lookup(c)
+	return ok, nil
+}
+
+func (s *packStore) GetSize(_ context.Context, c cid.Cid) (int, error) {
+	loc, _, ok := s.lookup(c)
+	if !ok {
+		return -1, ipld.ErrNotFound{Cid: c}
+	}
+	return int(loc.len), nil
+}
+
+func (s *packStore) Get(_ context.Context, c cid.Cid) (blocks.Block, error) {
+	loc, f, ok := s.lookup(c)
+	if !ok {
+		return nil, ipld.ErrNotFound{Cid: c}
+	}
+	if s.closed.Load() {
+		return nil, fmt.Errorf("blockstore %s: closed", s.dir)
+	}
+	data := make([]byte, loc.len)
+	if _, err := f.ReadAt(data, loc.off); err != nil {
+		return nil, fmt.Errorf("blockstore %s: read %s (segment %d at %d): %w", s.dir, c, loc.seg, loc.off, err)
+	}
+	if s.hashOnRead.Load() {
+		sum, err := c.Prefix().Sum(data)
+		if err != nil {
+			return nil, err
+		}
+		if !sum.Equals(c) {
+			// Damaged on disk: treat as missing so the node fetches it again.
+			return nil, ipld.ErrNotFound{Cid: c}
+		}
+	}
+	return blocks.NewBlockWithCid(data, c)
+}
+
+func (s *packStore) Put(_ context.Context, b blocks.Block) error {
+	key := b.Cid().Hash()
+	if ok, _ := s.Has(context.Background(), b.Cid()); ok {
+		return nil
+	}
+	data := b.RawData()
+	if int64(len(data)) > packSegmentSize || len(data) > 1<<31 {
+		return fmt.Errorf("blockstore %s: block %s is %d bytes, larger than a segment", s.dir, b.Cid(), len(data))
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if s.closed.Load() {
+		return fmt.Errorf("blockstore %s: closed", s.dir)
+	}
+	if ok, _ := s.Has(context.Background(), b.Cid()); ok {
+		return nil
+	}
+	if s.end > 0 && s.end+int64(len(data)) > packSegmentSize {
+		if err := s.newSegment(s.cur + 1); err != nil {
+			return s.writeErr(b.Cid(), err)
+		}
+	}
+	s.mu.RLock()
+	f := s.segs[s.cur]
+	s.mu.RUnlock()
+	if _, err := f.WriteAt(data, s.end); err != nil {
+		// s.end is not advanced: the next write overwrites whatever part of this one landed,
+		// and no index record points at it.
+		return s.writeErr(b.Cid(), err)
+	}
+	if len(data) > 0 {
+		// Start writeback now; Sync then waits for I/O that is mostly done.
+		_ = unix.SyncFileRange(int(f.Fd()), s.end, int64(len(data)), unix.SYNC_FILE_RANGE_WRITE)
+	}
+	loc := packLoc{seg: s.cur, off: s.end, len: uint32(len(data))}
+	s.end += int64(len(data))
+	s.mu.Lock()
+	s.index[string(key)] = loc
+	s.pending = append(s.pending, packRecord{mh: key, loc: loc})
+	s.dirtySegs[loc.seg] = struct{}{}
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *packStore) writeErr(c cid.Cid, err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("blockstore %s: %w writing block %s: free space on that filesystem (or move the home with --home) and retry; blocks already stored are intact: %v", s.dir, ErrDiskFull, c, err)
+	}
+	return fmt.Errorf("blockstore %s: write block %s: %w", s.dir, c, err)
+}
+
+func (s *packStore) PutMany(ctx context.Context, bs []blocks.Block) error {
+	for _, b := range bs {
+		if err := s.Put(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteBlock forgets the block; its bytes stay in the segment (no compaction yet).
+func (s *packStore) DeleteBlock(_ context.Context, c cid.Cid) error {
+	key := c.Hash()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.index[string(key)]; !ok {
+		return nil
+	}
+	delete(s.index, string(key))
+	s.pending = append(s.pending, packRecord{del: true, mh: key})
+	return nil
+}
+
+func (s *packStore) AllKeysChan(ctx context.Context) (<-chan cid.Cid, error) {
+	s.mu.RLock()
+	keys := make([]string, 0, len(s.index))
+	for k := range s.index {
+		keys = append(keys, k)
+	}
+	s.mu.RUnlock()
+	sort.Strings(keys)
+	ch := make(chan cid.Cid, 64)
+	go func() {
+		defer close(ch)
+		for _, k := range keys {
+			select {
+			case ch <- cid.NewCidV1(cid.Raw, multihash.Multihash(k)):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch, nil
+}
+
+func (s *packStore) HashOnRead(enabled bool) { s.hashOnRead.Store(enabled) }
+
+// Sync makes every block put so far durable and findable after a crash: segments first
+// (fdatasync), then the directory if it gained a segment, then the index records for those
+// blocks (written and fdatasynced last, so none points at bytes not on stable storage).
+func (s *packStore) Sync() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	s.mu.Lock()
+	recs, segs, dirDirty := s.pending, s.dirtySegs, s.dirDirty
+	s.pending, s.dirtySegs, s.dirDirty = nil, map[uint32]struct{}{}, false
+	files := make([]*os.File, 0, len(segs))
+	for n := range segs {
+		files = append(files, s.segs[n])
+	}
+	s.mu.Unlock()
+	if err := s.syncLocked(recs, files, dirDirty); err != nil {
+		s.mu.Lock()
+		s.pending = append(recs, s.pending...)
+		for n := range segs {
+			s.dirtySegs[n] = struct{}{}
+		}
+		s.dirDirty = s.dirDirty || dirDirty
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (s *packStore) syncLocked(recs []packRecord, files []*os.File, dirDirty bool) error {
+	if len(recs) == 0 && len(files) == 0 && !dirDirty {
+		return nil
+	}
+	for _, f := range files {
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			return fmt.Errorf("blockstore %s: sync %s: %w", s.dir, f.Name(), err)
+		}
+	}
+	if dirDirty {
+		if err := fsyncPath(s.dir); err != nil {
+			return fmt.Errorf("blockstore %s: sync: %w", s.dir, err)
+		}
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	var buf []byte
+	for _, r := range recs {
+		buf = encodePackRecord(buf, r)
+	}
+	// Written at idxEnd, which only advances on success: a retry after a failed (torn) write
+	// overwrites it.
+	if _, err := s.idx.WriteAt(buf, s.idxEnd); err != nil {
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			return fmt.Errorf("blockstore %s: %w writing the index: free space on that filesystem and retry; blocks already stored are intact: %v", s.dir, ErrDiskFull, err)
+		}
+		return fmt.Errorf("blockstore %s: write index: %w", s.dir, err)
+	}
+	if err := unix.Fdatasync(int(s.idx.Fd())); err != nil {
+		return fmt.Errorf("blockstore %s: sync index: %w", s.dir, err)
+	}
+	s.idxEnd += int64(len(buf))
+	return nil
+}
+
+// Close syncs and closes the files; the store is unusable after.
+func (s *packStore) Close() error {
+	err := s.Sync()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if !s.closed.Swap(true) {
+		s.closeFiles()
+	}
+	return err
+}
+
+func (s *packStore) closeFiles() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.segs {
+		f.Close()
+	}
+	if s.idx != nil {
+		s.idx.Close()
+	}
+}
