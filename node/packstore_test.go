@@ -14,6 +14,8 @@ import (
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	ipld "github.com/ipfs/go-ipld-format"
+
+	"github.com/evalmesh/evalmesh/internal/home"
 )
 
 // TestSuiteOnPackStore reruns every other test in this package (this test binary, same -race
@@ -374,5 +376,52 @@ func TestBlockstoreKindFromConfig(t *testing.T) {
 	opts.Blockstore, opts.Config = "", &cfg
 	if _, err := New(ctx, newHome(t), opts); err == nil || !strings.Contains(err.Error(), `"rocks"`) {
 		t.Fatalf("unknown blockstore kind: err = %v, want it named", err)
+	}
+}
+
+// A home whose blocks are in one store kind is not opened with the other: its pins would
+// point at blocks that look missing. An empty home opens either.
+func TestStoreKindMismatchRefused(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ wrote, opens string }{{"flat", "pack"}, {"pack", "flat"}} {
+		h := home.Home{Dir: t.TempDir()}
+		if _, err := h.Init(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := openStore(h, tc.wrote)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := blocks.NewBlock([]byte("a block of " + tc.wrote))
+		if err := st.Put(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		closeStore(st)
+		if _, err := openStore(h, tc.opens); err == nil || !strings.Contains(err.Error(), "blockstore: "+tc.wrote) {
+			t.Fatalf("%s home opened as %s: %v; want a refusal naming blockstore: %s", tc.wrote, tc.opens, err, tc.wrote)
+		}
+		again, err := openStore(h, tc.wrote)
+		if err != nil {
+			t.Fatalf("reopen as %s: %v", tc.wrote, err)
+		}
+		if ok, _ := again.Has(ctx, b.Cid()); !ok {
+			t.Fatalf("block lost in the %s store", tc.wrote)
+		}
+		closeStore(again)
+		fresh := home.Home{Dir: t.TempDir()}
+		if s, err := openStore(fresh, tc.opens); err != nil {
+			t.Fatalf("empty home as %s: %v", tc.opens, err)
+		} else {
+			closeStore(s)
+		}
+	}
+}
+
+func closeStore(s syncStore) {
+	if c, ok := s.(interface{ Close() error }); ok {
+		c.Close()
 	}
 }
