@@ -5,10 +5,14 @@
 // New starts a node for a home; Run is the daemon's main function (node plus HTTP API, the
 // API address written to HOME/api, clean shutdown); Client is the API's Go client.
 //
-// Storage: blocks live one file per block under HOME/blocks (flatStore: 3x pebble's write
-// and read speed for 256 KiB blocks, and a full disk fails a write cleanly); pins live in a
-// pebble datastore under HOME/datastore that syncs every write. Blocks are flushed to disk
-// (syncfs) before a pin that needs them is recorded.
+// Storage: by default blocks are appended to 1 GiB segment files under HOME/blocks-pack
+// with a checksummed index log (packStore: no inode per block, which cost the flat store
+// half of a receiving daemon's CPU); config `blockstore: flat` keeps one file per block
+// under HOME/blocks (flatStore, kubo's flatfs layout). Both beat pebble for 256 KiB blocks
+// and fail a write on a full disk cleanly. Pins live in a pebble datastore under
+// HOME/datastore that syncs every write. Blocks are made durable (segments, then index;
+// or the written files, then their folders) before a pin that needs them is recorded.
+// Concurrency: a Node is safe for concurrent use; the stores serialise writers.
 //
 // Transfer: Fetch gets a whole DAG from the connected peers over the streaming protocol of
 // node/xfer (split across peers, each block verified against its CID), and falls back to
