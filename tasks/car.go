@@ -138,10 +138,10 @@ func UnpackCAR(ctx context.Context, carPath string, dir string, opts UnpackOptio
 // them, and SetRoot patches the header at the end (root CIDs of a bundle all have the
 // same length, so the header keeps its size).
 type CARWriterDAG struct {
-	f    *os.File
-	car  storage.WritableCar
-	kept map[cid.Cid]ipld.Node // dag-pb nodes, for the importer's own look-ups
-	path string                // final name; blocks go to f (a temporary file beside it)
+	f       *os.File
+	car     storage.WritableCar
+	nodeMap        // dag-pb nodes, for the importer's own look-ups
+	path    string // final name; blocks go to f (a temporary file beside it)
 }
 
 // placeholderRoot has the byte length of any CIDv1 sha2-256 dag-pb or raw CID.
@@ -168,7 +168,7 @@ func NewCARWriterDAG(path string) (*CARWriterDAG, error) {
 		f.Close()
 		return nil, err
 	}
-	return &CARWriterDAG{f: f, car: car, kept: map[cid.Cid]ipld.Node{}, path: path}, nil
+	return &CARWriterDAG{f: f, car: car, nodeMap: nodeMap{}, path: path}, nil
 }
 
 // Finish writes root into the header, syncs and closes the file.
@@ -223,81 +223,79 @@ func (d *CARWriterDAG) Abort() {
 	os.Remove(d.f.Name())
 }
 
-func (d *CARWriterDAG) Get(ctx context.Context, c cid.Cid) (ipld.Node, error) {
-	if n, ok := d.kept[c]; ok {
-		return n, nil
-	}
-	return nil, ipld.ErrNotFound{Cid: c}
-}
-
-func (d *CARWriterDAG) GetMany(ctx context.Context, cs []cid.Cid) <-chan *ipld.NodeOption {
-	return getManyFrom(ctx, d, cs)
-}
-
 func (d *CARWriterDAG) Add(ctx context.Context, n ipld.Node) error {
 	if n.Cid().Prefix().Codec == cid.DagProtobuf {
-		d.kept[n.Cid()] = n
+		d.nodeMap[n.Cid()] = n
 		return d.car.Put(ctx, n.Cid().KeyString(), n.RawData())
 	}
 	if err := d.car.Put(ctx, n.Cid().KeyString(), n.RawData()); err != nil {
 		return err
 	}
-	// The leaf is on disk now: recycle its chunk buffer (see hashOnlyDAG.Add).
-	if b := n.RawData(); cap(b) == ChunkSize {
-		pool.Put(b[:cap(b)])
-	}
+	recycleLeaf(n) // on disk now
 	return nil
 }
 
 func (d *CARWriterDAG) AddMany(ctx context.Context, ns []ipld.Node) error {
+	return addEach(ctx, d.Add, ns)
+}
+
+// NewHashOnlyDAG returns a DAGService that keeps only the small dag-pb nodes (folders and
+// file link nodes) and drops raw leaves: enough to compute a root CID (`task pack`
+// without --car) in constant memory per byte of data.
+func NewHashOnlyDAG() ipld.DAGService { return &hashOnlyDAG{nodeMap{}} }
+
+type hashOnlyDAG struct{ nodeMap }
+
+func (d *hashOnlyDAG) Add(ctx context.Context, n ipld.Node) error {
+	if n.Cid().Prefix().Codec == cid.DagProtobuf {
+		d.nodeMap[n.Cid()] = n
+		return nil
+	}
+	recycleLeaf(n)
+	return nil
+}
+func (d *hashOnlyDAG) AddMany(ctx context.Context, ns []ipld.Node) error {
+	return addEach(ctx, d.Add, ns)
+}
+
+// recycleLeaf returns a raw leaf's chunk buffer to the pool once the leaf is stored or
+// dropped: the importer has already linked it (it adds a leaf after taking its CID and
+// size), and boxo's chunker took the buffer from this same pool, so it serves the next
+// chunk instead of going to the garbage collector.
+func recycleLeaf(n ipld.Node) {
+	if b := n.RawData(); cap(b) == ChunkSize {
+		pool.Put(b[:cap(b)])
+	}
+}
+
+func addEach(ctx context.Context, add func(context.Context, ipld.Node) error, ns []ipld.Node) error {
 	for _, n := range ns {
-		if err := d.Add(ctx, n); err != nil {
+		if err := add(ctx, n); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (d *CARWriterDAG) Remove(context.Context, cid.Cid) error       { return nil }
-func (d *CARWriterDAG) RemoveMany(context.Context, []cid.Cid) error { return nil }
+// nodeMap is the look-up half of the in-memory DAGs: the nodes they keep, by CID.
+type nodeMap map[cid.Cid]ipld.Node
 
-// NewHashOnlyDAG returns a DAGService that keeps only the small dag-pb nodes (folders and
-// file link nodes) and drops raw leaves: enough to compute a root CID (`task pack`
-// without --car) in constant memory per byte of data.
-func NewHashOnlyDAG() ipld.DAGService { return &hashOnlyDAG{kept: map[cid.Cid]ipld.Node{}} }
-
-type hashOnlyDAG struct{ kept map[cid.Cid]ipld.Node }
-
-func (d *hashOnlyDAG) Get(ctx context.Context, c cid.Cid) (ipld.Node, error) {
-	if n, ok := d.kept[c]; ok {
+func (m nodeMap) Get(ctx context.Context, c cid.Cid) (ipld.Node, error) {
+	if n, ok := m[c]; ok {
 		return n, nil
 	}
 	return nil, ipld.ErrNotFound{Cid: c}
 }
-func (d *hashOnlyDAG) GetMany(ctx context.Context, cs []cid.Cid) <-chan *ipld.NodeOption {
-	return getManyFrom(ctx, d, cs)
+func (m nodeMap) GetMany(ctx context.Context, cs []cid.Cid) <-chan *ipld.NodeOption {
+	return getManyFrom(ctx, m, cs)
 }
-func (d *hashOnlyDAG) Add(ctx context.Context, n ipld.Node) error {
-	if n.Cid().Prefix().Codec == cid.DagProtobuf {
-		d.kept[n.Cid()] = n
-		return nil
-	}
-	// A raw leaf is dropped here, and the importer has already linked it (it adds a leaf
-	// after taking its CID and size), so its chunk buffer — taken by boxo's chunker from
-	// this same pool — goes back for the next chunk instead of to the garbage collector.
-	if b := n.RawData(); cap(b) == ChunkSize {
-		pool.Put(b[:cap(b)])
+func (m nodeMap) Remove(ctx context.Context, c cid.Cid) error { delete(m, c); return nil }
+func (m nodeMap) RemoveMany(ctx context.Context, cs []cid.Cid) error {
+	for _, c := range cs {
+		delete(m, c)
 	}
 	return nil
 }
-func (d *hashOnlyDAG) AddMany(ctx context.Context, ns []ipld.Node) error {
-	for _, n := range ns {
-		d.Add(ctx, n)
-	}
-	return nil
-}
-func (d *hashOnlyDAG) Remove(context.Context, cid.Cid) error       { return nil }
-func (d *hashOnlyDAG) RemoveMany(context.Context, []cid.Cid) error { return nil }
 
 func getManyFrom(ctx context.Context, g ipld.NodeGetter, cs []cid.Cid) <-chan *ipld.NodeOption {
 	out := make(chan *ipld.NodeOption, len(cs))
@@ -310,32 +308,13 @@ func getManyFrom(ctx context.Context, g ipld.NodeGetter, cs []cid.Cid) <-chan *i
 }
 
 // NewMemDAG returns an in-memory DAGService holding every block (tests, small bundles).
-func NewMemDAG() ipld.DAGService { return &memDAG{m: map[cid.Cid]ipld.Node{}} }
+func NewMemDAG() ipld.DAGService { return &memDAG{nodeMap{}} }
 
-type memDAG struct{ m map[cid.Cid]ipld.Node }
+type memDAG struct{ nodeMap }
 
-func (d *memDAG) Get(ctx context.Context, c cid.Cid) (ipld.Node, error) {
-	if n, ok := d.m[c]; ok {
-		return n, nil
-	}
-	return nil, ipld.ErrNotFound{Cid: c}
-}
-func (d *memDAG) GetMany(ctx context.Context, cs []cid.Cid) <-chan *ipld.NodeOption {
-	return getManyFrom(ctx, d, cs)
-}
-func (d *memDAG) Add(ctx context.Context, n ipld.Node) error { d.m[n.Cid()] = n; return nil }
+func (d *memDAG) Add(ctx context.Context, n ipld.Node) error { d.nodeMap[n.Cid()] = n; return nil }
 func (d *memDAG) AddMany(ctx context.Context, ns []ipld.Node) error {
-	for _, n := range ns {
-		d.m[n.Cid()] = n
-	}
-	return nil
-}
-func (d *memDAG) Remove(ctx context.Context, c cid.Cid) error { delete(d.m, c); return nil }
-func (d *memDAG) RemoveMany(ctx context.Context, cs []cid.Cid) error {
-	for _, c := range cs {
-		delete(d.m, c)
-	}
-	return nil
+	return addEach(ctx, d.Add, ns)
 }
 
 // CopyBundle copies the bundle folder src into the new folder dir, refusing what Unpack
