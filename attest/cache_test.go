@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/evalmesh/evalmesh/internal/testutil"
 )
 
 func TestCacheNeverVerifiesTwiceButReappliesPolicy(t *testing.T) {
@@ -261,7 +263,7 @@ func TestCacheConcurrentCallersShareOneCheck(t *testing.T) {
 	res := make(chan result, 2)
 	ask := func() { v, err := c.Verify(env, f.trust, t0); res <- result{v, err} }
 	go ask()
-	waitFor(t, 10*time.Second, func() bool { return checks.Load() == 1 })
+	testutil.WaitFor(t, 10*time.Second, "one check", func() bool { return checks.Load() == 1 })
 	go ask()
 	select {
 	case what := <-second:
@@ -278,17 +280,5 @@ func TestCacheConcurrentCallersShareOneCheck(t *testing.T) {
 	}
 	if checks.Load() != 1 {
 		t.Fatalf("%d signature checks, want 1", checks.Load())
-	}
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", timeout)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

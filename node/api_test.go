@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/internal/testutil"
+
 	"github.com/evalmesh/evalmesh/internal/home"
 )
 
@@ -220,7 +222,7 @@ func TestDaemonStopsDuringGet(t *testing.T) {
 	nobodyHasIt := importDir(t, startNode(t, testOptions()).LocalDAG(), testFiles(1000))
 	got := make(chan error, 1)
 	go func() { got <- d.c.Get(context.Background(), nobodyHasIt, filepath.Join(t.TempDir(), "x"), nil, nil) }()
-	waitFor(t, 10*time.Second, "the get to want its root", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the get to want its root", func() bool {
 		for _, c := range d.n.bswap.GetWantlist() {
 			if c == nobodyHasIt {
 				return true

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/internal/testutil"
+
 	"github.com/evalmesh/evalmesh/internal/home"
 )
 
@@ -45,7 +47,7 @@ func TestDaemonKilledAfterAdd(t *testing.T) {
 	go func() { cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
 	var c *Client
-	waitFor(t, 60*time.Second, "the daemon process to answer", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "the daemon process to answer", func() bool {
 		cl, err := NewClient(h)
 		if err != nil {
 			return false

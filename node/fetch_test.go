@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/internal/testutil"
+
 	"github.com/ipfs/boxo/blockstore"
 	"github.com/ipfs/go-cid"
 )
@@ -114,7 +116,7 @@ func TestFetchSeederLeavesMidTransfer(t *testing.T) {
 			if d > tot/4 {
 				once.Do(func() {
 					go func() { closed <- s1.Close() }()
-					waitFor(t, 10*time.Second, "seeder 1 to stop", func() bool { return len(b.host.Network().ConnsToPeer(s1.ID())) == 0 })
+					testutil.WaitFor(t, 10*time.Second, "seeder 1 to stop", func() bool { return len(b.host.Network().ConnsToPeer(s1.ID())) == 0 })
 				})
 			}
 		})

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/internal/testutil"
+
 	"github.com/ipfs/boxo/blockstore"
 	chunker "github.com/ipfs/boxo/chunker"
 	"github.com/ipfs/boxo/ipld/unixfs/importer/balanced"
@@ -22,18 +24,6 @@ import (
 
 	"github.com/evalmesh/evalmesh/internal/home"
 )
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // newHome makes an initialised home in a temp dir.
 func newHome(t testing.TB) home.Home {
@@ -84,7 +74,7 @@ func connect(t *testing.T, a, b *Node) {
 	if err := a.Connect(context.Background(), b.Addrs()[0]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "connection", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "connection", func() bool {
 		return len(b.host.Network().ConnsToPeer(a.ID())) > 0
 	})
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/internal/testutil"
+
 	"github.com/evalmesh/evalmesh/internal/home"
 )
 
@@ -96,7 +98,7 @@ func TestBootstrapConnectsAtStart(t *testing.T) {
 	o := testOptions()
 	o.Config = &cfg
 	b := startNode(t, o)
-	waitFor(t, 10*time.Second, "bootstrap connection", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "bootstrap connection", func() bool {
 		return len(b.host.Network().ConnsToPeer(a.ID())) > 0
 	})
 }

@@ -122,18 +122,6 @@ func exampleAgent(name string) *runner.AgentSpec {
 	return &runner.AgentSpec{Name: name, Version: "1.0.0", Command: []string{"evalmesh", "agent", name}}
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // trustSelf is a trust store that trusts the home's node key directly.
 func trustSelf(t *testing.T, h home.Home) *attest.TrustStore {
 	t.Helper()

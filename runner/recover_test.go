@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/internal/testutil"
+
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/gpu"
 	"github.com/evalmesh/evalmesh/runner/process"
@@ -123,7 +125,7 @@ func startSleepy(t *testing.T, r *runner.Runner, task, gate string) string {
 		done <- err
 	}()
 	var id string
-	waitFor(t, 20*time.Second, "the agent task to be recorded", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "the agent task to be recorded", func() bool {
 		runs, _ := runner.ListRuns(r.Home)
 		if len(runs) == 1 && runs[0].Phase == runner.PhaseAgent {
 			id = runs[0].ID
@@ -249,7 +251,7 @@ func TestRecoverDuringEvaluation(t *testing.T) {
 		done <- err
 	}()
 	var id string
-	waitFor(t, 30*time.Second, "the evaluator task to be recorded", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the evaluator task to be recorded", func() bool {
 		runs, _ := runner.ListRuns(h)
 		if len(runs) == 1 && runs[0].EvalHandle != nil {
 			id = runs[0].ID
@@ -298,7 +300,7 @@ func TestRecoverSkipsRunsOwnedByALiveProcess(t *testing.T) {
 		}
 		done <- o
 	}()
-	waitFor(t, 20*time.Second, "the agent task to be recorded", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "the agent task to be recorded", func() bool {
 		runs, _ := runner.ListRuns(h)
 		return len(runs) == 1 && runs[0].Phase == runner.PhaseAgent
 	})

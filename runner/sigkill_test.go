@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/internal/testutil"
+
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/docker"
@@ -59,7 +61,7 @@ func sigkillRecovery(t *testing.T, r *runner.Runner, agent runner.AgentSpec) {
 		t.Fatal(err)
 	}
 	var id string
-	waitFor(t, 60*time.Second, "the node to record its agent task", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "the node to record its agent task", func() bool {
 		runs, _ := runner.ListRuns(r.Home)
 		if len(runs) == 1 && runs[0].Phase == runner.PhaseAgent {
 			id = runs[0].ID

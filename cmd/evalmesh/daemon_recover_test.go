@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/internal/testutil"
+
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
 	"github.com/evalmesh/evalmesh/runner"
 )
@@ -56,7 +58,7 @@ func TestDaemonRecoversKilledRunAtStart(t *testing.T) {
 		<-exited
 	})
 
-	waitFor(t, 60*time.Second, "the daemon to start recovering the killed run", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "the daemon to start recovering the killed run", func() bool {
 		return strings.Contains(stderr.String(), "recovering 1 unfinished run(s)")
 	})
 	if p := runPhase(t, h, old); p != runner.PhaseAgent {
@@ -66,7 +68,7 @@ func TestDaemonRecoversKilledRunAtStart(t *testing.T) {
 		t.Fatalf("%d attestations before the re-attached agent ended", n)
 	}
 	os.Remove(hold)
-	waitFor(t, 60*time.Second, "the recovered run to be attested", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "the recovered run to be attested", func() bool {
 		return runPhase(t, h, old) == runner.PhaseDone
 	})
 	if n := attestations(t, h); n != 1 {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/internal/testutil"
+
 	"github.com/docker/docker/errdefs"
 
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
@@ -39,17 +41,6 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // killedRun starts `evalmesh run ARGS` as its own process, waits until its agent task is
 // recorded, SIGKILLs it, and returns the run's ID.
 func killedRun(t *testing.T, h string, args ...string) string {
@@ -62,7 +53,7 @@ func killedRun(t *testing.T, h string, args ...string) string {
 		t.Fatal(err)
 	}
 	var id string
-	waitFor(t, 60*time.Second, "the killed node's agent task to be recorded", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "the killed node's agent task to be recorded", func() bool {
 		runs, _ := runner.ListRuns(home.Home{Dir: h})
 		if len(runs) == 1 && runs[0].Phase == runner.PhaseAgent {
 			id = runs[0].ID
@@ -122,7 +113,7 @@ func TestRunRecoversAlongsideTheNewRun(t *testing.T) {
 	}()
 	// The new run is attested, and its result printed, while the recovered agent still
 	// waits at its gate.
-	waitFor(t, 60*time.Second, "the new run's result while the recovered agent still runs", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "the new run's result while the recovered agent still runs", func() bool {
 		return strings.Contains(stdout.String(), "score       Accuracy = 1")
 	})
 	if n := attestations(t, h); n != 1 {
@@ -131,7 +122,7 @@ func TestRunRecoversAlongsideTheNewRun(t *testing.T) {
 	if p := runPhase(t, h, old); p != runner.PhaseAgent {
 		t.Fatalf("recovered run in phase %s before its agent ended", p)
 	}
-	waitFor(t, 10*time.Second, "the note that the command waits for the recovered run", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the note that the command waits for the recovered run", func() bool {
 		return strings.Contains(stderr.String(), "waiting for the recovered run(s) to end")
 	})
 	os.Remove(hold)

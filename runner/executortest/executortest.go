@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/internal/testutil"
+
 	"github.com/evalmesh/evalmesh/runner"
 )
 
@@ -102,18 +104,6 @@ func Log(t *testing.T, h *runner.Handle) string {
 	return string(b)
 }
 
-// WaitFor polls cond until it holds or timeout passes.
-func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // Run runs the conformance suite.
 func Run(t *testing.T, env Env) {
 	t.Run("ExitZero", func(t *testing.T) {
@@ -193,7 +183,7 @@ func Run(t *testing.T, env Env) {
 		t.Parallel()
 		ex := env.New()
 		h := Start(t, ex, env.Task(t, "sleep", "1h"))
-		WaitFor(t, 30*time.Second, "the agent to start sleeping", func() bool {
+		testutil.WaitFor(t, 30*time.Second, "the agent to start sleeping", func() bool {
 			b, _ := os.ReadFile(h.Config.LogPath)
 			if len(b) > 0 {
 				return true
@@ -353,7 +343,7 @@ func startInHelper(t *testing.T, testName string, cfg runner.TaskConfig) *runner
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	var hb []byte
-	WaitFor(t, 60*time.Second, "the helper to persist the handle", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "the helper to persist the handle", func() bool {
 		select {
 		case err := <-exited:
 			t.Fatalf("helper exited early: %v\n%s", err, out)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/internal/testutil"
+
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/executortest"
 )
@@ -27,7 +29,7 @@ func testEnv(t *testing.T) executortest.Env {
 			if err := syscall.Kill(-s.PID, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			executortest.WaitFor(t, 10e9, "the task to die", func() bool { return !alive(s) })
+			testutil.WaitFor(t, 10e9, "the task to die", func() bool { return !alive(s) })
 		},
 	}
 }
