@@ -102,6 +102,43 @@ type RunPredicate struct {
 	Metric        string     `json:"metric"`
 	Evaluator     string     `json:"evaluator"`
 	Telemetry     any        `json:"telemetry,omitempty"` // utilisation samples, peak memory, ...
+	// Attempt numbers the runs of one slot by one lab, from 1 (absent in older envelopes:
+	// read as 1). A retry after an infrastructure failure, or a re-run after a lapsed lease,
+	// is a new attempt; equivocation is two different attestations for one (slot, lab, attempt).
+	Attempt int `json:"attempt,omitempty"`
+	// Executor says how contained the run was; nil in envelopes older than the field, which
+	// the default acceptance policy treats as not isolated.
+	Executor *ExecutorInfo `json:"executor,omitempty"`
+	// Build names the evalmesh build that ran and signed this run.
+	Build *BuildInfo `json:"build,omitempty"`
+}
+
+// Isolation levels an executor can report in ExecutorInfo.Isolation.
+const (
+	// IsolationContainer: the agent ran in its own mount, network and pid namespaces with
+	// private/ unreachable (the docker executor).
+	IsolationContainer = "container"
+	// IsolationProcess: the agent ran as a host process; it could read what the node's
+	// uid (or the uid it was given) can read. Counted only where a network opts in.
+	IsolationProcess = "process"
+)
+
+// ExecutorInfo records the executor of a run and what it could really enforce.
+type ExecutorInfo struct {
+	Name      string `json:"name"`      // "docker", "process", ...
+	Isolation string `json:"isolation"` // IsolationContainer or IsolationProcess
+	// Limits is how resource limits were applied: "cgroup2", "cgroup1", "rlimit" or "none".
+	Limits string `json:"limits"`
+	// SeparateUID is true when the agent ran under a uid other than the node's.
+	SeparateUID bool `json:"separate_uid,omitempty"`
+}
+
+// BuildInfo identifies the evalmesh binary (runtime/debug.ReadBuildInfo).
+type BuildInfo struct {
+	Module   string `json:"module"`
+	Version  string `json:"version"`            // module version, "(devel)" for a local build
+	Revision string `json:"revision,omitempty"` // vcs.revision
+	Modified bool   `json:"modified,omitempty"` // vcs.modified: built from a dirty tree
 }
 
 // RescorePredicate is a lab's independent re-check of another run's submission.
