@@ -27,7 +27,7 @@ const (
 )
 
 var (
-	validationOK = Validation{Verdict: Accept, Reason: ReasonAccepted}
+	validationOK       = Validation{Verdict: Accept, Reason: ReasonAccepted}
 	validationTooLarge = Validation{Verdict: Reject, Reason: ReasonTooLarge}
 )
 
