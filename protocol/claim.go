@@ -350,6 +350,10 @@ func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 	default:
 		// Tell the loser at once rather than at our next heartbeat, while it settles.
 		m.publishMine(s, now)
+		if ref.running {
+			// A duplicate run: should ours end without a result, theirs holds the slot.
+			m.noteClaim(s, ref, now, lease)
+		}
 	}
 	return m.finish(now)
 }
@@ -579,6 +583,7 @@ func (m *ClaimMachine) advance(now time.Time) {
 			}
 			m.abort(s, reason)
 			s.infraFailed(mine.attempt)
+			s.avoidUntil = now.Add(m.cfg.Lease)
 			m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
 				Lamport: mine.lamport, Attempt: mine.attempt, Reason: ReleaseInfra})
 			m.dropMine(s)
@@ -717,7 +722,7 @@ func (m *ClaimMachine) nextWake(now time.Time) time.Time {
 	}
 	if !m.shutdown && len(m.held) < m.capacity {
 		for _, s := range m.freed {
-			if !s.avoidUntil.IsZero() {
+			if s.avoidUntil.Before(s.camp.spec.Deadline) {
 				at(s.avoidUntil)
 			}
 		}
