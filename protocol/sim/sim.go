@@ -16,6 +16,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"gonum.org/v1/gonum/stat"
@@ -775,3 +777,29 @@ func (w *world) result() Result {
 }
 
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+// ParsePartition reads the --partition flag, FRAC:DURATION[@AT] (e.g. "0.3:10m" or
+// "0.5:1h@2h"): that fraction of the nodes is cut off from the rest for DURATION, starting at
+// AT (0: a quarter of the expected makespan).
+func ParsePartition(s string) (frac float64, dur, at time.Duration, err error) {
+	bad := func(why string) error {
+		return fmt.Errorf("--partition %q: %s; want FRAC:DURATION[@AT], e.g. 0.3:10m or 0.5:1h@2h", s, why)
+	}
+	f, rest, ok := strings.Cut(s, ":")
+	if !ok {
+		return 0, 0, 0, bad("no ':'")
+	}
+	if frac, err = strconv.ParseFloat(f, 64); err != nil || frac < 0 || frac >= 1 {
+		return 0, 0, 0, bad("the fraction must be a number in [0, 1)")
+	}
+	d, a, hasAt := strings.Cut(rest, "@")
+	if dur, err = time.ParseDuration(d); err != nil || dur < 0 {
+		return 0, 0, 0, bad("the duration must be like 10m")
+	}
+	if hasAt {
+		if at, err = time.ParseDuration(a); err != nil || at < 0 {
+			return 0, 0, 0, bad("the start must be like 2h")
+		}
+	}
+	return frac, dur, at, nil
+}
