@@ -101,14 +101,19 @@ type AbortRun struct {
 	Reason   string
 }
 
-// Actions is what one input asks the caller to do, in order: publish the messages on the
-// claims topic, abort, then start the runs. Wake, when not zero, is when the machine next
-// needs a Tick (the latest Actions' Wake replaces earlier ones).
+// Actions is what one input asks the caller to do, in order: abort the runs, publish the
+// messages on the claims topic, re-publish the run attestations, then start the runs. Wake,
+// when not zero, is when the machine next needs a Tick (the latest Actions' Wake replaces
+// earlier ones).
 type Actions struct {
 	Publish []ClaimMessage
 	Start   []StartRun
 	Abort   []AbortRun
-	Wake    time.Time
+	// Reannounce lists slots whose run attestation, produced by this node, should be
+	// published again on the attestations topic: another node claimed the slot, so it has
+	// not heard that it is finished.
+	Reannounce []string
+	Wake       time.Time
 }
 
 // RunOutcomeKind says how a run ended.
@@ -214,6 +219,7 @@ type slotState struct {
 	mine       *myClaim
 	avoidUntil time.Time // after our own infrastructure failure: let another node retry first
 	freeSince  time.Time // when the campaign was added, or a claim last lapsed or was dropped
+	ranResult  bool      // this machine's run produced the slot's result
 }
 
 func (s *slotState) failed(cap int) bool { return !s.finished && len(s.failedAttempts) >= cap }
@@ -335,6 +341,9 @@ func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 		return m.finish(now)
 	}
 	if s.finished {
+		if s.ranResult && msg.Kind == ClaimKindClaim {
+			m.out.Reannounce = append(m.out.Reannounce, s.spec.ID)
+		}
 		return m.finish(now)
 	}
 	if msg.Kind == ClaimKindRelease {
@@ -460,6 +469,7 @@ func (m *ClaimMachine) RunEnded(slotID string, o RunOutcome, now time.Time) Acti
 	switch o.Kind {
 	case RunValid, RunAgentFailed:
 		s.finished = true
+		s.ranResult = true
 		if s.holder != nil {
 			m.dropHolder(s)
 		}
@@ -663,12 +673,6 @@ func (m *ClaimMachine) claimMore(now time.Time) {
 	}
 }
 
-// claimable: free in this node's view now.
-func (m *ClaimMachine) claimable(s *slotState, now time.Time) bool {
-	return !s.finished && s.mine == nil && s.holder == nil && s.maxAttempt < m.cfg.MaxInfraAttempts &&
-		!now.Before(s.avoidUntil)
-}
-
 // pick chooses the next slot to claim: campaigns open at now by earliest deadline (then
 // ID); within one, untouched slots in this node's rendezvous order first, then slots whose
 // claims lapsed or were released (their holder may be alive behind a partition), also in
@@ -695,16 +699,27 @@ func (m *ClaimMachine) pick(now time.Time) *slotState {
 			return c.order[c.cursor]
 		}
 	}
-	var best *slotState
+	var best, avoided *slotState
 	for id, s := range m.freed {
 		if s.finished || s.mine != nil || s.holder != nil || s.failed(m.cfg.MaxInfraAttempts) {
 			delete(m.freed, id)
 			continue
 		}
-		if !now.Before(s.avoidUntil) && now.Before(s.camp.spec.Deadline) && !now.Before(s.camp.spec.Created) &&
-			(best == nil || preferred(s, best)) {
+		if !now.Before(s.camp.spec.Deadline) || now.Before(s.camp.spec.Created) {
+			continue
+		}
+		// A slot whose run failed here is left to other nodes while this one has anything
+		// else to do; with nothing else, waiting would only idle capacity.
+		if now.Before(s.avoidUntil) {
+			if avoided == nil || preferred(s, avoided) {
+				avoided = s
+			}
+		} else if best == nil || preferred(s, best) {
 			best = s
 		}
+	}
+	if best == nil {
+		return avoided
 	}
 	return best
 }
@@ -745,11 +760,6 @@ func (m *ClaimMachine) nextWake(now time.Time) time.Time {
 		at(m.holderEnd(s))
 	}
 	if !m.shutdown && len(m.held) < m.capacity {
-		for _, s := range m.freed {
-			if s.avoidUntil.Before(s.camp.spec.Deadline) {
-				at(s.avoidUntil)
-			}
-		}
 		for _, c := range m.campaigns {
 			at(c.spec.Created) // a campaign not open yet
 		}

@@ -360,7 +360,7 @@ func (w *world) startNode(i int) {
 	n.m = protocol.NewClaimMachine(protocol.ClaimConfig{
 		Self: n.id, Lab: w.labs[n.lab], Cert: []byte(`{}`),
 		Lease: w.c.Lease, Heartbeat: w.c.Heartbeat, Settle: w.c.Settle,
-		MaxInfraAttempts: w.c.MaxInfraAttempts, Capacity: w.c.Capacity,
+		MaxInfraAttempts: w.c.MaxInfraAttempts,
 	})
 	n.freeUnits = n.freeUnits[:0]
 	for range w.c.Capacity {
@@ -370,13 +370,17 @@ func (w *world) startNode(i int) {
 	n.inherit = n.inherit[:0]
 	n.wakeAt = -1
 	now := w.at(w.now)
+	// The daemon's order: campaigns, then what its attestation store knows (it survives
+	// restarts), then what reconciliation with a peer brings, and only then capacity, so a
+	// restarted node does not claim what finished while it was down.
 	w.apply(i, n.m.AddCampaign(w.spec, now))
-	// A node's attestation store survives its restarts.
 	for s, k := range n.known {
 		if k {
 			w.apply(i, n.m.SlotFinished(w.spec.Slots[s].ID, now))
 		}
 	}
+	w.reconcile(i)
+	w.apply(i, n.m.SetCapacity(w.c.Capacity, now))
 }
 
 func (w *world) connected(a, b int) bool {
@@ -435,6 +439,12 @@ func (w *world) apply(i int, a protocol.Actions) {
 				}
 				w.push(&event{at: w.now + w.delay(), kind: evDeliver, node: j, epoch: w.nodes[j].epoch, msg: &msg})
 			}
+		}
+	}
+	for _, id := range a.Reannounce {
+		s := w.slotIdx[id]
+		if r := w.resultOf(s, i); r >= 0 {
+			w.broadcastResult(r)
 		}
 	}
 	for _, st := range a.Start {
@@ -535,18 +545,51 @@ func (w *world) endRun(idx int, result, infra bool) {
 		w.nFinished++
 		w.lastFinish = w.now
 	}
-	for j := range w.nodes {
-		if j == r.node {
-			continue
-		}
-		if w.rng.Float64() < w.c.Loss || !w.connected(r.node, j) || !w.nodes[j].up {
-			w.nodes[j].missing = append(w.nodes[j].missing, idx)
-			continue
-		}
-		w.push(&event{at: w.now + w.delay(), kind: evFinished, node: j, epoch: w.nodes[j].epoch, run: idx})
-	}
+	w.broadcastResult(idx)
 	r.rescoreDone, r.rescoreAsked = map[string]bool{}, map[string]bool{}
 	w.push(&event{at: w.now, kind: evRescore, run: idx})
+}
+
+// broadcastResult gossips run idx's attestation from its node; a node that misses it gets
+// it at the next reconciliation.
+func (w *world) broadcastResult(idx int) {
+	r := w.runs[idx]
+	for j, n := range w.nodes {
+		if j == r.node || n.known[r.slot] {
+			continue
+		}
+		if w.rng.Float64() < w.c.Loss || !w.connected(r.node, j) || !n.up {
+			if !slices.Contains(n.missing, idx) {
+				n.missing = append(n.missing, idx)
+			}
+			continue
+		}
+		w.push(&event{at: w.now + w.delay(), kind: evFinished, node: j, epoch: n.epoch, run: idx})
+	}
+}
+
+// resultOf is the run of slot s by node i that produced a result, or -1.
+func (w *world) resultOf(s, i int) int {
+	for _, idx := range w.slotRuns[s] {
+		if r := w.runs[idx]; r.node == i && r.result {
+			return idx
+		}
+	}
+	return -1
+}
+
+// reconcile gives node j every attestation it missed that a connected node has.
+func (w *world) reconcile(j int) {
+	n := w.nodes[j]
+	keep := n.missing[:0]
+	for _, idx := range n.missing {
+		if w.connected(w.runs[idx].node, j) {
+			w.learn(j, idx)
+		} else {
+			keep = append(keep, idx)
+		}
+	}
+	n.missing = keep
 }
 
 func (w *world) learn(j, idx int) {
@@ -611,6 +654,8 @@ func (w *world) handle(e *event) {
 		n := w.nodes[e.node]
 		n.up = true
 		n.epoch++
+		// A (re)started daemon reconciles its attestations with a peer before it claims
+		// (docs/protocol-claims.md), so it does not claim what finished while it was down.
 		w.startNode(e.node)
 	case evPartition:
 		w.partitioned = true
@@ -622,18 +667,9 @@ func (w *world) handle(e *event) {
 		w.partitioned = false
 	case evRecon:
 		for j, n := range w.nodes {
-			if !n.up || len(n.missing) == 0 {
-				continue
+			if n.up && len(n.missing) > 0 {
+				w.reconcile(j)
 			}
-			keep := n.missing[:0]
-			for _, idx := range n.missing {
-				if w.connected(w.runs[idx].node, j) {
-					w.learn(j, idx)
-				} else {
-					keep = append(keep, idx)
-				}
-			}
-			n.missing = keep
 		}
 		if w.nFinished < w.c.Slots || w.anyMissing() {
 			w.push(&event{at: w.now + w.c.ReconEvery, kind: evRecon})
