@@ -317,6 +317,21 @@ func (t *TrustStore) certStanding(c *NodeCert, o VerifyOptions) error {
 	return nil
 }
 
+// CheckNodeCert parses a node certificate envelope, verifies its lab's signature (once per
+// distinct bytes, cached) and applies the trust policy at now: lab trusted, inside its
+// validity window, not revoked. For callers that see a certificate outside an attestation
+// (the claim validator in protocol); the error is a *VerifyError with its Reason.
+func (t *TrustStore) CheckNodeCert(raw []byte, now time.Time) (*NodeCert, error) {
+	c, err := t.checkCert(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.certPolicy(c, now); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // certPolicy applies the trust store to a signature-checked certificate at time now.
 func (t *TrustStore) certPolicy(c *NodeCert, now time.Time) error {
 	if _, ok := t.labs[c.Lab]; !ok {
