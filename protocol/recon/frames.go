@@ -46,12 +46,23 @@ func ReadFrame(r *bufio.Reader, max int) (typ byte, body []byte, err error) {
 	if max <= 0 {
 		max = MaxFrameSize
 	}
-	n, err := binary.ReadUvarint(r)
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return 0, nil, io.EOF
+	var lenBuf []byte
+	for {
+		c, err := r.ReadByte()
+		if err != nil {
+			if errors.Is(err, io.EOF) && len(lenBuf) == 0 {
+				return 0, nil, io.EOF
+			}
+			return 0, nil, fmt.Errorf("%w: length: %v", ErrFrame, err)
 		}
-		return 0, nil, fmt.Errorf("%w: length: %v", ErrFrame, err)
+		lenBuf = append(lenBuf, c)
+		if c < 0x80 || len(lenBuf) == binary.MaxVarintLen64 {
+			break
+		}
+	}
+	n, k := uvarint(lenBuf)
+	if k != len(lenBuf) {
+		return 0, nil, fmt.Errorf("%w: frame length is not a minimal uvarint", ErrFrame)
 	}
 	if n == 0 || n > uint64(max) {
 		return 0, nil, fmt.Errorf("%w: frame of %d bytes (limit %d)", ErrFrame, n, max)
@@ -74,7 +85,7 @@ func EncodeIDs(ids []ID) []byte {
 
 // DecodeIDs reads a Fetch body: at most MaxFetchIDs IDs and nothing after them.
 func DecodeIDs(b []byte) ([]ID, error) {
-	n, k := binary.Uvarint(b)
+	n, k := uvarint(b)
 	if k <= 0 || n > MaxFetchIDs || uint64(len(b)-k) != n*IDSize {
 		return nil, fmt.Errorf("%w: fetch of %d IDs in %d bytes (at most %d IDs)", ErrFrame, n, len(b), MaxFetchIDs)
 	}
@@ -103,14 +114,14 @@ func EncodeEnvelopes(envs [][]byte) []byte {
 // DecodeEnvelopes reads an Envelopes or Push body; each envelope is at most maxEnvelope
 // bytes, and nothing may follow the last. The envelopes alias b.
 func DecodeEnvelopes(b []byte, maxEnvelope int) ([][]byte, error) {
-	n, k := binary.Uvarint(b)
+	n, k := uvarint(b)
 	if k <= 0 || n > uint64(len(b)) {
 		return nil, fmt.Errorf("%w: envelope count", ErrFrame)
 	}
 	b = b[k:]
 	envs := make([][]byte, 0, n)
 	for i := uint64(0); i < n; i++ {
-		l, k := binary.Uvarint(b)
+		l, k := uvarint(b)
 		if k <= 0 || l > uint64(maxEnvelope) || l > uint64(len(b)-k) {
 			return nil, fmt.Errorf("%w: envelope %d: length (at most %d bytes)", ErrFrame, i, maxEnvelope)
 		}
@@ -121,4 +132,14 @@ func DecodeEnvelopes(b []byte, maxEnvelope int) ([][]byte, error) {
 		return nil, fmt.Errorf("%w: %d bytes after the last envelope", ErrFrame, len(b))
 	}
 	return envs, nil
+}
+
+// uvarint is binary.Uvarint that also refuses a non-minimal encoding (k <= 0), so every
+// frame has exactly one encoding.
+func uvarint(b []byte) (uint64, int) {
+	v, k := binary.Uvarint(b)
+	if k <= 0 || k != len(binary.AppendUvarint(nil, v)) {
+		return 0, -1
+	}
+	return v, k
 }

@@ -10,8 +10,9 @@
 //
 // Hand-written: no Go implementation of negentropy can be had here.
 //
-// Concurrency: an Index is not safe for concurrent use; its owner locks it (the node's store
-// holds a read lock for the length of one Step, so items may arrive between rounds). An
+// Concurrency: queries on an Index never write, so they may run concurrently with each
+// other, but not with Insert: its owner locks it (the node's store holds a read lock for the
+// length of one Step, so items may arrive between rounds). An
 // Initiator belongs to one session's goroutine.
 package recon
 
@@ -118,10 +119,9 @@ type chunk struct {
 type Index struct {
 	chunks []*chunk
 	n      int
-	// starts[i] is the position of chunks[i]'s first item; rebuilt (O(chunks)) on the first
-	// query after an insert.
+	// starts[i] is the position of chunks[i]'s first item, kept current by Insert (O(chunks)
+	// increments), so queries never write and may run concurrently.
 	starts []int
-	dirty  bool
 }
 
 // NewIndex builds an index from items in any order (duplicates dropped).
@@ -137,10 +137,10 @@ func NewIndex(items []Item) *Index {
 			c.sum.add(&c.items[i].ID)
 		}
 		x.chunks = append(x.chunks, c)
+		x.starts = append(x.starts, x.n)
 		x.n += k
 		s = s[k:]
 	}
-	x.dirty = true
 	return x
 }
 
@@ -152,8 +152,8 @@ func (x *Index) Insert(it Item) bool {
 	if len(x.chunks) == 0 {
 		c := &chunk{items: []Item{it}}
 		c.sum.add(&it.ID)
-		x.chunks = []*chunk{c}
-		x.n, x.dirty = 1, true
+		x.chunks, x.starts = []*chunk{c}, []int{0}
+		x.n = 1
 		return true
 	}
 	// The first chunk whose last item is >= it, or the last chunk.
@@ -172,7 +172,9 @@ func (x *Index) Insert(it Item) bool {
 	c.items = slices.Insert(c.items, pos, it)
 	c.sum.add(&it.ID)
 	x.n++
-	x.dirty = true
+	for k := ci + 1; k < len(x.starts); k++ {
+		x.starts[k]++
+	}
 	if len(c.items) > chunkMax {
 		half := len(c.items) / 2
 		right := &chunk{items: slices.Clone(c.items[half:])}
@@ -185,6 +187,7 @@ func (x *Index) Insert(it Item) bool {
 			right.sum.add(&right.items[i].ID)
 		}
 		x.chunks = slices.Insert(x.chunks, ci+1, right)
+		x.starts = slices.Insert(x.starts, ci+1, x.starts[ci]+half)
 	}
 	return true
 }
@@ -195,22 +198,8 @@ func (x *Index) Has(it Item) bool {
 	return i < x.n && x.At(i) == it
 }
 
-func (x *Index) refresh() {
-	if !x.dirty {
-		return
-	}
-	x.starts = x.starts[:0]
-	p := 0
-	for _, c := range x.chunks {
-		x.starts = append(x.starts, p)
-		p += len(c.items)
-	}
-	x.dirty = false
-}
-
 // locate returns the chunk holding position i (0 <= i < Len) and the offset in it.
 func (x *Index) locate(i int) (int, int) {
-	x.refresh()
 	ci := sort.Search(len(x.starts), func(k int) bool { return x.starts[k] > i }) - 1
 	return ci, i - x.starts[ci]
 }
@@ -223,7 +212,6 @@ func (x *Index) At(i int) Item {
 
 // LowerBound is the position of the first item not less than b (Len if none).
 func (x *Index) LowerBound(b Item) int {
-	x.refresh()
 	ci := sort.Search(len(x.chunks), func(i int) bool {
 		c := x.chunks[i]
 		return c.items[len(c.items)-1].Compare(b) >= 0

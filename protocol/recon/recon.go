@@ -77,10 +77,25 @@ type Actions struct {
 type Initiator struct {
 	lim   Limits
 	round int
+	// reported holds every ID already returned in Have or Need: when a responder cuts a
+	// reply at its frame limit, the rest-of-set fingerprint it sends may reopen ranges an
+	// earlier round settled, and their IDs must not be reported twice.
+	reported map[ID]struct{}
 }
 
 // NewInitiator starts a session.
-func NewInitiator(lim Limits) *Initiator { return &Initiator{lim: lim} }
+func NewInitiator(lim Limits) *Initiator { return &Initiator{lim: lim, reported: map[ID]struct{}{}} }
+
+func (r *Initiator) fresh(ids []ID) []ID {
+	out := ids[:0]
+	for _, id := range ids {
+		if _, ok := r.reported[id]; !ok {
+			r.reported[id] = struct{}{}
+			out = append(out, id)
+		}
+	}
+	return out
+}
 
 // Rounds is the number of replies stepped so far (round trips, when done).
 func (r *Initiator) Rounds() int { return r.round }
@@ -99,7 +114,7 @@ func (r *Initiator) Step(s Storage, msg []byte) (Actions, error) {
 	if err != nil {
 		return Actions{}, err
 	}
-	a := Actions{Have: have, Need: need}
+	a := Actions{Have: r.fresh(have), Need: r.fresh(need)}
 	if len(out) <= 1 {
 		a.Done = true
 	} else {
