@@ -1,6 +1,7 @@
 package attest
 
 import (
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/multiformats/go-multihash"
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 )
 
 // CertExtensionKind is the DSSE signature-extension kind under which an attestation carries
@@ -194,11 +196,29 @@ func Sign(key crypto.PrivKey, cert *NodeCert, statement []byte) (envelope []byte
 		}
 		raw = cert.Raw()
 	}
-	env, err := signDSSE(key, PayloadType, statement, nodeID, raw)
+	raw32, err := key.GetPublic().Raw()
+	if err != nil {
+		return nil, "", err
+	}
+	env, err := signDSSE(key, PayloadType, statement, KeyIDOf(ed25519.PublicKey(raw32)), raw)
 	if err != nil {
 		return nil, "", err
 	}
 	return env, EnvelopeID(env), nil
+}
+
+// KeyIDOf is the DSSE keyid evalmesh writes for an ed25519 key: the one go-securesystemslib
+// derives when its verifier has no KeyID of its own (dsse.SHA256KeyID, the OpenSSH
+// "SHA256:…" fingerprint), so a verifier that holds only the public key accepts the
+// envelope. The keyid is a hint, never authority: the signer's identity is the certificate
+// (or the directly trusted key whose signature verifies), and the verification key always
+// comes from the trust store.
+func KeyIDOf(pub ed25519.PublicKey) string {
+	id, err := dsse.SHA256KeyID(pub)
+	if err != nil {
+		return "" // not a 32-byte key: no keyid; verification refuses the key anyway
+	}
+	return id
 }
 
 // EnvelopeID is the ID of an envelope: the CIDv1 (raw codec, sha2-256) of its bytes.
