@@ -14,6 +14,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/multiformats/go-multihash"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+
+	"github.com/evalmesh/evalmesh/internal/jsonkeys"
 )
 
 // CertExtensionKind is the DSSE signature-extension kind under which an attestation carries
@@ -77,9 +79,7 @@ func DecodeEnvelope(b []byte) (*Envelope, error) {
 	}
 	w, ok := fastEnvelope(b)
 	if !ok {
-		if err := json.Unmarshal(b, &w); err != nil {
-			return nil, fmt.Errorf("not a DSSE JSON envelope: %w", err)
-		}
+		return decodeEnvelopeReference(b)
 	}
 	return envelopeFromWire(w)
 }
@@ -93,6 +93,10 @@ func decodeEnvelopeReference(b []byte) (*Envelope, error) {
 	var w wireEnvelope
 	if err := json.Unmarshal(b, &w); err != nil {
 		return nil, fmt.Errorf("not a DSSE JSON envelope: %w", err)
+	}
+	// After Unmarshal, so what is not JSON at all keeps encoding/json's wording.
+	if err := jsonkeys.Check(b); err != nil {
+		return nil, fmt.Errorf("DSSE envelope: %w", err)
 	}
 	return envelopeFromWire(w)
 }
