@@ -143,6 +143,14 @@ type BuildInfo struct {
 	Modified bool   `json:"modified,omitempty"` // vcs.modified: built from a dirty tree
 }
 
+// AttemptNumber is the run's attempt, with an absent attempt read as 1.
+func (p *RunPredicate) AttemptNumber() int {
+	if p.Attempt <= 0 {
+		return 1
+	}
+	return p.Attempt
+}
+
 // RescorePredicate is a lab's independent re-check of another run's submission.
 type RescorePredicate struct {
 	Run       string   `json:"run"` // ID of the run attestation re-scored
@@ -303,6 +311,8 @@ func (p *RunPredicate) validate() error {
 		return errors.New("wall_seconds, gpu_seconds and energy_joules must not be negative")
 	case p.Hardware.GPUCount < 0:
 		return errors.New("hardware gpu_count is negative")
+	case p.Attempt < 0:
+		return fmt.Errorf("attempt %d is negative; attempts count from 1 (absent means 1)", p.Attempt)
 	case p.Metric == "":
 		return errors.New("metric is missing")
 	case p.Evaluator == "":
