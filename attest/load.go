@@ -73,6 +73,11 @@ type LedgerInput struct {
 	Tasks   []scoring.TaskInfo
 	Policy  AcceptPolicy
 	Scoring scoring.Options
+	// Campaigns, when not nil, are the windows of the campaigns the ledger knows (by
+	// campaign ID): a run counts only inside its campaign's window, and a run of a campaign
+	// not listed does not count. It overrides Policy.Campaigns. nil checks no windows
+	// (results of slots that name no signed campaign, as the tests and the demo have).
+	Campaigns map[string]CampaignWindow
 }
 
 // BuildLedger verifies the envelopes (in one batch, each certificate at the time its
@@ -146,6 +151,9 @@ func LedgerFromVerified(vs []*Verified, in LedgerInput) (*scoring.Ledger, *Ledge
 func ledgerOf(ok []*Verified, rep *LedgerReport, in LedgerInput) (*scoring.Ledger, *LedgerReport, error) {
 	o := Reconcile(ok, Agree)
 	p := in.Policy
+	if in.Campaigns != nil {
+		p.Campaigns = in.Campaigns
+	}
 	known := make(map[string]bool, len(in.Tasks))
 	for _, t := range in.Tasks {
 		known[t.Name] = true

@@ -9,6 +9,8 @@ import (
 	"io"
 	"math"
 	"time"
+
+	"github.com/evalmesh/evalmesh/internal/jsonkeys"
 )
 
 // Media and predicate types. The predicate URIs carry their version: a change to a predicate's
@@ -141,6 +143,14 @@ type BuildInfo struct {
 	Modified bool   `json:"modified,omitempty"` // vcs.modified: built from a dirty tree
 }
 
+// AttemptNumber is the run's attempt, with an absent attempt read as 1.
+func (p *RunPredicate) AttemptNumber() int {
+	if p.Attempt <= 0 {
+		return 1
+	}
+	return p.Attempt
+}
+
 // RescorePredicate is a lab's independent re-check of another run's submission.
 type RescorePredicate struct {
 	Run       string   `json:"run"` // ID of the run attestation re-scored
@@ -163,6 +173,18 @@ func NewStatement(subjects []Subject, predicateType string, predicate any) ([]by
 	pred, err := json.Marshal(predicate)
 	if err != nil {
 		return nil, fmt.Errorf("marshal predicate: %w", err)
+	}
+	// A map in the predicate (telemetry) or in annotations may hold keys differing only in
+	// case: refuse to make a statement readers would read two ways.
+	if err := jsonkeys.Check(pred); err != nil {
+		return nil, fmt.Errorf("predicate: %w", err)
+	}
+	for i, sub := range subjects {
+		if b, err := json.Marshal(sub); err == nil {
+			if err := jsonkeys.Check(b); err != nil {
+				return nil, fmt.Errorf("statement subject %d (%q): %w", i, sub.Name, err)
+			}
+		}
 	}
 	st := Statement{Type: StatementTypeV1, Subject: subjects, PredicateType: predicateType, Predicate: pred}
 	if err := st.validate(); err != nil {
@@ -289,6 +311,8 @@ func (p *RunPredicate) validate() error {
 		return errors.New("wall_seconds, gpu_seconds and energy_joules must not be negative")
 	case p.Hardware.GPUCount < 0:
 		return errors.New("hardware gpu_count is negative")
+	case p.Attempt < 0:
+		return fmt.Errorf("attempt %d is negative; attempts count from 1 (absent means 1)", p.Attempt)
 	case p.Metric == "":
 		return errors.New("metric is missing")
 	case p.Evaluator == "":
@@ -323,9 +347,16 @@ func (p *RescorePredicate) validate() error {
 // strictUnmarshal decodes exactly one JSON value. Unknown fields are ignored, as in-toto
 // requires (minor predicate versions add fields without changing predicateType), unless
 // noUnknown is set (evalmesh's own certificate and revocation bodies).
+//
+// Either way, an object at any depth that repeats a key or holds keys differing only in
+// case is refused (jsonkeys.Check): encoding/json would read the last, other readers the
+// first or the exact one, so the signed bytes would mean two things.
 func strictUnmarshal(b []byte, v any, noUnknown bool) error {
 	if !noUnknown {
-		return json.Unmarshal(b, v)
+		if err := json.Unmarshal(b, v); err != nil {
+			return err
+		}
+		return jsonkeys.Check(b)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -335,5 +366,5 @@ func strictUnmarshal(b []byte, v any, noUnknown bool) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("trailing data after the JSON value")
 	}
-	return nil
+	return jsonkeys.Check(b)
 }
