@@ -1,6 +1,7 @@
 package attest
 
 import (
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -12,6 +13,9 @@ import (
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/multiformats/go-multihash"
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+
+	"github.com/evalmesh/evalmesh/internal/jsonkeys"
 )
 
 // CertExtensionKind is the DSSE signature-extension kind under which an attestation carries
@@ -75,9 +79,7 @@ func DecodeEnvelope(b []byte) (*Envelope, error) {
 	}
 	w, ok := fastEnvelope(b)
 	if !ok {
-		if err := json.Unmarshal(b, &w); err != nil {
-			return nil, fmt.Errorf("not a DSSE JSON envelope: %w", err)
-		}
+		return decodeEnvelopeReference(b)
 	}
 	return envelopeFromWire(w)
 }
@@ -91,6 +93,10 @@ func decodeEnvelopeReference(b []byte) (*Envelope, error) {
 	var w wireEnvelope
 	if err := json.Unmarshal(b, &w); err != nil {
 		return nil, fmt.Errorf("not a DSSE JSON envelope: %w", err)
+	}
+	// After Unmarshal, so what is not JSON at all keeps encoding/json's wording.
+	if err := jsonkeys.Check(b); err != nil {
+		return nil, fmt.Errorf("DSSE envelope: %w", err)
 	}
 	return envelopeFromWire(w)
 }
@@ -194,11 +200,29 @@ func Sign(key crypto.PrivKey, cert *NodeCert, statement []byte) (envelope []byte
 		}
 		raw = cert.Raw()
 	}
-	env, err := signDSSE(key, PayloadType, statement, nodeID, raw)
+	raw32, err := key.GetPublic().Raw()
+	if err != nil {
+		return nil, "", err
+	}
+	env, err := signDSSE(key, PayloadType, statement, KeyIDOf(ed25519.PublicKey(raw32)), raw)
 	if err != nil {
 		return nil, "", err
 	}
 	return env, EnvelopeID(env), nil
+}
+
+// KeyIDOf is the DSSE keyid evalmesh writes for an ed25519 key: the one go-securesystemslib
+// derives when its verifier has no KeyID of its own (dsse.SHA256KeyID, the OpenSSH
+// "SHA256:…" fingerprint), so a verifier that holds only the public key accepts the
+// envelope. The keyid is a hint, never authority: the signer's identity is the certificate
+// (or the directly trusted key whose signature verifies), and the verification key always
+// comes from the trust store.
+func KeyIDOf(pub ed25519.PublicKey) string {
+	id, err := dsse.SHA256KeyID(pub)
+	if err != nil {
+		return "" // not a 32-byte key: no keyid; verification refuses the key anyway
+	}
+	return id
 }
 
 // EnvelopeID is the ID of an envelope: the CIDv1 (raw codec, sha2-256) of its bytes.

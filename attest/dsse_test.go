@@ -2,6 +2,7 @@ package attest
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -28,15 +29,14 @@ func TestPAEVector(t *testing.T) {
 	}
 }
 
-// sslibKey wraps a libp2p ed25519 key as a go-securesystemslib signer/verifier whose keyid
-// is the node's peer ID.
-func sslibKey(t *testing.T, key crypto.PrivKey, withPrivate bool) *signerverifier.ED25519SignerVerifier {
+// sslibKey wraps a libp2p ed25519 key as a go-securesystemslib signer/verifier with the
+// given keyid ("" is the library's default: it then derives SHA256KeyID of the key).
+func sslibKey(t *testing.T, key crypto.PrivKey, withPrivate bool, keyID string) *signerverifier.ED25519SignerVerifier {
 	t.Helper()
 	pub, err := key.GetPublic().Raw()
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := peerIDOf(key)
 	kv := signerverifier.KeyVal{Public: hex.EncodeToString(pub)}
 	if withPrivate {
 		priv, err := key.Raw()
@@ -46,7 +46,7 @@ func sslibKey(t *testing.T, key crypto.PrivKey, withPrivate bool) *signerverifie
 		kv.Private = hex.EncodeToString(priv)
 	}
 	sv, err := signerverifier.NewED25519SignerVerifierFromSSLibKey(&signerverifier.SSLibKey{
-		KeyType: "ed25519", Scheme: "ed25519", KeyID: id, KeyVal: kv,
+		KeyType: "ed25519", Scheme: "ed25519", KeyID: keyID, KeyVal: kv,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -54,33 +54,110 @@ func sslibKey(t *testing.T, key crypto.PrivKey, withPrivate bool) *signerverifie
 	return sv
 }
 
-func TestOurEnvelopesVerifyInSecureSystemsLib(t *testing.T) {
-	f := newFixture(t)
-	env, _ := f.signRun(t, 3, "sub", 0.7)
-
+// sslibVerify checks env with go-securesystemslib's dsse verifier holding only key's public
+// half and no keyid of its own (the library derives SHA256KeyID).
+func sslibVerify(t *testing.T, env []byte, key crypto.PrivKey) ([]dsse.AcceptedKey, []byte, error) {
+	t.Helper()
 	var e dsse.Envelope
 	if err := json.Unmarshal(env, &e); err != nil {
 		t.Fatal(err)
 	}
-	ev, err := dsse.NewEnvelopeVerifier(sslibKey(t, f.node, false))
+	ev, err := dsse.NewEnvelopeVerifier(sslibKey(t, key, false, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, body, err := ev.VerifyAndDecode(context.Background(), &e)
+	return ev.VerifyAndDecode(context.Background(), &e)
+}
+
+func TestOurEnvelopesVerifyInSecureSystemsLib(t *testing.T) {
+	f := newFixture(t)
+	env, _ := f.signRun(t, 3, "sub", 0.7)
+	pub, _ := f.node.GetPublic().Raw()
+	keys, body, err := sslibVerify(t, env, f.node)
 	if err != nil {
-		t.Fatalf("go-securesystemslib refused our envelope: %v", err)
+		t.Fatalf("go-securesystemslib (public key alone, default keyid) refused our envelope: %v", err)
 	}
-	if len(keys) != 1 || keys[0].KeyID != f.nodeID {
-		t.Fatalf("accepted keys %+v", keys)
+	want, _ := dsse.SHA256KeyID(ed25519.PublicKey(pub))
+	if len(keys) != 1 || keys[0].KeyID != want {
+		t.Fatalf("accepted keys %+v, want one with keyid %s", keys, want)
 	}
 	d, _ := DecodeEnvelope(env)
 	if string(body) != string(d.Payload) {
 		t.Fatal("payloads differ")
 	}
-	// And a tampered one is refused there too: the test can fail.
-	e.Payload = base64.StdEncoding.EncodeToString(append(d.Payload, ' '))
-	if _, err := ev.Verify(context.Background(), &e); err == nil {
+	// A tampered one is refused there too: the test can fail.
+	var e map[string]any
+	_ = json.Unmarshal(env, &e)
+	e["payload"] = base64.StdEncoding.EncodeToString(append(d.Payload, ' '))
+	tampered, _ := json.Marshal(e)
+	if _, _, err := sslibVerify(t, tampered, f.node); err == nil {
 		t.Fatal("go-securesystemslib accepted a tampered envelope")
+	}
+	// Another key is refused.
+	other, _ := newNode(t)
+	if _, _, err := sslibVerify(t, env, other); err == nil {
+		t.Fatal("go-securesystemslib accepted the envelope under another node's key")
+	}
+	// The node certificate inside verifies the same way with the lab's public key alone.
+	if _, _, err := sslibVerify(t, f.cert.Raw(), f.lab.Key); err != nil {
+		t.Fatalf("go-securesystemslib refused our node certificate under the lab key: %v", err)
+	}
+}
+
+// Envelopes signed before keyids followed go-securesystemslib (keyid: the node's peer ID;
+// certificates' keyid: the lab ID) keep verifying, and so do envelopes with no keyid.
+func TestOldKeyIDEnvelopesStillVerify(t *testing.T) {
+	f := newFixture(t)
+	certBody, _ := DecodeEnvelope(f.cert.Raw())
+	certSig, _ := f.lab.Key.Sign(PAE(CertPayloadType, certBody.Payload))
+	oldCertRaw, _ := encodeEnvelope(CertPayloadType, certBody.Payload, f.lab.ID, certSig, nil)
+	oldCert, err := ParseNodeCert(oldCertRaw)
+	if err != nil {
+		t.Fatalf("old-format certificate (keyid = lab ID) refused: %v", err)
+	}
+	st, err := NewStatement(runSubjects("old"), PredicateRunV1, runPredicate(f.nodeID, f.lab.ID, 0, 0.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, keyID := range map[string]string{"peer ID keyid": f.nodeID, "no keyid": ""} {
+		old, err := signDSSE(f.node, PayloadType, st, keyID, oldCert.Raw())
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := Verify(old, f.trust, t0)
+		if err != nil {
+			t.Fatalf("%s: old-format envelope refused: %v", name, err)
+		}
+		if v.Node != f.nodeID || v.Lab != f.lab.ID {
+			t.Fatalf("%s: signer %s lab %s", name, v.Node, v.Lab)
+		}
+	}
+	// Uncertified, trusted directly: by peer ID keyid, by the new keyid, and by no keyid
+	// at all (the key is found among the trusted ones, never taken from the envelope).
+	stDirect, _ := NewStatement(runSubjects("direct"), PredicateRunV1, runPredicate(f.nodeID, "", 0, 0.5))
+	pub, _ := f.node.GetPublic().Raw()
+	direct := NewTrustStore()
+	_, _ = direct.AddNode("other", mustRaw(t, newFixture(t)))
+	if _, err := direct.AddNode("laptop", pub); err != nil {
+		t.Fatal(err)
+	}
+	for _, keyID := range []string{f.nodeID, KeyIDOf(ed25519.PublicKey(pub)), ""} {
+		env, err := signDSSE(f.node, PayloadType, stDirect, keyID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, err := Verify(env, direct, t0); err != nil || v.Node != f.nodeID {
+			t.Fatalf("keyid %q, trusted directly: %v", keyID, err)
+		}
+		if _, err := Verify(env, NewTrustStore(), t0); ReasonOf(err) != ReasonUnknownNode {
+			t.Fatalf("keyid %q, not trusted: %v, want %s", keyID, err, ReasonUnknownNode)
+		}
+	}
+	// A keyid naming anyone else is refused, certificate or not.
+	_, strangerID := newNode(t)
+	env, _ := signDSSE(f.node, PayloadType, st, strangerID, f.cert.Raw())
+	if _, err := Verify(env, f.trust, t0); ReasonOf(err) != ReasonSignerMismatch {
+		t.Fatalf("foreign keyid with certificate: %v, want %s", err, ReasonSignerMismatch)
 	}
 }
 
@@ -90,7 +167,7 @@ func TestSecureSystemsLibEnvelopesVerifyHere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	es, err := dsse.NewEnvelopeSigner(sslibKey(t, f.node, true))
+	es, err := dsse.NewEnvelopeSigner(sslibKey(t, f.node, true, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +257,7 @@ func TestEnvelopeShape(t *testing.T) {
 	if err := json.Unmarshal(env, &m); err != nil {
 		t.Fatal(err)
 	}
-	if m.PayloadType != PayloadType || len(m.Signatures) != 1 || m.Signatures[0].KeyID != f.nodeID ||
+	if m.PayloadType != PayloadType || len(m.Signatures) != 1 || m.Signatures[0].KeyID != KeyIDOf(f.cert.NodeKey) ||
 		m.Signatures[0].Extension.Kind != CertExtensionKind || string(m.Signatures[0].Extension.Ext) != string(f.cert.Raw()) {
 		t.Fatalf("envelope shape: %s", env)
 	}

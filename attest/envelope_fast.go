@@ -108,12 +108,13 @@ func (p *fastParser) object(member func(key []byte) bool) bool {
 	if p.eat('}') {
 		return true
 	}
+	var keys keySet
 	for {
 		if p.peek() != '"' {
 			return false
 		}
 		key, ok := p.raw()
-		if !ok || !p.eat(':') || !member(key) {
+		if !ok || !keys.add(key) || !p.eat(':') || !member(key) {
 			return false
 		}
 		if p.eat(',') {
@@ -121,6 +122,42 @@ func (p *fastParser) object(member func(key []byte) bool) bool {
 		}
 		return p.eat('}')
 	}
+}
+
+// keySet is the keys of one object so far, to decline (for the reference path to refuse,
+// jsonkeys.Check) an object that repeats a key or holds two keys differing only in case, at
+// any depth. The fast path's keys are printable ASCII without escapes, so ASCII case
+// folding is Unicode folding here. Small objects compare in place; large ones (telemetry)
+// switch to a map so a hostile object cannot cost quadratic time.
+type keySet struct {
+	small [12][]byte
+	n     int
+	big   map[string]struct{}
+}
+
+func (k *keySet) add(key []byte) bool {
+	if k.big == nil && k.n < len(k.small) {
+		for _, s := range k.small[:k.n] {
+			if bytes.EqualFold(s, key) {
+				return false
+			}
+		}
+		k.small[k.n] = key
+		k.n++
+		return true
+	}
+	if k.big == nil {
+		k.big = make(map[string]struct{}, 2*len(k.small))
+		for _, s := range k.small[:k.n] {
+			k.big[string(bytes.ToUpper(s))] = struct{}{}
+		}
+	}
+	u := string(bytes.ToUpper(key))
+	if _, dup := k.big[u]; dup {
+		return false
+	}
+	k.big[u] = struct{}{}
+	return true
 }
 
 // raw reads a string with no escapes and only printable ASCII, returning its bytes

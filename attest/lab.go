@@ -226,6 +226,7 @@ type NodeCert struct {
 	NotBefore time.Time
 	NotAfter  time.Time
 	raw       []byte
+	nodeKeyID string // KeyIDOf(NodeKey): the keyid the node's envelopes carry
 }
 
 // Raw returns the certificate's envelope JSON, as signed or received.
@@ -249,7 +250,7 @@ func (l *Lab) Certify(node string, notBefore time.Time, validity time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	env, err := signDSSE(l.Key, CertPayloadType, body, l.ID, nil)
+	env, err := signDSSE(l.Key, CertPayloadType, body, KeyIDOf(l.Pub), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -292,8 +293,11 @@ func decodeNodeCert(b []byte) (c *NodeCert, sig, body []byte, err error) {
 	if LabID(pub) != cb.Lab {
 		return nil, nil, nil, fmt.Errorf("node certificate lab %s does not match its lab_key (%s)", cb.Lab, LabID(pub))
 	}
-	if e.KeyID != "" && e.KeyID != cb.Lab {
-		return nil, nil, nil, fmt.Errorf("node certificate keyid %s is not its lab %s", e.KeyID, cb.Lab)
+	// The keyid is a hint: the lab is the one lab_key names. Certificates before keyids
+	// followed go-securesystemslib carry the lab ID; any other keyid is refused so one
+	// certificate has one spelling.
+	if e.KeyID != "" && e.KeyID != cb.Lab && e.KeyID != KeyIDOf(pub) {
+		return nil, nil, nil, fmt.Errorf("node certificate keyid %s is neither its lab %s nor that lab key's keyid %s", e.KeyID, cb.Lab, KeyIDOf(pub))
 	}
 	nodeKey, err := nodePubKey(cb.Node)
 	if err != nil {
@@ -304,7 +308,7 @@ func decodeNodeCert(b []byte) (c *NodeCert, sig, body []byte, err error) {
 	}
 	d := sha256.Sum256(e.Payload)
 	return &NodeCert{
-		ID: idOfDigest(d), Lab: cb.Lab, LabKey: pub, Node: cb.Node, NodeKey: nodeKey,
+		ID: idOfDigest(d), Lab: cb.Lab, LabKey: pub, Node: cb.Node, NodeKey: nodeKey, nodeKeyID: KeyIDOf(nodeKey),
 		NotBefore: cb.NotBefore, NotAfter: cb.NotAfter, raw: slices.Clone(b),
 	}, e.Sig, e.Payload, nil
 }
@@ -373,7 +377,7 @@ func (l *Lab) Revoke(nodes, certs []string, t time.Time, reason string) (*Revoca
 	if err != nil {
 		return nil, err
 	}
-	env, err := signDSSE(l.Key, RevocationPayloadType, body, l.ID, nil)
+	env, err := signDSSE(l.Key, RevocationPayloadType, body, KeyIDOf(l.Pub), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -90,7 +90,7 @@ func TestRejections(t *testing.T) {
 			ext["payload"] = base64.StdEncoding.EncodeToString(body)
 		}), f.trust, t0, ReasonBadCertSignature, f.lab.ID},
 		{"unknown lab", strangerEnv, f.trust, t0, ReasonUnknownLab, other.lab.ID},
-		{"unknown node", mutate(t, good, func(m map[string]any) { delete(sig0(m), "extension") }), f.trust, t0, ReasonUnknownNode, f.nodeID},
+		{"unknown node", mutate(t, good, func(m map[string]any) { delete(sig0(m), "extension") }), f.trust, t0, ReasonUnknownNode, f.cert.nodeKeyID},
 		{"keyid is not the certified node", func() []byte {
 			st, _ := NewStatement(runSubjects("s"), PredicateRunV1, runPredicate(nodeBID, f.lab.ID, 0, 1))
 			env, _ := signDSSE(nodeB, PayloadType, st, nodeBID, f.cert.Raw())

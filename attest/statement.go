@@ -9,6 +9,8 @@ import (
 	"io"
 	"math"
 	"time"
+
+	"github.com/evalmesh/evalmesh/internal/jsonkeys"
 )
 
 // Media and predicate types. The predicate URIs carry their version: a change to a predicate's
@@ -163,6 +165,18 @@ func NewStatement(subjects []Subject, predicateType string, predicate any) ([]by
 	pred, err := json.Marshal(predicate)
 	if err != nil {
 		return nil, fmt.Errorf("marshal predicate: %w", err)
+	}
+	// A map in the predicate (telemetry) or in annotations may hold keys differing only in
+	// case: refuse to make a statement readers would read two ways.
+	if err := jsonkeys.Check(pred); err != nil {
+		return nil, fmt.Errorf("predicate: %w", err)
+	}
+	for i, sub := range subjects {
+		if b, err := json.Marshal(sub); err == nil {
+			if err := jsonkeys.Check(b); err != nil {
+				return nil, fmt.Errorf("statement subject %d (%q): %w", i, sub.Name, err)
+			}
+		}
 	}
 	st := Statement{Type: StatementTypeV1, Subject: subjects, PredicateType: predicateType, Predicate: pred}
 	if err := st.validate(); err != nil {
@@ -323,9 +337,16 @@ func (p *RescorePredicate) validate() error {
 // strictUnmarshal decodes exactly one JSON value. Unknown fields are ignored, as in-toto
 // requires (minor predicate versions add fields without changing predicateType), unless
 // noUnknown is set (evalmesh's own certificate and revocation bodies).
+//
+// Either way, an object at any depth that repeats a key or holds keys differing only in
+// case is refused (jsonkeys.Check): encoding/json would read the last, other readers the
+// first or the exact one, so the signed bytes would mean two things.
 func strictUnmarshal(b []byte, v any, noUnknown bool) error {
 	if !noUnknown {
-		return json.Unmarshal(b, v)
+		if err := json.Unmarshal(b, v); err != nil {
+			return err
+		}
+		return jsonkeys.Check(b)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -335,5 +356,5 @@ func strictUnmarshal(b []byte, v any, noUnknown bool) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("trailing data after the JSON value")
 	}
-	return nil
+	return jsonkeys.Check(b)
 }

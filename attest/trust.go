@@ -52,11 +52,14 @@ type TrustedNode struct {
 // Reading (Verify) is safe for concurrent use; the Add methods are not, so build the store,
 // then share it.
 type TrustStore struct {
-	file    trustFile
-	labs    map[string]labEntry          // by lab ID
-	nodes   map[string]ed25519.PublicKey // by peer ID
-	revoked map[revKey]time.Time         // (lab, node or cert ID) -> earliest effective time
-	revs    []*Revocation
+	file  trustFile
+	labs  map[string]labEntry          // by lab ID
+	nodes map[string]ed25519.PublicKey // by peer ID
+	// nodeKeyIDs maps KeyIDOf(node key) to the peer ID: a hint to find a directly trusted
+	// key, never an identity of its own.
+	nodeKeyIDs map[string]string
+	revoked    map[revKey]time.Time // (lab, node or cert ID) -> earliest effective time
+	revs       []*Revocation
 
 	certs *readMostly[*NodeCert]              // sha256 of a cert envelope's bytes -> checked cert
 	keys  *readMostly[*voi.ExpandedPublicKey] // raw key -> precomputed verification key
@@ -110,10 +113,11 @@ func ParseTrust(b []byte) (*TrustStore, error) {
 
 func build(f trustFile) (*TrustStore, error) {
 	t := &TrustStore{
-		file:    f,
-		labs:    map[string]labEntry{},
-		nodes:   map[string]ed25519.PublicKey{},
-		revoked: map[revKey]time.Time{},
+		file:       f,
+		labs:       map[string]labEntry{},
+		nodes:      map[string]ed25519.PublicKey{},
+		nodeKeyIDs: map[string]string{},
+		revoked:    map[revKey]time.Time{},
 	}
 	t.certs = &readMostly[*NodeCert]{limit: certCacheSize}
 	t.keys = &readMostly[*voi.ExpandedPublicKey]{limit: keyCacheSize}
@@ -134,6 +138,7 @@ func build(f trustFile) (*TrustStore, error) {
 			return nil, fmt.Errorf("nodes[%d] (%q): %w", i, n.Name, err)
 		}
 		t.nodes[id], _ = nodePubKey(id) // checked by trustedNodeID
+		t.nodeKeyIDs[KeyIDOf(t.nodes[id])] = id
 	}
 	for i, rv := range f.Revocations {
 		raw, err := json.Marshal(rv)
@@ -220,6 +225,7 @@ func (t *TrustStore) AddNode(name string, pub ed25519.PublicKey) (string, error)
 		t.file.Nodes = append(t.file.Nodes, n)
 	}
 	t.nodes[id] = slices.Clone(pub)
+	t.nodeKeyIDs[KeyIDOf(pub)] = id
 	return id, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -205,8 +207,10 @@ func prepare(envelope []byte, digest [32]byte, trust *TrustStore, o VerifyOption
 		if err != nil {
 			return nil, err
 		}
-		if env.KeyID != "" && env.KeyID != cert.Node {
-			return nil, refuse(ReasonSignerMismatch, "keyid %s is not the certified node %s", env.KeyID, cert.Node)
+		// The keyid only has to be one of the node's spellings (none, the go-securesystemslib
+		// keyid, or the peer ID that envelopes carried before); the key is the certificate's.
+		if env.KeyID != "" && env.KeyID != cert.nodeKeyID && env.KeyID != cert.Node {
+			return nil, refuse(ReasonSignerMismatch, "keyid %s is not the certified node %s (whose keyid is %s)", env.KeyID, cert.Node, cert.nodeKeyID)
 		}
 		if err := trust.certStanding(cert, o); err != nil {
 			return nil, err
@@ -214,16 +218,37 @@ func prepare(envelope []byte, digest [32]byte, trust *TrustStore, o VerifyOption
 		pub = cert.NodeKey
 		v.Node, v.Lab, v.Cert = cert.Node, cert.Lab, cert
 	} else {
-		if env.KeyID == "" {
-			return nil, refuse(ReasonUnknownNode, "envelope has neither a node certificate nor a keyid")
+		node, k, err := trust.directSigner(env)
+		if err != nil {
+			return nil, err
 		}
-		k, ok := trust.nodes[env.KeyID]
-		if !ok {
-			return nil, refuse(ReasonUnknownNode, "envelope has no node certificate and node %s is not trusted directly (add a lab certificate, or `evalmesh trust add --node-key BASE64 --name NAME`)", env.KeyID)
-		}
-		pub, v.Node = k, env.KeyID
+		pub, v.Node = k, node
 	}
 	return &prepared{env: env, pub: pub, v: v}, nil
+}
+
+// directSigner finds, among the directly trusted node keys, the one an envelope without a
+// certificate is signed by. The keyid narrows the search (a peer ID, as envelopes before
+// go-securesystemslib keyids carried, or KeyIDOf); without one, every directly trusted key
+// is tried in peer-ID order (a trust file trusts few nodes directly). The key always comes
+// from the store; the signature check that follows decides.
+func (t *TrustStore) directSigner(env *Envelope) (string, ed25519.PublicKey, error) {
+	if env.KeyID != "" {
+		if k, ok := t.nodes[env.KeyID]; ok {
+			return env.KeyID, k, nil
+		}
+		if node, ok := t.nodeKeyIDs[env.KeyID]; ok {
+			return node, t.nodes[node], nil
+		}
+		return "", nil, refuse(ReasonUnknownNode, "envelope has no node certificate and its signer (keyid %s) is not trusted directly (add a lab certificate, or `evalmesh trust add --node-key BASE64 --name NAME`)", env.KeyID)
+	}
+	msg := PAE(env.PayloadType, env.Payload)
+	for _, node := range slices.Sorted(maps.Keys(t.nodes)) {
+		if t.verifyKey(t.nodes[node], msg, env.Sig) {
+			return node, t.nodes[node], nil
+		}
+	}
+	return "", nil, refuse(ReasonUnknownNode, "envelope has neither a node certificate nor a keyid, and no directly trusted node key verifies it")
 }
 
 // finish parses the (now authenticated) statement and its predicate.
