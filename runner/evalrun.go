@@ -163,9 +163,17 @@ func (r *Runner) evaluateInTask(ctx context.Context, ex Executor, st *RunState, 
 		LogPath:      logPath,
 	}
 	if ex.Name() == "docker" {
-		// A subprocess gets the host paths in Env instead.
+		// A subprocess gets the host paths in Env instead. The container's user (not root)
+		// reads a copy: the bundle's own private/ is closed to every uid but the node's.
+		priv := filepath.Join(dir, "eval", "private")
+		if err := os.RemoveAll(priv); err != nil {
+			return nil, err
+		}
+		if err := tasks.CopyTree(b.PrivateDir(), priv); err != nil {
+			return nil, fmt.Errorf("task %s: copy private/ for the evaluator: %w", m.Name, err)
+		}
 		cfg.ExtraMounts = []Mount{
-			{Source: b.PrivateDir(), Target: EvaluatorPrivateDir},
+			{Source: priv, Target: EvaluatorPrivateDir},
 			{Source: subDir, Target: EvaluatorSubmissionDir},
 		}
 	}

@@ -128,3 +128,22 @@ type Executor interface {
 	Recover(ctx context.Context, h *Handle) error
 	Destroy(ctx context.Context, h *Handle) error
 }
+
+// Containment is what an executor really enforced on one task: what the run attestation
+// records as its executor (attest.ExecutorInfo).
+type Containment struct {
+	// Isolation is attest.IsolationContainer or attest.IsolationProcess.
+	Isolation string
+	// Limits is how resource limits were applied: "cgroup2", "cgroup1", "rlimit" or "none".
+	Limits string
+	// SeparateUID: the task ran under a uid other than the node's.
+	SeparateUID bool
+	// Note says, when the task kept the node's uid, why (not attested; for logs).
+	Note string
+}
+
+// ContainmentReporter is an Executor that can say what it enforced on a task it started.
+// Runs of an executor that cannot are attested as host processes without limits.
+type ContainmentReporter interface {
+	Containment(h *Handle) Containment
+}

@@ -1,11 +1,14 @@
 package runner_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/executortest"
 )
@@ -130,4 +133,97 @@ func TestRunDockerForkBombAttestedAtDefaultPoll(t *testing.T) {
 	if mem, _ := tel["agent_peak_memory_bytes"].(float64); mem <= 0 {
 		t.Fatalf("telemetry %v: no peak memory sampled for a docker agent", tel)
 	}
+}
+
+// Under the process executor the agent gets a sandbox whose public/ is a copy with nothing
+// beside it but the agent's own folders, and (on a root node) runs as nobody: neither
+// $EVALMESH_PUBLIC/../private/labels.csv nor the bundle's private/ by its own path can be
+// read. The signed predicate says what the executor really did, and which build signed.
+func TestRunProcessHostileAgentCannotReadPrivate(t *testing.T) {
+	open := reachableDir(t) // a bundle and an agent program the agent's uid can reach
+	task := filepath.Join(open, "sentiment")
+	if err := os.CopyFS(task, os.DirFS(exampleTask(t, "sentiment"))); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{task, filepath.Join(task, "public"), filepath.Join(task, "private")} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	labelsPath := filepath.Join(task, "private", "labels.csv")
+	if err := os.Chmod(labelsPath, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	labels, err := os.ReadFile(labelsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(open, "agent")
+	if err := os.WriteFile(bin, mustRead(t, executortest.Binary(t)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := strings.Split(string(labels), "\n")[1]
+	h := newHome(t)
+	r := processRunner(t, h, nil)
+	hunter := &runner.AgentSpec{Name: "hunter", Version: "1", Command: []string{bin, "private", secret, labelsPath}}
+	o, err := r.Run(bg, runner.Request{TaskDir: task, Agent: hunter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(mustRead(t, filepath.Join(runner.RunDir(h, o.RunID), "logs", "agent.log")))
+	if !strings.Contains(log, "secret-found: no") {
+		t.Fatalf("the agent read private labels:\n%s", log)
+	}
+	ex := o.Predicate.Executor
+	root := os.Geteuid() == 0
+	if ex == nil || ex.Name != "process" || ex.Isolation != attest.IsolationProcess || ex.SeparateUID != root {
+		t.Fatalf("predicate executor %+v, want process/%s with separate uid %v", ex, attest.IsolationProcess, root)
+	}
+	if want := map[bool]string{true: "cgroup1", false: "rlimit"}[root]; ex.Limits != want {
+		t.Fatalf("predicate executor limits %q, want %q on this machine", ex.Limits, want)
+	}
+	if root && !strings.Contains(log, "read "+labelsPath+": denied") {
+		t.Fatalf("an agent under its own uid read the bundle's private/ by path:\n%s", log)
+	}
+	if b := o.Predicate.Build; b == nil || b.Module != runner.ModulePath || b.Version == "" {
+		t.Fatalf("predicate build %+v, want module %s", b, runner.ModulePath)
+	}
+	// The same in the signed statement a peer reads.
+	if _, err := attest.Verify(o.Envelope, trustSelf(t, h), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	env, err := attest.DecodeEnvelope(o.Envelope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var signed struct {
+		Predicate attest.RunPredicate `json:"predicate"`
+	}
+	if err := json.Unmarshal(env.Payload, &signed); err != nil {
+		t.Fatal(err)
+	}
+	if p := signed.Predicate; p.Executor == nil || *p.Executor != *ex || p.Build == nil || *p.Build != *o.Predicate.Build {
+		t.Fatalf("signed predicate executor %+v build %+v", p.Executor, p.Build)
+	}
+}
+
+// reachableDir is a fresh folder every uid may search (t.TempDir's are closed to others).
+func reachableDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	for p := d; p != os.TempDir() && p != "/"; p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

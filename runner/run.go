@@ -246,6 +246,7 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 	}
 	dir := RunDir(r.Home, st.ID)
 	if st.Phase == PhaseStarting {
+		closePrivate(b)
 		meter = gpu.StartMeter(r.GPUs, st.GPUs)
 		st.Telemetry = meter.T
 		cfg, err := r.agentTask(st, b, ex)
@@ -319,6 +320,16 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 		return r.sign(st)
 	}
 	return nil, fmt.Errorf("run %s: phase %q: %s", st.ID, st.Phase, st.Error)
+}
+
+// closePrivate takes group and other permissions off the bundle's private/ folder before
+// an agent starts: an agent under a uid of its own then cannot read it even by its path.
+// Best effort (a bundle this node does not own keeps its modes; the attestation says how
+// the agent was isolated either way).
+func closePrivate(b *tasks.Bundle) {
+	if fi, err := os.Lstat(b.PrivateDir()); err == nil && fi.IsDir() && fi.Mode().Perm()&0o077 != 0 {
+		_ = os.Chmod(b.PrivateDir(), fi.Mode().Perm()&0o700)
+	}
 }
 
 // resolveCommand maps a first word "evalmesh" to this binary for the process executor.
@@ -517,6 +528,7 @@ func (r *Runner) evaluateAndState(ctx context.Context, ex Executor, st *RunState
 	if e := st.AgentExit; e != nil {
 		exit.Code, exit.Signal, exit.OOMKilled, exit.TimedOut = e.ExitCode, e.Signal, e.OOMKilled, e.TimedOut
 	}
+	build := Build()
 	pred := attest.RunPredicate{
 		Slot:          attest.Slot{Campaign: st.Campaign, Task: st.TaskCID, Agent: st.AgentCID, Seed: st.Seed},
 		Node:          node.String(),
@@ -534,6 +546,8 @@ func (r *Runner) evaluateAndState(ctx context.Context, ex Executor, st *RunState
 		Metric:        b.Meta.Metric.Name,
 		Evaluator:     ev.evaluator,
 		Telemetry:     telemetryView(st),
+		Executor:      executorInfo(ex, st.AgentHandle),
+		Build:         &build,
 	}
 	if pred.Hardware.GPUModel == "" {
 		pred.Hardware.GPUModel = "cpu"

@@ -36,7 +36,7 @@ func Open(dir string) (*Bundle, error) {
 	if errs := checkLayout(dir); len(errs) > 0 {
 		return nil, &LayoutError{Dir: dir, Problems: errs}
 	}
-	data, err := os.ReadFile(filepath.Join(dir, MetaFile))
+	data, err := ReadRegular(filepath.Join(dir, MetaFile))
 	if err != nil {
 		return nil, err
 	}

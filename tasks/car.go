@@ -417,7 +417,7 @@ func (c *copier) copyDir(src, dst, rel string) error {
 }
 
 func (c *copier) copyFile(src, dst string) error {
-	in, err := os.Open(src)
+	in, _, err := OpenRegular(src)
 	if err != nil {
 		return err
 	}

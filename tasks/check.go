@@ -85,7 +85,7 @@ func Check(dir string, opts CheckOptions) *CheckReport {
 	r.Warnings = append(r.Warnings, warn...)
 	r.Problems = append(r.Problems, probs...)
 	r.Warnings = append(r.Warnings, unknownKeys(m)...)
-	if p, err := os.ReadFile(b.PromptPath()); err == nil && len(bytes.TrimSpace(p)) == 0 {
+	if p, err := ReadRegular(b.PromptPath()); err == nil && len(bytes.TrimSpace(p)) == 0 {
 		r.Warnings = append(r.Warnings, "prompt.md is empty: the agent is told nothing")
 	}
 	if w := m.EstimatedWorstScore; w != nil {
@@ -148,12 +148,12 @@ func goldCheck(b *Bundle, gold string, score ScoreFunc) *GoldCheck {
 	if g.Metric == "" {
 		g.Metric = m.Metric.Name
 	}
-	sub, err := os.ReadFile(filepath.Join(b.Dir, filepath.FromSlash(gold)))
+	sub, err := ReadRegular(filepath.Join(b.Dir, filepath.FromSlash(gold)))
 	if err != nil {
 		g.Error = err.Error()
 		return g
 	}
-	labels, err := os.ReadFile(b.LabelsPath())
+	labels, err := ReadRegular(b.LabelsPath())
 	if err != nil {
 		g.Error = err.Error()
 		return g
@@ -198,7 +198,7 @@ func goldCheck(b *Bundle, gold string, score ScoreFunc) *GoldCheck {
 	matches, _ := filepath.Glob(filepath.Join(golddir, "gold_submission_permuted*.csv"))
 	sort.Strings(matches)
 	for _, p := range matches {
-		data, err := os.ReadFile(p)
+		data, err := ReadRegular(p)
 		if err != nil {
 			continue
 		}

@@ -24,7 +24,7 @@ type ImportOptions struct {
 // every upstream file kept unchanged under source/. The bundle is built in a temporary
 // folder beside out and renamed at the end; out must not exist or be empty.
 func ImportAIRS(src, out string, opts ImportOptions) (*Meta, error) {
-	data, err := os.ReadFile(filepath.Join(src, "metadata.yaml"))
+	data, err := ReadRegular(filepath.Join(src, "metadata.yaml"))
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w (expected an AIRS-Bench task folder, airsbench/tasks/rad/<Task>/)", src, err)
 	}
@@ -36,7 +36,7 @@ func ImportAIRS(src, out string, opts ImportOptions) (*Meta, error) {
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w", src, err)
 	}
-	prompt, err := os.ReadFile(filepath.Join(src, "project_description.md"))
+	prompt, err := ReadRegular(filepath.Join(src, "project_description.md"))
 	if err != nil {
 		return nil, fmt.Errorf("import %s: the prompt: %w (AIRS-Bench tasks keep it in project_description.md)", src, err)
 	}
@@ -65,7 +65,7 @@ func ImportAIRS(src, out string, opts ImportOptions) (*Meta, error) {
 			return nil, err
 		}
 	}
-	if err := copyTree(src, filepath.Join(tmp, SourceDir)); err != nil {
+	if err := CopyTree(src, filepath.Join(tmp, SourceDir)); err != nil {
 		return nil, fmt.Errorf("import %s: copying the upstream files: %w", src, err)
 	}
 	if opts.DataDir != "" {
@@ -116,22 +116,26 @@ func placeData(data, bundle string) (string, error) {
 	found := false
 	for _, d := range []string{"train", "test", "validation"} {
 		srcd := filepath.Join(data, d)
-		if _, err := os.Stat(srcd); errors.Is(err, os.ErrNotExist) {
+		if err := dataFolder(srcd); errors.Is(err, os.ErrNotExist) {
 			continue
+		} else if err != nil {
+			return "", err
 		}
 		found = true
-		if err := copyTree(srcd, filepath.Join(bundle, PublicDir, d)); err != nil {
+		if err := CopyTree(srcd, filepath.Join(bundle, PublicDir, d)); err != nil {
 			return "", err
 		}
 	}
 	labelsDir := filepath.Join(data, "test_with_labels")
-	if _, err := os.Stat(labelsDir); errors.Is(err, os.ErrNotExist) {
+	if err := dataFolder(labelsDir); errors.Is(err, os.ErrNotExist) {
 		if !found {
 			return "", errors.New("none of train/, test/, validation/, test_with_labels/ found; run the task's prepare.py and evaluate_prepare.py first")
 		}
 		return "", nil
+	} else if err != nil {
+		return "", err
 	}
-	if err := copyTree(labelsDir, filepath.Join(bundle, PrivateDir, "test_with_labels")); err != nil {
+	if err := CopyTree(labelsDir, filepath.Join(bundle, PrivateDir, "test_with_labels")); err != nil {
 		return "", err
 	}
 	ents, err := os.ReadDir(labelsDir)
@@ -150,10 +154,27 @@ func placeData(data, bundle string) (string, error) {
 	return "", nil
 }
 
-// copyTree copies regular files and folders from src to the new folder dst, refusing
-// symlinks and special files (a bundle holds neither) and skipping hidden names as Pack
-// does.
-func copyTree(src, dst string) error {
+// dataFolder checks that p, one of the prepared data's top-level folders, is a folder itself
+// and not a link to one: a link would copy whatever it points to into the bundle (a link
+// deeper down is refused by CopyTree).
+func dataFolder(p string) error {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return err
+	}
+	switch {
+	case fi.IsDir():
+		return nil
+	case fi.Mode().IsRegular():
+		return fmt.Errorf("%s is a file; expected a folder", p)
+	}
+	return fmt.Errorf("%s: %s", p, describeMode(fi.Mode()))
+}
+
+// CopyTree copies regular files and folders from src to the new folder dst, refusing
+// symlinks and special files (a bundle holds neither; files are opened with OpenRegular)
+// and skipping hidden names as Pack does.
+func CopyTree(src, dst string) error {
 	if err := os.Mkdir(dst, 0o755); err != nil {
 		return err
 	}
@@ -169,7 +190,7 @@ func copyTree(src, dst string) error {
 		s, d := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
 		switch t := e.Type(); {
 		case t.IsDir():
-			if err := copyTree(s, d); err != nil {
+			if err := CopyTree(s, d); err != nil {
 				return err
 			}
 		case t.IsRegular():
@@ -184,7 +205,7 @@ func copyTree(src, dst string) error {
 }
 
 func copyFile(src, dst string) error {
-	in, err := os.Open(src)
+	in, _, err := OpenRegular(src)
 	if err != nil {
 		return err
 	}

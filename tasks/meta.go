@@ -520,7 +520,7 @@ func (m *Meta) Marshal() ([]byte, error) {
 // folder), so `evalmesh score --tasks` works on both.
 func LoadMeta(dir string) (*Meta, error) {
 	p := filepath.Join(dir, "task.yaml")
-	data, err := os.ReadFile(p)
+	data, err := ReadRegular(p)
 	if err == nil {
 		m, err := ParseMeta(data)
 		if err != nil {
@@ -537,7 +537,7 @@ func LoadMeta(dir string) (*Meta, error) {
 		return nil, err
 	}
 	ap := filepath.Join(dir, "metadata.yaml")
-	data, err = os.ReadFile(ap)
+	data, err = ReadRegular(ap)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%s: neither task.yaml nor metadata.yaml found; expected an evalmesh bundle or an AIRS-Bench task folder", dir)

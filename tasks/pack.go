@@ -67,6 +67,18 @@ func Pack(ctx context.Context, dir string, dag ipld.DAGService, opts PackOptions
 	return nd.Cid(), nil
 }
 
+// ChangedError is a file that changed while Pack read it: its CID would name bytes that were
+// never on disk at any one time.
+type ChangedError struct {
+	Path          string // bundle-relative
+	Before, After string // size and times
+	Read          int64  // bytes read
+}
+
+func (e *ChangedError) Error() string {
+	return fmt.Sprintf("%s changed while it was being packed (before: %s; after: %s; %d bytes read): stop whatever writes to it and pack again", e.Path, e.Before, e.After, e.Read)
+}
+
 type packer struct {
 	ctx      context.Context
 	dag      ipld.DAGService
@@ -136,33 +148,47 @@ func (p *packer) addDir(abs, rel string) (ipld.Node, error) {
 	return nd, nil
 }
 
-// countingReader reports progress as the chunker reads.
+// countingReader counts the bytes the chunker reads from one file and reports progress.
 type countingReader struct {
-	r io.Reader
-	p *packer
+	r    io.Reader
+	p    *packer
+	rel  string
+	read int64
 }
 
 func (c *countingReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	if n > 0 {
+		c.read += int64(n)
 		c.p.done += int64(n)
 		if c.p.progress != nil {
 			c.p.progress(c.p.done)
+		}
+		if afterPackRead != nil {
+			afterPackRead(c.rel, c.read)
 		}
 	}
 	return n, err
 }
 
+// afterPackRead, when set (by tests only), is called after each read of a file being
+// packed with its bundle-relative name and the bytes read so far: the seam that lets a test
+// change a file in the middle of a pack, deterministically.
+var afterPackRead func(rel string, read int64)
+
+// addFile adds one regular file. It refuses a file that is not regular when opened (see
+// OpenRegular), and one that changed while it was read (its size, mtime or ctime differ
+// before and after, or the bytes read are not its size): the CID would otherwise name
+// content that never existed on disk.
 func (p *packer) addFile(abs, rel string) (ipld.Node, error) {
-	f, err := os.Open(abs)
+	f, fi, err := OpenRegular(abs)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", rel, err)
 	}
 	defer f.Close()
-	var r io.Reader = f
-	if p.progress != nil {
-		r = &countingReader{r: f, p: p}
-	}
+	before := stampOf(fi)
+	cr := &countingReader{r: f, p: p, rel: rel}
+	var r io.Reader = cr
 	params := helpers.DagBuilderParams{
 		Dagserv:    p.dag,
 		RawLeaves:  true,
@@ -176,6 +202,13 @@ func (p *packer) addFile(abs, rel string) (ipld.Node, error) {
 	nd, err := balanced.Layout(db)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", rel, err)
+	}
+	fi, err = f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", rel, err)
+	}
+	if after := stampOf(fi); !after.same(before) || cr.read != before.size {
+		return nil, &ChangedError{Path: rel, Before: before.String(), After: after.String(), Read: cr.read}
 	}
 	return nd, nil
 }

@@ -49,6 +49,9 @@ type Executor struct {
 	grace time.Duration
 	now   func() time.Time
 	init  bool
+	// limits is how the engine applies a container's limits: "cgroup1" or "cgroup2" (its
+	// CgroupVersion), "none" when it does not say.
+	limits string
 }
 
 var _ runner.Executor = (*Executor)(nil)
@@ -70,7 +73,10 @@ func New(opts Options) (*Executor, error) {
 		return nil, fmt.Errorf("docker executor: no Docker engine answers at %s: %w (start dockerd, set DOCKER_HOST, or use --executor process)", cli.DaemonHost(), err)
 	}
 	cli.NegotiateAPIVersion(ctx)
-	e := &Executor{cli: cli, user: opts.User, tmpfs: opts.TmpfsBytes, grace: opts.StopGrace, now: opts.Now, init: !opts.NoInit}
+	e := &Executor{cli: cli, user: opts.User, tmpfs: opts.TmpfsBytes, grace: opts.StopGrace, now: opts.Now, init: !opts.NoInit, limits: "none"}
+	if info, err := cli.Info(ctx); err == nil && (info.CgroupVersion == "1" || info.CgroupVersion == "2") {
+		e.limits = "cgroup" + info.CgroupVersion
+	}
 	if e.user == "" {
 		e.user = DefaultUser
 	}
@@ -213,7 +219,7 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 		Driver:      DriverName,
 		Config:      cfg,
 		Started:     started,
-		DriverState: encodeState(state{ContainerID: created.ID, Name: name}),
+		DriverState: encodeState(state{ContainerID: created.ID, Name: name, Limits: e.limits, User: e.user}),
 	}
 	if cfg.Limits.WallClock > 0 {
 		h.Deadline = started.Add(cfg.Limits.WallClock)

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 
+	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/runner"
 )
 
@@ -15,10 +17,14 @@ const DriverName = "docker"
 type state struct {
 	ContainerID string `json:"container_id"`
 	Name        string `json:"name"`
+	// Limits ("cgroup1", "cgroup2", "none") and User (uid:gid) are what the task ran under,
+	// for the attestation; empty in handles of an older evalmesh.
+	Limits string `json:"limits,omitempty"`
+	User   string `json:"user,omitempty"`
 }
 
 func encodeState(s state) json.RawMessage {
-	b, _ := json.Marshal(s) // two strings: cannot fail
+	b, _ := json.Marshal(s) // strings only: cannot fail
 	return b
 }
 
@@ -41,3 +47,24 @@ func decodeState(h *runner.Handle) (state, error) {
 }
 
 func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+// Containment implements runner.ContainmentReporter: a container, with its limits applied
+// by the engine's cgroups, under the task's user (a uid of its own unless it is root).
+func (e *Executor) Containment(h *runner.Handle) runner.Containment {
+	c := runner.Containment{Isolation: attest.IsolationContainer, Limits: "none"}
+	s, err := decodeState(h)
+	if err != nil {
+		return c
+	}
+	if s.Limits != "" {
+		c.Limits = s.Limits
+	}
+	user := s.User
+	if user == "" {
+		user = e.user
+	}
+	if uid, _, ok := parseUser(user); ok && uid != 0 && uid != os.Geteuid() {
+		c.SeparateUID = true
+	}
+	return c
+}

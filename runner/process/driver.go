@@ -34,6 +34,13 @@ type Options struct {
 	PollInterval time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// SandboxDir holds each agent task's sandbox (see the package doc); "" means
+	// $TMPDIR/evalmesh-agents.
+	SandboxDir string
+	// UID and GID are whom agent tasks run as when the node runs as root; 0 means DefaultUID
+	// and DefaultGID. SameUID keeps agents under the node's own uid even then.
+	UID, GID int
+	SameUID  bool
 }
 
 // Executor runs tasks as local subprocesses (development only, see the package doc). Safe for
@@ -100,6 +107,15 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 	if len(cfg.ExtraMounts) > 0 {
 		return nil, fmt.Errorf("process executor: task %s: extra mounts cannot be provided to a subprocess (pass the folder in Env, or use the docker executor)", cfg.ID)
 	}
+	// An agent task (one with a public/ folder) runs in a sandbox of its own, under a uid of
+	// its own where the node can give it one; an evaluator runs as the node, in its folders.
+	agent := cfg.PublicDir != ""
+	uid, gid, separate, uidNote := -1, -1, false, ""
+	if agent {
+		if uid, gid, separate, uidNote = e.agentUID(cfg.Command[0]); !separate {
+			uid, gid = -1, -1
+		}
+	}
 	for _, d := range []string{cfg.WorkspaceDir, cfg.OutputDir, filepath.Dir(cfg.LogPath)} {
 		if d == "" {
 			continue
@@ -124,10 +140,32 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 		return nil, fmt.Errorf("process executor: task %s: stale status file: %w", cfg.ID, err)
 	}
 
+	var sb sandboxLayout
+	taskCfg := cfg // what the task sees; the handle keeps the caller's cfg
+	if agent {
+		if sb, taskCfg, err = e.makeSandbox(cfg, name, uid, gid); err != nil {
+			_ = removeSandbox(sb)
+			return nil, fmt.Errorf("process executor: task %s: %w", cfg.ID, err)
+		}
+		if separate {
+			// The supervisor runs as the agent's uid: its status file lives in the sandbox,
+			// handed over beforehand (the node's state folder is closed to that uid).
+			statusPath = sb.status()
+			if err := os.WriteFile(statusPath, nil, 0o600); err == nil {
+				err = os.Chown(statusPath, uid, gid)
+			}
+			if err != nil {
+				_ = removeSandbox(sb)
+				return nil, fmt.Errorf("process executor: task %s: status file: %w", cfg.ID, err)
+			}
+		}
+	}
+
 	var cgroups []string
 	memViaCgroup := false
 	if !e.opts.NoCgroups {
 		if cgroups, err = makeCgroups(e.opts.CgroupRoot, e.opts.CgroupParent, name, cfg.Limits); err != nil {
+			_ = removeSandbox(sb)
 			return nil, fmt.Errorf("process executor: task %s: %w", cfg.ID, err)
 		}
 		for _, d := range cgroups {
@@ -142,15 +180,19 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 		dataKiB = strconv.FormatInt((cfg.Limits.MemoryBytes+1023)/1024, 10)
 	}
 
+	cleanup := func() {
+		removeCgroups(cgroups)
+		_ = removeSandbox(sb)
+	}
 	logf, err := os.OpenFile(cfg.LogPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
 	if err != nil {
-		removeCgroups(cgroups)
+		cleanup()
 		return nil, fmt.Errorf("process executor: task %s: log file: %w", cfg.ID, err)
 	}
 	defer logf.Close()
 	gateR, gateW, err := os.Pipe()
 	if err != nil {
-		removeCgroups(cgroups)
+		cleanup()
 		return nil, err
 	}
 	defer gateR.Close()
@@ -158,13 +200,16 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 
 	args := append([]string{"-c", supervisorScript, "evalmesh-supervisor", statusPath, dataKiB}, cfg.Command...)
 	cmd := exec.Command("/bin/sh", args...)
-	cmd.Env = taskEnv(cfg)
-	cmd.Dir = cfg.WorkspaceDir
+	cmd.Env = taskEnv(taskCfg)
+	cmd.Dir = taskCfg.WorkspaceDir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{gateR} // fd 3
 	// A session of its own: its own process group (killed as a whole at the deadline) and no
 	// controlling terminal, so it outlives the node process.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if separate {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+	}
 	// No network unless the task may have one: a network namespace of its own, where the
 	// node may create one (root); elsewhere the task shares the host's network, and the
 	// handle says so (NetworkIsolated false).
@@ -180,11 +225,11 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 		cmd.SysProcAttr.Cloneflags = 0
 		err = cmd.Start()
 		if err != nil {
-			removeCgroups(cgroups)
+			cleanup()
 			return nil, fmt.Errorf("process executor: task %s: start: %w", cfg.ID, err)
 		}
 	} else if err != nil {
-		removeCgroups(cgroups)
+		cleanup()
 		return nil, fmt.Errorf("process executor: task %s: start: %w", cfg.ID, err)
 	}
 	pid := cmd.Process.Pid
@@ -197,7 +242,7 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 	fail := func(err error) (*runner.Handle, error) {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		<-c.done
-		removeCgroups(cgroups)
+		cleanup()
 		return nil, fmt.Errorf("process executor: task %s: %w", cfg.ID, err)
 	}
 	if err := joinCgroups(cgroups, pid); err != nil {
@@ -220,10 +265,11 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 	e.mu.Unlock()
 
 	h := &runner.Handle{
-		Driver:      DriverName,
-		Config:      cfg,
-		Started:     started,
-		DriverState: encodeState(state{PID: pid, StartTicks: st.StartTicks, StatusPath: statusPath, Cgroups: cgroups, NetworkIsolated: isolate}),
+		Driver:  DriverName,
+		Config:  cfg,
+		Started: started,
+		DriverState: encodeState(state{PID: pid, StartTicks: st.StartTicks, StatusPath: statusPath, Cgroups: cgroups, NetworkIsolated: isolate,
+			Sandbox: sb.Dir, Limits: limitsApplied(cgroups, dataKiB != ""), SeparateUID: separate, UID: max(uid, 0), UIDNote: uidNote}),
 	}
 	if cfg.Limits.WallClock > 0 {
 		h.Deadline = started.Add(cfg.Limits.WallClock)
@@ -294,6 +340,8 @@ func (e *Executor) Destroy(ctx context.Context, h *runner.Handle) error {
 		<-c.done
 	}
 	err = removeCgroups(s.Cgroups)
+	sb := sandboxLayout{Dir: s.Sandbox}
+	err = errors.Join(err, collectOutput(sb, h.Config.OutputDir), removeSandbox(sb))
 	if rerr := os.Remove(s.StatusPath); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		err = errors.Join(err, rerr)
 	}

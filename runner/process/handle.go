@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/runner"
 )
 
@@ -28,6 +29,14 @@ type state struct {
 	// NetworkIsolated: the task runs in a network namespace of its own with only lo (root
 	// only); false means it shares the host's network.
 	NetworkIsolated bool `json:"network_isolated,omitempty"`
+	// Sandbox is the agent task's sandbox folder (sandboxLayout); empty for an evaluator.
+	Sandbox string `json:"sandbox,omitempty"`
+	// Limits says how the task's resource limits were applied: "cgroup1", "rlimit" or "none".
+	Limits string `json:"limits,omitempty"`
+	// SeparateUID: the task runs as UID, not as the node's uid; UIDNote says why not when not.
+	SeparateUID bool   `json:"separate_uid,omitempty"`
+	UID         int    `json:"uid,omitempty"`
+	UIDNote     string `json:"uid_note,omitempty"`
 }
 
 func encodeState(s state) json.RawMessage {
@@ -111,4 +120,18 @@ func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 func NetworkIsolated(h *runner.Handle) bool {
 	s, err := decodeState(h)
 	return err == nil && s.NetworkIsolated
+}
+
+// Containment implements runner.ContainmentReporter: a host process (never a container),
+// the limits as applied, and whether it ran under a uid of its own.
+func (e *Executor) Containment(h *runner.Handle) runner.Containment {
+	s, err := decodeState(h)
+	if err != nil {
+		return runner.Containment{Isolation: attest.IsolationProcess, Limits: "none"}
+	}
+	limits := s.Limits
+	if limits == "" { // a handle of an older evalmesh
+		limits = limitsApplied(s.Cgroups, false)
+	}
+	return runner.Containment{Isolation: attest.IsolationProcess, Limits: limits, SeparateUID: s.SeparateUID, Note: s.UIDNote}
 }

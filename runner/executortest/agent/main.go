@@ -75,8 +75,8 @@ func main() {
 		for _, e := range entries {
 			fmt.Println("public:", e.Name())
 		}
-	case "private":
-		hunt(arg(2, ""))
+	case "private": // private SECRET [PATH...]: search around public/, then read each PATH
+		hunt(arg(2, ""), os.Args[min(3, len(os.Args)):])
 	case "netifs":
 		ifs, err := net.Interfaces()
 		if err != nil {
@@ -116,7 +116,7 @@ func main() {
 
 // hunt looks for the bundle's private data: a /private folder, or the secret (a string only
 // the test's private/ labels contain) in any readable file.
-func hunt(secret string) {
+func hunt(secret string, paths []string) {
 	if _, err := os.Stat("/private"); err == nil {
 		fmt.Println("private-dir: present")
 	} else {
@@ -156,6 +156,16 @@ func hunt(secret string) {
 			}
 			return nil
 		})
+	}
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil {
+			fmt.Println("read", p+": ok")
+			if secret != "" && bytes.Contains(b, []byte(secret)) && found == "" {
+				found = p
+			}
+		} else {
+			fmt.Println("read", p+": denied")
+		}
 	}
 	fmt.Println("files-read:", files)
 	if found != "" {
