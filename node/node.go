@@ -66,6 +66,7 @@ type Node struct {
 	store   syncStore // flat or pack: what Sync is called on before a pin is recorded
 	bstore  blockstore.Blockstore
 	writes  *latchStore
+	gcl     blockstore.GCLocker // PinLock: puts that end in a pin; GCLock: deleting blocks
 	meta    *pebbleds.Datastore
 	bswap   *bitswap.Bitswap
 	bserv   blockservice.BlockService
@@ -76,6 +77,7 @@ type Node struct {
 	xsrv    *xfer.Server
 	cancel  context.CancelFunc
 
+	apiToken  string         // the bearer token guard requires; set by Run before serving
 	inflight  sync.WaitGroup // API requests being served
 	closeOnce sync.Once
 	closeErr  error
@@ -135,6 +137,7 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	}
 	n.writes = &latchStore{Blockstore: n.bstore}
 	n.bstore = n.writes
+	n.gcl = blockstore.NewGCLocker()
 
 	if n.host, err = newHost(key, cfg.Listen, cfg.PrivateNetworkKey); err != nil {
 		return nil, err
@@ -309,6 +312,7 @@ func (n *Node) Pins(ctx context.Context) ([]PinInfo, error) {
 
 // Pin fetches the whole DAG under root (from peers if needed) and pins it recursively.
 func (n *Node) Pin(ctx context.Context, root cid.Cid, name string, progress func(done, total int64)) error {
+	defer n.gcl.PinLock(ctx).Unlock(ctx)
 	if err := n.Fetch(ctx, root, progress); err != nil {
 		return err
 	}

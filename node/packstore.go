@@ -340,8 +340,10 @@ func (s *packStore) Put(_ context.Context, b blocks.Block) error {
 	f := s.segs[s.cur]
 	s.mu.RUnlock()
 	if _, err := f.WriteAt(data, s.end); err != nil {
-		// s.end is not advanced: the next write overwrites whatever part of this one landed,
-		// and no index record points at it.
+		// s.end is not advanced and no index record points past it. Whatever part of the
+		// block landed is cut off now: on a full disk those bytes are the space the
+		// metadata store needs next.
+		_ = f.Truncate(s.end)
 		return s.writeErr(b.Cid(), err)
 	}
 	if len(data) > 0 {
@@ -374,15 +376,29 @@ func (s *packStore) PutMany(ctx context.Context, bs []blocks.Block) error {
 	return nil
 }
 
-// DeleteBlock forgets the block; its bytes stay in the segment (no compaction yet).
+// DeleteBlock forgets the block. Its bytes stay in the segment until compaction, except for
+// a block at the end of the current segment that was never synced (no index record on disk
+// names it): then the segment is cut back at once, so a refused operation that removes
+// what it put, newest first, gives its space back.
 func (s *packStore) DeleteBlock(_ context.Context, c cid.Cid) error {
 	key := c.Hash()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.index[string(key)]; !ok {
+	loc, ok := s.index[string(key)]
+	if !ok {
 		return nil
 	}
 	delete(s.index, string(key))
+	if n := len(s.pending); n > 0 && !s.pending[n-1].del && string(s.pending[n-1].mh) == string(key) &&
+		loc.seg == s.cur && loc.off+int64(loc.len) == s.end && !s.closed.Load() {
+		if err := s.segs[s.cur].Truncate(loc.off); err == nil {
+			s.pending = s.pending[:n-1]
+			s.end = loc.off
+			return nil
+		}
+	}
 	s.pending = append(s.pending, packRecord{del: true, mh: key})
 	return nil
 }
