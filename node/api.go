@@ -284,6 +284,10 @@ func (n *Node) guard(h http.Handler) http.Handler {
 			}
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		if err := n.metaFailed(); err != nil && r.URL.Path != apiPrefix+"id" {
+			writeErr(w, http.StatusServiceUnavailable, err)
+			return
+		}
 		h.ServeHTTP(w, r)
 	})
 }

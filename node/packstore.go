@@ -331,6 +331,9 @@ func (s *packStore) Put(_ context.Context, b blocks.Block) error {
 	if ok, _ := s.Has(context.Background(), b.Cid()); ok {
 		return nil
 	}
+	if err := checkSpace(s.dir, int64(len(data))); err != nil {
+		return s.writeErr(b.Cid(), err)
+	}
 	if s.end > 0 && s.end+int64(len(data)) > packSegmentSize {
 		if err := s.newSegment(s.cur + 1); err != nil {
 			return s.writeErr(b.Cid(), err)
@@ -512,4 +515,28 @@ func (s *packStore) closeFiles() {
 	if s.idx != nil {
 		s.idx.Close()
 	}
+}
+
+// maxSpaceReserve is the most free space a block store leaves for the rest of the node.
+const maxSpaceReserve = 64 << 20
+
+// errReserve is the cause checkSpace reports; writeErr files it under ErrDiskFull.
+var errReserve = fmt.Errorf("%w: the block store leaves the last %d MiB (or 5%%) of the filesystem to the node's metadata", syscall.ENOSPC, maxSpaceReserve>>20)
+
+// checkSpace refuses a block write of need bytes that would leave less free space on dir's
+// filesystem than the reserve: min(64 MiB, 5% of the filesystem). Blocks are the node's
+// bulk; the metadata store (pins) must always find room for its next write, because a
+// metadata write that fails is fatal to it while a refused block is only a failed request.
+// One statfs per block costs ~1 µs against the block's 256 KiB write.
+func checkSpace(dir string, need int64) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return nil // cannot tell: let the write itself report
+	}
+	total := int64(st.Blocks) * st.Bsize
+	avail := int64(st.Bavail) * st.Bsize
+	if avail-need < min(maxSpaceReserve, total/20) {
+		return errReserve
+	}
+	return nil
 }
