@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -75,6 +77,7 @@ type Node struct {
 	store   syncStore // flat or pack: what Sync is called on before a pin is recorded
 	bstore  blockstore.Blockstore
 	writes  *latchStore
+	gcl     blockstore.GCLocker // PinLock: puts that end in a pin; GCLock: deleting blocks
 	meta    *pebbleds.Datastore
 	bswap   *bitswap.Bitswap
 	bserv   blockservice.BlockService
@@ -87,7 +90,9 @@ type Node struct {
 	vstore  *Store
 	syncer  *Syncer
 
+	apiToken  string         // the bearer token guard requires; set by Run before serving
 	inflight  sync.WaitGroup // API requests being served
+	metaErr   atomic.Pointer[error] // set once a metadata write failed fatally (guardMeta)
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -124,10 +129,24 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 		}
 	}()
 
+	if opts.Blockstore != "" {
+		cfg.Blockstore = opts.Blockstore
+		n.cfg.Blockstore = opts.Blockstore
+	}
+	// The block store first: opening it cuts the unsynced tail a killed add or fetch left,
+	// which on a full disk is the space the metadata store needs to open at all.
+	if n.store, err = openStore(h, cfg.Blockstore); err != nil {
+		return nil, err
+	}
 	// Pins and other metadata are small and must survive a crash once acknowledged, so
 	// that store syncs every write.
-	n.meta, err = pebbleds.NewDatastore(h.DatastoreDir(), pebbleds.WithPebbleWriteOptions(pebble.Sync))
-	if err != nil {
+	if err := n.guardMeta(func() error {
+		var err error
+		n.meta, err = pebbleds.NewDatastore(h.DatastoreDir(),
+			pebbleds.WithPebbleWriteOptions(pebble.Sync),
+			pebbleds.WithPebbleOpts(&pebble.Options{Logger: pebbleLogger{n.opts.Logf}}))
+		return err
+	}); err != nil {
 		if strings.Contains(err.Error(), "lock") {
 			return nil, fmt.Errorf("datastore %s is locked: another evalmesh daemon uses home %s (stop it first): %w", h.DatastoreDir(), h.Dir, err)
 		}
@@ -142,19 +161,13 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	if n.vstore, err = OpenStore(StoreDir(h), StoreOptions{Trust: trust, VerifyCampaign: opts.VerifyCampaign}); err != nil {
 		return nil, err
 	}
-	if opts.Blockstore != "" {
-		cfg.Blockstore = opts.Blockstore
-		n.cfg.Blockstore = opts.Blockstore
-	}
-	if n.store, err = openStore(h, cfg.Blockstore); err != nil {
-		return nil, err
-	}
 	n.bstore = n.store
 	if opts.WrapBlockstore != nil {
 		n.bstore = opts.WrapBlockstore(n.bstore)
 	}
 	n.writes = &latchStore{Blockstore: n.bstore}
 	n.bstore = n.writes
+	n.gcl = blockstore.NewGCLocker()
 
 	if n.host, err = newHost(key, cfg.Listen, cfg.PrivateNetworkKey); err != nil {
 		return nil, err
@@ -166,7 +179,11 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	n.bserv = blockservice.New(n.bstore, n.bswap)
 	n.dag = merkledag.NewDAGService(n.bserv)
 	n.local = merkledag.NewDAGService(blockservice.New(n.bstore, offline.Exchange(n.bstore)))
-	if n.pinner, err = dspinner.New(ctx, n.meta, pinDAG{n.local, n.bstore}); err != nil {
+	if err = n.guardMeta(func() error {
+		var err error
+		n.pinner, err = dspinner.New(ctx, n.meta, pinDAG{n.local, n.bstore})
+		return err
+	}); err != nil {
 		return nil, fmt.Errorf("open pins in %s: %w", h.DatastoreDir(), err)
 	}
 	n.xsrv = xfer.NewServer(n.host, n.bstore)
@@ -224,8 +241,9 @@ func (n *Node) close() error {
 	if n.cancel != nil {
 		n.cancel()
 	}
-	if n.pinner != nil {
-		errs = append(errs, n.pinner.Flush(context.Background()))
+	metaOK := n.metaFailed() == nil
+	if n.pinner != nil && metaOK {
+		errs = append(errs, n.guardMeta(func() error { return n.pinner.Flush(context.Background()) }))
 	}
 	if n.store != nil {
 		if c, ok := n.store.(interface{ Close() error }); ok {
@@ -234,7 +252,9 @@ func (n *Node) close() error {
 			errs = append(errs, n.store.Sync())
 		}
 	}
-	if n.meta != nil {
+	// A metadata store whose commit failed cannot be closed (its commit pipeline is stuck);
+	// what it acknowledged is in its WAL, which the next start replays.
+	if n.meta != nil && metaOK {
 		errs = append(errs, n.meta.Close())
 	}
 	if n.vstore != nil {
@@ -324,11 +344,17 @@ type PinInfo struct {
 // Pins lists the recursive pins, sorted by CID.
 func (n *Node) Pins(ctx context.Context) ([]PinInfo, error) {
 	var out []PinInfo
-	for sp := range n.pinner.RecursiveKeys(ctx, true) {
-		if sp.Err != nil {
-			return nil, sp.Err
+	err := n.guardMeta(func() error {
+		for sp := range n.pinner.RecursiveKeys(ctx, true) {
+			if sp.Err != nil {
+				return sp.Err
+			}
+			out = append(out, PinInfo{CID: sp.Pin.Key.String(), Name: sp.Pin.Name})
 		}
-		out = append(out, PinInfo{CID: sp.Pin.Key.String(), Name: sp.Pin.Name})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CID < out[j].CID })
 	return out, nil
@@ -336,6 +362,7 @@ func (n *Node) Pins(ctx context.Context) ([]PinInfo, error) {
 
 // Pin fetches the whole DAG under root (from peers if needed) and pins it recursively.
 func (n *Node) Pin(ctx context.Context, root cid.Cid, name string, progress func(done, total int64)) error {
+	defer n.gcl.PinLock(ctx).Unlock(ctx)
 	if err := n.Fetch(ctx, root, progress); err != nil {
 		return err
 	}
@@ -355,6 +382,10 @@ func (n *Node) pinLocal(ctx context.Context, root cid.Cid, name string, complete
 	if err := n.store.Sync(); err != nil {
 		return err
 	}
+	return n.guardMeta(func() error { return n.recordPin(ctx, root, name, complete) })
+}
+
+func (n *Node) recordPin(ctx context.Context, root cid.Cid, name string, complete bool) error {
 	if complete {
 		if err := n.pinner.PinWithMode(ctx, root, pin.Recursive, name); err != nil {
 			return fmt.Errorf("pin %s: %w", root, err)
@@ -373,6 +404,10 @@ func (n *Node) pinLocal(ctx context.Context, root cid.Cid, name string, complete
 
 // Unpin removes the recursive pin on root. Blocks stay until garbage collection.
 func (n *Node) Unpin(ctx context.Context, root cid.Cid) error {
+	return n.guardMeta(func() error { return n.unpin(ctx, root) })
+}
+
+func (n *Node) unpin(ctx context.Context, root cid.Cid) error {
 	if err := n.pinner.Unpin(ctx, root, true); err != nil {
 		if errors.Is(err, pin.ErrNotPinned) {
 			return fmt.Errorf("%s is not pinned (see `evalmesh pin ls`)", root)
@@ -383,8 +418,11 @@ func (n *Node) Unpin(ctx context.Context, root cid.Cid) error {
 }
 
 // IsPinned reports whether root is pinned recursively.
-func (n *Node) IsPinned(ctx context.Context, root cid.Cid) (bool, error) {
-	_, ok, err := n.pinner.IsPinnedWithType(ctx, root, pin.Recursive)
+func (n *Node) IsPinned(ctx context.Context, root cid.Cid) (ok bool, err error) {
+	err = n.guardMeta(func() error {
+		_, ok, err = n.pinner.IsPinnedWithType(ctx, root, pin.Recursive)
+		return err
+	})
 	return ok, err
 }
 
@@ -502,4 +540,59 @@ func (d pinDAG) Get(ctx context.Context, c cid.Cid) (ipld.Node, error) {
 	}
 	stub, _ := blocks.NewBlockWithCid(nil, c)
 	return merkledag.DecodeRawBlock(stub)
+}
+
+// pebbleLogger sends pebble's errors to the node's log. Its Fatalf panics with a metaFatal
+// instead of exiting the process (the default logger's way): pebble calls it when a commit
+// cannot be written (a full disk), and guardMeta turns it into an error for the request
+// that caused it, so the daemon keeps answering and says what to do. Fatalf on one of
+// pebble's own goroutines (flush, compaction) still ends the process; the block stores'
+// free-space reserve (checkSpace) is what keeps the disk from getting that full.
+type pebbleLogger struct{ logf func(string, ...any) }
+
+func (pebbleLogger) Infof(string, ...any) {}
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.logf("datastore: "+format, args...)
+}
+func (pebbleLogger) Fatalf(format string, args ...any) {
+	panic(metaFatal{fmt.Errorf(format, args...)})
+}
+
+type metaFatal struct{ err error }
+
+// ErrMetadataFailed is wrapped once the metadata store could not write (a full disk).
+var ErrMetadataFailed = errors.New("the metadata store failed")
+
+// guardMeta runs f, which may call into the metadata store, and turns a fatal pebble error
+// raised in it into an error. The store is unusable after one: every later guardMeta (and
+// every API request, see guard) fails at once with the same error.
+func (n *Node) guardMeta(f func() error) (err error) {
+	if ferr := n.metaFailed(); ferr != nil {
+		return ferr
+	}
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		mf, ok := r.(metaFatal)
+		if !ok {
+			panic(r)
+		}
+		err = fmt.Errorf("%w (%v): free space on the filesystem of %s, then restart the daemon; pins and blocks acknowledged before are intact", ErrMetadataFailed, mf.err, n.home.DatastoreDir())
+		if errors.Is(mf.err, syscall.ENOSPC) || strings.Contains(mf.err.Error(), "no space left") {
+			err = fmt.Errorf("%w: %w", ErrDiskFull, err)
+		}
+		n.metaErr.CompareAndSwap(nil, &err)
+		n.opts.Logf("%v", err)
+	}()
+	return f()
+}
+
+// metaFailed returns the error that broke the metadata store, or nil.
+func (n *Node) metaFailed() error {
+	if p := n.metaErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }

@@ -58,8 +58,9 @@ listen:
   - /ip4/127.0.0.1/tcp/4201
   - /ip4/127.0.0.1/udp/4201/quic-v1
 
-# Local HTTP API the CLI talks to. Keep it on 127.0.0.1: it is not authenticated.
-api: 127.0.0.1:5201
+# Local HTTP API the CLI talks to (docs/api.md). Port 0: a free port at each start, written
+# to HOME/api. Only the account that can read HOME/api.token may use it; keep it on loopback.
+api: 127.0.0.1:0
 
 # Peers to dial at start, as multiaddrs ending in /p2p/PEER_ID. Empty: talk to nobody.
 bootstrap: []
