@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cross-architecture determinism of the ledger (DESIGN §7: honest nodes MUST produce
+# Cross-architecture determinism of the ledger (docs/design.md §7: honest nodes MUST produce
 # byte-identical ledgers). Go may fuse x*y+z into one FMA on arm64, ppc64le, s390x,
 # riscv64 and loong64 (never on amd64), and package math's Exp/Log are assembly on some
 # architectures; package scoring avoids both (scoring/detmath.go). This script proves it:

@@ -769,7 +769,7 @@ func quantile(v []float64, q float64) float64 {
 	return v[lo] + float64((v[hi]-v[lo])*(pos-float64(lo)))
 }
 
-// round9 rounds to 9 significant digits (DESIGN §7) and folds −0 and non-finite values
+// round9 rounds to 9 significant digits (docs/design.md §7) and folds −0 and non-finite values
 // so the JSON is always valid and stable.
 func round9(x float64) float64 {
 	if math.IsNaN(x) || math.IsInf(x, 0) {
