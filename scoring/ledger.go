@@ -80,6 +80,10 @@ type Ledger struct {
 
 	canonical []byte
 	root      string
+	// provisional lists, in leaderboard order, the agents that ran fewer than all the
+	// ledger's tasks. It is a reading aid, outside the canonical bytes (the root does not
+	// depend on it).
+	provisional []string
 }
 
 // Policy records the options the ledger was computed with.
@@ -123,12 +127,23 @@ func (l *Ledger) Canonical() []byte { return slices.Clone(l.canonical) }
 // Root is the hex sha256 of Canonical().
 func (l *Ledger) Root() string { return l.root }
 
-// MarshalJSON prints {"ledger_root": …} followed by the canonical fields.
+// Provisional lists, in leaderboard order, the agents that ran only some of the ledger's
+// tasks: their Elo and normalized score rest on fewer tasks than the others', so a reader
+// should not take their place above an agent that ran everything at face value. Never nil.
+func (l *Ledger) Provisional() []string {
+	return append([]string{}, l.provisional...)
+}
+
+// MarshalJSON prints {"ledger_root": …, "provisional": […]} followed by the canonical
+// fields; neither of the first two is part of the canonical bytes.
 func (l *Ledger) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(`{"ledger_root":`)
 	rb, _ := json.Marshal(l.root)
 	b.Write(rb)
+	b.WriteString(`,"provisional":`)
+	pb, _ := json.Marshal(l.Provisional())
+	b.Write(pb)
 	b.WriteByte(',')
 	b.Write(l.canonical[1:])
 	return b.Bytes(), nil
@@ -168,6 +183,7 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 	l.Agents, l.EloFit, l.EloBootstrapRegularised = fitElo(in, rounds, seed)
 	scores.fill(l.Agents, rounds, seed)
 	rankAndSort(l.Agents)
+	l.provisional = scores.provisional(l.Agents, in, len(in.tasks))
 	if err := l.seal(); err != nil {
 		return nil, err
 	}
@@ -426,6 +442,17 @@ func (sc *agentScores) fill(agents []Agent, rounds int, seed [32]byte) {
 		agents[p].ValidSubmissionRate = &vsr
 		agents[p].Runs = sc.runs[p]
 	}
+}
+
+// provisional names the agents, in the order of agents, that ran fewer than tasks tasks.
+func (sc *agentScores) provisional(agents []Agent, in *ledgerInputs, tasks int) []string {
+	out := []string{}
+	for _, a := range agents {
+		if p, ok := in.agentIdx[a.Agent]; ok && a.Agent != SOTAPlayer && sc.vsrTasks[p] < tasks {
+			out = append(out, a.Agent)
+		}
+	}
+	return out
 }
 
 // rankAndSort ranks each player 1 + the players whose lower Elo bound is above its upper
