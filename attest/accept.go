@@ -11,7 +11,7 @@ import (
 	"github.com/evalmesh/evalmesh/scoring"
 )
 
-// AcceptPolicy is the acceptance policy of DESIGN §7: which reconciled runs count for the
+// AcceptPolicy is the acceptance policy of docs/design.md §7: which reconciled runs count for the
 // ledger. Like the scoring options it is an input of the ledger, so every node of a network
 // must use the same one to reach the same root.
 type AcceptPolicy struct {

@@ -204,7 +204,7 @@ func confirms(run *RunPredicate, rs *RescorePredicate, agree AgreeFunc) bool {
 
 // Replicators returns, sorted, the principals other than the run's own that re-scored the
 // counted run id to the same value and never also contradicted it: the labs that count
-// toward the acceptance policy's `replication` (DESIGN §7, "other labs"). A lab re-scoring
+// toward the acceptance policy's `replication` (docs/design.md §7, "other labs"). A lab re-scoring
 // its own run, re-scoring twice, or both confirming and contradicting it (hedging) adds
 // nothing; Rescores still lists every agreeing re-score for the record.
 func (o Outcome) Replicators(id string) []string {

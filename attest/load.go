@@ -56,7 +56,7 @@ type LedgerReport struct {
 	Duplicates    int        `json:"duplicate_ids"` // the same bytes given more than once
 }
 
-// LedgerInput is everything the ledger is a function of (DESIGN §7): the envelopes, the
+// LedgerInput is everything the ledger is a function of (docs/design.md §7): the envelopes, the
 // trust store they are verified under, the tasks' metadata, the acceptance policy and the
 // scoring options. Not the clock: each certificate is checked at the time its statement
 // claims (VerifyOptions.AtClaimedTime), so honest nodes agree on the root whenever they

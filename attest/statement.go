@@ -55,7 +55,7 @@ type Statement struct {
 	Predicate     json.RawMessage `json:"predicate,omitempty"`
 }
 
-// Slot is one cell of a campaign (DESIGN §1): campaign, task bundle and agent CIDs, seed index.
+// Slot is one cell of a campaign (docs/design.md §1): campaign, task bundle and agent CIDs, seed index.
 type Slot struct {
 	Campaign string `json:"campaign"`
 	Task     string `json:"task"`
@@ -86,7 +86,7 @@ type ExitStatus struct {
 	Reason    string `json:"reason,omitempty"`
 }
 
-// RunPredicate is the predicate of a run attestation (DESIGN §5).
+// RunPredicate is the predicate of a run attestation (docs/design.md §5).
 type RunPredicate struct {
 	Slot          Slot       `json:"slot"`
 	Node          string     `json:"node"` // peer ID of the signing node

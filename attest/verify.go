@@ -115,7 +115,7 @@ type VerifyOptions struct {
 	// AtClaimedTime checks each certificate's window at the times the signed statement
 	// itself claims (a run's start and end, both; a re-score's time) instead of Now,
 	// so the verdict is a function of the bytes and the trust store alone: the ledger's mode
-	// (DESIGN §7: no wall clock may reach the output). A certificate that has expired since
+	// (docs/design.md §7: no wall clock may reach the output). A certificate that has expired since
 	// still vouches for what its node signed while it was valid. Revocations are then
 	// absolute: a revoked certificate or node refuses every attestation signed under it,
 	// whatever time it claims, because a compromised key can backdate its claims. Now is
