@@ -121,7 +121,29 @@ func BuildLedger(in LedgerInput) (*scoring.Ledger, *LedgerReport, error) {
 		ok = append(ok, v)
 	}
 	sortRefusals(rep.Refused)
+	return ledgerOf(ok, rep, in)
+}
 
+// LedgerFromVerified is BuildLedger over envelopes verified earlier (a node's store, which
+// verified each once on arrival and restored it with Restore): nothing is verified again.
+// in.Envelopes and in.Cache are not used.
+func LedgerFromVerified(vs []*Verified, in LedgerInput) (*scoring.Ledger, *LedgerReport, error) {
+	rep := &LedgerReport{Read: len(vs)}
+	ok := make([]*Verified, 0, len(vs))
+	ids := make(map[string]bool, len(vs))
+	for _, v := range vs {
+		if ids[v.ID] {
+			rep.Duplicates++
+			continue
+		}
+		ids[v.ID] = true
+		ok = append(ok, v)
+	}
+	return ledgerOf(ok, rep, in)
+}
+
+// ledgerOf reconciles verified envelopes, applies the acceptance policy and scores.
+func ledgerOf(ok []*Verified, rep *LedgerReport, in LedgerInput) (*scoring.Ledger, *LedgerReport, error) {
 	o := Reconcile(ok, Agree)
 	p := in.Policy
 	known := make(map[string]bool, len(in.Tasks))

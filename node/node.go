@@ -30,6 +30,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/node/xfer"
 )
@@ -54,6 +55,14 @@ type Options struct {
 	BitswapOnly bool
 	// Logf receives the node's log lines (default: discard).
 	Logf func(format string, args ...any)
+	// Trust is what the attestation store verifies under; nil loads HOME/trust.yaml when
+	// it exists, else an empty trust store (every attestation refused as from an unknown
+	// lab).
+	Trust *attest.TrustStore
+	// VerifyCampaign verifies campaign envelopes for the store; nil refuses them.
+	VerifyCampaign CampaignVerifier
+	// Sync tunes anti-entropy (zero value: defaults).
+	Sync SyncOptions
 }
 
 // Node is a running evalmesh node: libp2p host, blockstore, bitswap, pinner.
@@ -75,6 +84,8 @@ type Node struct {
 	mdnsSvc mdns.Service
 	xsrv    *xfer.Server
 	cancel  context.CancelFunc
+	vstore  *Store
+	syncer  *Syncer
 
 	inflight  sync.WaitGroup // API requests being served
 	closeOnce sync.Once
@@ -122,6 +133,15 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 		}
 		return nil, fmt.Errorf("open datastore %s: %w", h.DatastoreDir(), err)
 	}
+	trust := opts.Trust
+	if trust == nil {
+		if trust, err = loadHomeTrust(h); err != nil {
+			return nil, err
+		}
+	}
+	if n.vstore, err = OpenStore(StoreDir(h), StoreOptions{Trust: trust, VerifyCampaign: opts.VerifyCampaign}); err != nil {
+		return nil, err
+	}
 	if opts.Blockstore != "" {
 		cfg.Blockstore = opts.Blockstore
 		n.cfg.Blockstore = opts.Blockstore
@@ -150,6 +170,7 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 		return nil, fmt.Errorf("open pins in %s: %w", h.DatastoreDir(), err)
 	}
 	n.xsrv = xfer.NewServer(n.host, n.bstore)
+	n.syncer = NewSyncer(n.host, n.vstore, cfg.Network, opts.Sync)
 
 	for _, a := range cfg.Bootstrap {
 		if err := n.Connect(ctx, a); err != nil {
@@ -191,6 +212,9 @@ func (n *Node) close() error {
 	if n.xsrv != nil {
 		errs = append(errs, n.xsrv.Close())
 	}
+	if n.syncer != nil {
+		n.syncer.Close()
+	}
 	if n.mdnsSvc != nil {
 		errs = append(errs, n.mdnsSvc.Close())
 	}
@@ -212,6 +236,9 @@ func (n *Node) close() error {
 	}
 	if n.meta != nil {
 		errs = append(errs, n.meta.Close())
+	}
+	if n.vstore != nil {
+		errs = append(errs, n.vstore.Close())
 	}
 	return errors.Join(errs...)
 }
