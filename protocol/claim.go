@@ -213,6 +213,7 @@ type slotState struct {
 	holder     *remoteClaim
 	mine       *myClaim
 	avoidUntil time.Time // after our own infrastructure failure: let another node retry first
+	freeSince  time.Time // when the campaign was added, or a claim last lapsed or was dropped
 }
 
 func (s *slotState) failed(cap int) bool { return !s.finished && len(s.failedAttempts) >= cap }
@@ -244,6 +245,7 @@ type ClaimMachine struct {
 	watched   map[string]*slotState // slots with holder != nil
 	freed     map[string]*slotState // touched slots that may be free again (lapsed, released)
 	shutdown  bool
+	now       time.Time // of the input being handled
 	out       Actions
 }
 
@@ -269,6 +271,7 @@ func (m *ClaimMachine) Config() ClaimConfig { return m.cfg }
 // Adding a known campaign again does nothing; a slot ID already known from another
 // campaign is skipped.
 func (m *ClaimMachine) AddCampaign(c CampaignSpec, now time.Time) Actions {
+	m.now = now
 	if _, ok := m.campaigns[c.ID]; !ok {
 		cs := &campaignState{spec: c}
 		for _, sp := range c.Slots {
@@ -278,7 +281,7 @@ func (m *ClaimMachine) AddCampaign(c CampaignSpec, now time.Time) Actions {
 			if sp.HardLimit <= 0 {
 				sp.HardLimit = DefaultHardLimit
 			}
-			s := &slotState{spec: sp, camp: cs, score: RendezvousScore(sp.ID, m.cfg.Self)}
+			s := &slotState{spec: sp, camp: cs, score: RendezvousScore(sp.ID, m.cfg.Self), freeSince: now}
 			m.slots[sp.ID] = s
 			cs.order = append(cs.order, s)
 		}
@@ -297,17 +300,22 @@ func (m *ClaimMachine) AddCampaign(c CampaignSpec, now time.Time) Actions {
 // together), e.g. its free GPUs divided by the GPUs a run takes. Lowering it does not abort
 // runs; it stops new claims until enough end.
 func (m *ClaimMachine) SetCapacity(slots int, now time.Time) Actions {
+	m.now = now
 	m.capacity = max(0, slots)
 	return m.finish(now)
 }
 
 // Tick advances the machine's clock to now: settled claims start, live runs renew,
 // expired leases lapse, runs past their hard limit and campaigns past their deadline end.
-func (m *ClaimMachine) Tick(now time.Time) Actions { return m.finish(now) }
+func (m *ClaimMachine) Tick(now time.Time) Actions {
+	m.now = now
+	return m.finish(now)
+}
 
 // Receive takes a claim message another node published (already validated). Messages for
 // unknown campaigns or slots are ignored.
 func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
+	m.now = now
 	m.lamport = max(m.lamport, msg.Lamport)
 	s, ok := m.slots[msg.Slot]
 	if !ok || s.camp.spec.ID != msg.Campaign {
@@ -393,12 +401,14 @@ func (m *ClaimMachine) noteClaim(s *slotState, ref claimRef, now time.Time, leas
 
 func (m *ClaimMachine) dropHolder(s *slotState) {
 	s.holder = nil
+	s.freeSince = m.now
 	delete(m.watched, s.spec.ID)
 	m.freed[s.spec.ID] = s
 }
 
 func (m *ClaimMachine) dropMine(s *slotState) {
 	s.mine = nil
+	s.freeSince = m.now
 	delete(m.held, s.spec.ID)
 	m.freed[s.spec.ID] = s
 }
@@ -407,6 +417,7 @@ func (m *ClaimMachine) dropMine(s *slotState) {
 // the slot is done for everyone. A run of it here is aborted (its result could not count
 // twice); a pending claim is dropped.
 func (m *ClaimMachine) SlotFinished(slotID string, now time.Time) Actions {
+	m.now = now
 	s, ok := m.slots[slotID]
 	if !ok {
 		return m.finish(now)
@@ -428,6 +439,7 @@ func (m *ClaimMachine) SlotFinished(slotID string, now time.Time) Actions {
 // RunStarted records that the run asked for by a StartRun has really started: its hard
 // limit counts from now.
 func (m *ClaimMachine) RunStarted(slotID string, now time.Time) Actions {
+	m.now = now
 	if s, ok := m.held[slotID]; ok && s.mine.phase == phaseRunning {
 		s.mine.startedAt = now
 	}
@@ -438,6 +450,7 @@ func (m *ClaimMachine) RunStarted(slotID string, now time.Time) Actions {
 // finishes the slot (its attestation is on its way to everyone); an infrastructure failure
 // consumes the attempt and releases the slot for another node to retry.
 func (m *ClaimMachine) RunEnded(slotID string, o RunOutcome, now time.Time) Actions {
+	m.now = now
 	s, ok := m.held[slotID]
 	if !ok {
 		return m.finish(now)
@@ -462,6 +475,7 @@ func (m *ClaimMachine) RunEnded(slotID string, o RunOutcome, now time.Time) Acti
 // Shutdown releases every claim explicitly (pending ones freely; live runs, which are
 // aborted, consume their attempt) and stops claiming.
 func (m *ClaimMachine) Shutdown(now time.Time) Actions {
+	m.now = now
 	m.shutdown = true
 	for _, s := range m.sortedHeld() {
 		mine := s.mine
@@ -512,6 +526,16 @@ func (m *ClaimMachine) Held() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// FreeSince is when the slot last became free in this node's view: its campaign added, a
+// claim on it lapsed, released or dropped. Meaningful while the slot is free; the simulator
+// measures claim→start from it.
+func (m *ClaimMachine) FreeSince(slotID string) time.Time {
+	if s, ok := m.slots[slotID]; ok {
+		return s.freeSince
+	}
+	return time.Time{}
 }
 
 // Lamport is the node's Lamport clock.
