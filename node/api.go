@@ -78,6 +78,7 @@ type importResp struct {
 // Handler returns the node's HTTP API.
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
+	n.meshRoutes(mux)
 	mux.HandleFunc("POST "+apiPrefix+"id", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, IDInfo{PeerID: n.ID().String(), Addrs: n.Addrs()})
 	})

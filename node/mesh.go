@@ -19,6 +19,7 @@ import (
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/protocol"
+	"github.com/evalmesh/evalmesh/protocol/recon"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/scoring"
 	"github.com/evalmesh/evalmesh/tasks"
@@ -77,6 +78,9 @@ type Mesh struct {
 
 	events  chan func()
 	publish chan protocol.ClaimMessage
+
+	closeOnce sync.Once
+	closeErr  error
 
 	// Owned by the loop goroutine.
 	cm        *protocol.ClaimMachine
@@ -242,11 +246,11 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 
 	// What the store already holds (a restart) is replayed through the loop, so campaigns
 	// resume and finished slots stay finished.
-	_ = st.Campaigns().Each(func(_ [32]byte, env []byte) error {
+	_ = st.Campaigns().Each(func(_ recon.ID, env []byte) error {
 		m.do(func() { m.onCampaign(env) })
 		return nil
 	})
-	_ = st.Attestations().Each(func(_ [32]byte, env []byte) error {
+	_ = st.Attestations().Each(func(_ recon.ID, env []byte) error {
 		m.do(func() { m.onAttestation(env) })
 		return nil
 	})
@@ -258,6 +262,11 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 // loop and its runs' contexts, and leaves gossipsub. Runs' state stays on disk: the next
 // start recovers them.
 func (m *Mesh) Close() error {
+	m.closeOnce.Do(func() { m.closeErr = m.close() })
+	return m.closeErr
+}
+
+func (m *Mesh) close() error {
 	done := make(chan struct{})
 	if m.do(func() {
 		m.apply(m.cm.Shutdown(m.opts.Now()))

@@ -63,6 +63,9 @@ type Options struct {
 	VerifyCampaign CampaignVerifier
 	// Sync tunes anti-entropy (zero value: defaults).
 	Sync SyncOptions
+	// Mesh, when set, is called by Run once the node is up; a non-nil answer joins the
+	// node to its network (StartMesh) before the API answers. nil runs the node alone.
+	Mesh func(n *Node) (*MeshOptions, error)
 }
 
 // Node is a running evalmesh node: libp2p host, blockstore, bitswap, pinner.
@@ -86,6 +89,8 @@ type Node struct {
 	cancel  context.CancelFunc
 	vstore  *Store
 	syncer  *Syncer
+	meshMu  sync.Mutex
+	mesh    *Mesh // nil while the node runs alone
 
 	inflight  sync.WaitGroup // API requests being served
 	closeOnce sync.Once
