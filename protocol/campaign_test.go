@@ -13,9 +13,9 @@ import (
 	"github.com/evalmesh/evalmesh/runner"
 )
 
-var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+var campaignT0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
-func newTestLab(t testing.TB) *attest.Lab {
+func newCampaignLab(t testing.TB) *attest.Lab {
 	t.Helper()
 	k, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {
@@ -28,7 +28,7 @@ func newTestLab(t testing.TB) *attest.Lab {
 	return lab
 }
 
-func trusting(t testing.TB, labs ...*attest.Lab) *attest.TrustStore {
+func trustStoreOf(t testing.TB, labs ...*attest.Lab) *attest.TrustStore {
 	t.Helper()
 	ts := attest.NewTrustStore()
 	for i, l := range labs {
@@ -39,32 +39,32 @@ func trusting(t testing.TB, labs ...*attest.Lab) *attest.TrustStore {
 	return ts
 }
 
-func testSpec(name string) *runner.AgentSpec {
+func campaignTestSpec(name string) *runner.AgentSpec {
 	return &runner.AgentSpec{Name: name, Version: "1.0.0", Command: []string{"evalmesh", "agent", "echo"}}
 }
 
-// testCID is a syntactically valid CID standing for a task bundle.
-func testCID(s string) string { return runner.RawCID([]byte(s)) }
+// campaignTestCID is a syntactically valid CID standing for a task bundle.
+func campaignTestCID(s string) string { return runner.RawCID([]byte(s)) }
 
-func testCampaign(tasks, agents, seeds int) *Campaign {
+func campaignFixture(tasks, agents, seeds int) *Campaign {
 	c := &Campaign{Network: "testnet", Title: "a test campaign", Seeds: seeds, Replication: 1,
-		Created: t0, Deadline: t0.Add(72 * time.Hour)}
+		Created: campaignT0, Deadline: campaignT0.Add(72 * time.Hour)}
 	for i := range tasks {
-		c.Tasks = append(c.Tasks, testCID("task"+string(rune('0'+i))))
+		c.Tasks = append(c.Tasks, campaignTestCID("task"+string(rune('0'+i))))
 	}
 	for i := range agents {
-		c.Agents = append(c.Agents, NewCampaignAgent(testSpec("agent"+string(rune('0'+i)))))
+		c.Agents = append(c.Agents, NewCampaignAgent(campaignTestSpec("agent"+string(rune('0'+i)))))
 	}
 	return c
 }
 
-func opts(now time.Time) CampaignVerifyOptions {
+func campaignOpts(now time.Time) CampaignVerifyOptions {
 	return CampaignVerifyOptions{Now: now, Network: "testnet"}
 }
 
 func TestCampaignSignVerifyRoundTrip(t *testing.T) {
-	lab := newTestLab(t)
-	c := testCampaign(3, 2, 4)
+	lab := newCampaignLab(t)
+	c := campaignFixture(3, 2, 4)
 	env, id, err := SignCampaign(lab, c)
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestCampaignSignVerifyRoundTrip(t *testing.T) {
 	if id != attest.EnvelopeID(env) || c.ID != id {
 		t.Fatalf("id %s, c.ID %s, envelope ID %s", id, c.ID, attest.EnvelopeID(env))
 	}
-	v, err := VerifyCampaign(env, trusting(t, lab), opts(t0.Add(time.Hour)))
+	v, err := VerifyCampaign(env, trustStoreOf(t, lab), campaignOpts(campaignT0.Add(time.Hour)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +90,8 @@ func TestCampaignSignVerifyRoundTrip(t *testing.T) {
 }
 
 func TestCampaignSlotsOrderAndIDs(t *testing.T) {
-	lab := newTestLab(t)
-	c := testCampaign(3, 2, 4)
+	lab := newCampaignLab(t)
+	c := campaignFixture(3, 2, 4)
 	if _, _, err := SignCampaign(lab, c); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestCampaignSlotsOrderAndIDs(t *testing.T) {
 	}
 	// Verifying gives the same slots as signing.
 	env, _, _ := SignCampaign(lab, c)
-	v, err := VerifyCampaign(env, trusting(t, lab), opts(t0))
+	v, err := VerifyCampaign(env, trustStoreOf(t, lab), campaignOpts(campaignT0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,9 +132,9 @@ func TestCampaignSlotsOrderAndIDs(t *testing.T) {
 	}
 }
 
-// signRaw signs an arbitrary body as a campaign, bypassing SignCampaign's checks: what a
+// signRawCampaign signs an arbitrary body as a campaign, bypassing SignCampaign's checks: what a
 // buggy or hostile lab could publish.
-func signRaw(t *testing.T, lab *attest.Lab, body []byte) []byte {
+func signRawCampaign(t *testing.T, lab *attest.Lab, body []byte) []byte {
 	t.Helper()
 	env, err := lab.SignLabEnvelope(CampaignPayloadType, body)
 	if err != nil {
@@ -144,9 +144,9 @@ func signRaw(t *testing.T, lab *attest.Lab, body []byte) []byte {
 }
 
 func TestCampaignRefusals(t *testing.T) {
-	lab, other := newTestLab(t), newTestLab(t)
-	trust := trusting(t, lab)
-	good := func() *Campaign { c := testCampaign(2, 2, 2); c.Lab = lab.ID; c.Version = Version; return c }
+	lab, other := newCampaignLab(t), newCampaignLab(t)
+	trust := trustStoreOf(t, lab)
+	good := func() *Campaign { c := campaignFixture(2, 2, 2); c.Lab = lab.ID; c.Version = Version; return c }
 	signed := func(c *Campaign) []byte {
 		env, _, err := SignCampaign(lab, c)
 		if err != nil {
@@ -155,13 +155,13 @@ func TestCampaignRefusals(t *testing.T) {
 		return env
 	}
 	mismatched := good()
-	mismatched.Agents[1].Spec = testSpec("impostor").Canonical()
+	mismatched.Agents[1].Spec = campaignTestSpec("impostor").Canonical()
 	nonCanonical := good()
 	spaced, _ := json.MarshalIndent(nonCanonical, "", " ")
 	forgedSig := signed(good())
 	forgedSig = bytes.Replace(forgedSig, []byte(`"sig":"`), []byte(`"sig":"AAAA`), 1)
 	// The other lab signs a body that names our lab: the keyid (the other lab) is unknown.
-	otherLab := signRaw(t, other, good().canonical())
+	otherLab := signRawCampaign(t, other, good().canonical())
 	v2 := good()
 	v2.Version = 2
 	tooMany := good()
@@ -179,24 +179,24 @@ func TestCampaignRefusals(t *testing.T) {
 		o    CampaignVerifyOptions
 		want CampaignReason
 	}{
-		{"control: a trusted lab's good campaign", signed(good()), opts(t0), ""},
-		{"untrusted signer", signRaw(t, other, func() []byte { c := good(); c.Lab = other.ID; return c.canonical() }()), opts(t0), CampaignUnknownLab},
-		{"other lab signs in our name", otherLab, opts(t0), CampaignUnknownLab},
-		{"bad signature", forgedSig, opts(t0), CampaignBadSignature},
-		{"expired", signed(good()), opts(t0.Add(72 * time.Hour)), CampaignExpired},
-		{"not yet valid", signed(good()), opts(t0.Add(-time.Hour)), CampaignNotYetValid},
-		{"wrong network", signed(good()), CampaignVerifyOptions{Now: t0, Network: "othernet"}, CampaignWrongNetwork},
-		{"agent spec does not hash to its cid", signRaw(t, lab, mismatched.canonical()), opts(t0), CampaignAgentMismatch},
-		{"too many slots", signed(tooMany), CampaignVerifyOptions{Now: t0, MaxSlots: 7}, CampaignTooManySlots},
-		{"not canonical", signRaw(t, lab, spaced), opts(t0), CampaignMalformed},
-		{"unknown version", signRaw(t, lab, v2.canonical()), opts(t0), CampaignUnknownVersion},
-		{"unknown field", signRaw(t, lab, unknownField), opts(t0), CampaignMalformed},
-		{"duplicate task", signRaw(t, lab, dupTask.canonical()), opts(t0), CampaignMalformed},
-		{"task not a CID", signRaw(t, lab, badCID.canonical()), opts(t0), CampaignMalformed},
-		{"deadline not after created", signRaw(t, lab, badSpecTimes.canonical()), opts(t0.Add(-time.Minute)), CampaignMalformed},
-		{"not JSON", []byte("hello"), opts(t0), CampaignMalformed},
-		{"attestation payload type", signedAs(t, lab, "application/vnd.in-toto+json", good().canonical()), opts(t0), CampaignMalformed},
-		{"oversized", bytes.Repeat([]byte(" "), MaxCampaignSize+1), opts(t0), CampaignMalformed},
+		{"control: a trusted lab's good campaign", signed(good()), campaignOpts(campaignT0), ""},
+		{"untrusted signer", signRawCampaign(t, other, func() []byte { c := good(); c.Lab = other.ID; return c.canonical() }()), campaignOpts(campaignT0), CampaignUnknownLab},
+		{"other lab signs in our name", otherLab, campaignOpts(campaignT0), CampaignUnknownLab},
+		{"bad signature", forgedSig, campaignOpts(campaignT0), CampaignBadSignature},
+		{"expired", signed(good()), campaignOpts(campaignT0.Add(72 * time.Hour)), CampaignExpired},
+		{"not yet valid", signed(good()), campaignOpts(campaignT0.Add(-time.Hour)), CampaignNotYetValid},
+		{"wrong network", signed(good()), CampaignVerifyOptions{Now: campaignT0, Network: "othernet"}, CampaignWrongNetwork},
+		{"agent spec does not hash to its cid", signRawCampaign(t, lab, mismatched.canonical()), campaignOpts(campaignT0), CampaignAgentMismatch},
+		{"too many slots", signed(tooMany), CampaignVerifyOptions{Now: campaignT0, MaxSlots: 7}, CampaignTooManySlots},
+		{"not canonical", signRawCampaign(t, lab, spaced), campaignOpts(campaignT0), CampaignMalformed},
+		{"unknown version", signRawCampaign(t, lab, v2.canonical()), campaignOpts(campaignT0), CampaignUnknownVersion},
+		{"unknown field", signRawCampaign(t, lab, unknownField), campaignOpts(campaignT0), CampaignMalformed},
+		{"duplicate task", signRawCampaign(t, lab, dupTask.canonical()), campaignOpts(campaignT0), CampaignMalformed},
+		{"task not a CID", signRawCampaign(t, lab, badCID.canonical()), campaignOpts(campaignT0), CampaignMalformed},
+		{"deadline not after created", signRawCampaign(t, lab, badSpecTimes.canonical()), campaignOpts(campaignT0.Add(-time.Minute)), CampaignMalformed},
+		{"not JSON", []byte("hello"), campaignOpts(campaignT0), CampaignMalformed},
+		{"attestation payload type", signLabAs(t, lab, "application/vnd.in-toto+json", good().canonical()), campaignOpts(campaignT0), CampaignMalformed},
+		{"oversized", bytes.Repeat([]byte(" "), MaxCampaignSize+1), campaignOpts(campaignT0), CampaignMalformed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -220,7 +220,7 @@ func TestCampaignRefusals(t *testing.T) {
 	}
 }
 
-func signedAs(t *testing.T, lab *attest.Lab, payloadType string, body []byte) []byte {
+func signLabAs(t *testing.T, lab *attest.Lab, payloadType string, body []byte) []byte {
 	t.Helper()
 	env, err := lab.SignLabEnvelope(payloadType, body)
 	if err != nil {
@@ -230,16 +230,16 @@ func signedAs(t *testing.T, lab *attest.Lab, payloadType string, body []byte) []
 }
 
 func TestSignCampaignRefusesWhatReadersRefuse(t *testing.T) {
-	lab := newTestLab(t)
+	lab := newCampaignLab(t)
 	for name, mutate := range map[string]func(*Campaign){
 		"no tasks":         func(c *Campaign) { c.Tasks = nil },
 		"no seeds":         func(c *Campaign) { c.Seeds = 0 },
 		"bad network":      func(c *Campaign) { c.Network = "Has/Slash" },
 		"too many slots":   func(c *Campaign) { c.Seeds = DefaultMaxSlots },
-		"other lab's name": func(c *Campaign) { c.Lab = newTestLab(t).ID },
+		"other lab's name": func(c *Campaign) { c.Lab = newCampaignLab(t).ID },
 		"empty title":      func(c *Campaign) { c.Title = " " },
 	} {
-		c := testCampaign(2, 1, 1)
+		c := campaignFixture(2, 1, 1)
 		mutate(c)
 		if _, _, err := SignCampaign(lab, c); err == nil {
 			t.Errorf("%s: signed", name)
@@ -248,9 +248,9 @@ func TestSignCampaignRefusesWhatReadersRefuse(t *testing.T) {
 }
 
 func TestCampaignTimesAreNormalised(t *testing.T) {
-	lab := newTestLab(t)
-	c := testCampaign(1, 1, 1)
-	c.Created = t0.In(time.FixedZone("x", 3600)).Add(123 * time.Millisecond)
+	lab := newCampaignLab(t)
+	c := campaignFixture(1, 1, 1)
+	c.Created = campaignT0.In(time.FixedZone("x", 3600)).Add(123 * time.Millisecond)
 	env, _, err := SignCampaign(lab, c)
 	if err != nil {
 		t.Fatal(err)
@@ -262,11 +262,11 @@ func TestCampaignTimesAreNormalised(t *testing.T) {
 }
 
 func TestCampaignSignedByAnotherTrustedLabInOurName(t *testing.T) {
-	lab, other := newTestLab(t), newTestLab(t)
-	c := testCampaign(1, 1, 1)
+	lab, other := newCampaignLab(t), newCampaignLab(t)
+	c := campaignFixture(1, 1, 1)
 	c.Lab, c.Version = lab.ID, Version
-	env := signRaw(t, other, c.canonical())
-	_, err := VerifyCampaign(env, trusting(t, lab, other), opts(t0))
+	env := signRawCampaign(t, other, c.canonical())
+	_, err := VerifyCampaign(env, trustStoreOf(t, lab, other), campaignOpts(campaignT0))
 	if CampaignReasonOf(err) != CampaignBadSignature {
 		t.Fatalf("got %v, want bad_signature: lab %s may not sign for lab %s", err, other.ID, lab.ID)
 	}
