@@ -984,3 +984,23 @@ func (m *Mesh) PublishCampaign(env []byte) (string, error) {
 	}
 	return attest.EnvelopeID(env), nil
 }
+
+// verifyStoredCampaign is the store's campaign verifier: signature, trusted lab, network and
+// a well-formed body, as of the campaign's own creation time, so a campaign whose deadline
+// has passed still enters the store (its runs count; nobody claims its slots any more).
+// The order key is its creation time.
+func (n *Node) verifyStoredCampaign(env []byte) (uint64, error) {
+	e, err := attest.DecodeEnvelope(env)
+	if err != nil {
+		return 0, err
+	}
+	c, err := protocol.DecodeCampaign(e.Payload)
+	if err != nil {
+		return 0, err
+	}
+	v, err := protocol.VerifyCampaign(env, n.vstore.Trust(), protocol.CampaignVerifyOptions{Now: c.Created, Network: n.cfg.Network})
+	if err != nil {
+		return 0, err
+	}
+	return uint64(max(v.Campaign.Created.Unix(), 0)), nil
+}

@@ -144,7 +144,11 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 			return nil, err
 		}
 	}
-	if n.vstore, err = OpenStore(StoreDir(h), StoreOptions{Trust: trust, VerifyCampaign: opts.VerifyCampaign}); err != nil {
+	vc := opts.VerifyCampaign
+	if vc == nil {
+		vc = n.verifyStoredCampaign
+	}
+	if n.vstore, err = OpenStore(StoreDir(h), StoreOptions{Trust: trust, VerifyCampaign: vc}); err != nil {
 		return nil, err
 	}
 	if opts.Blockstore != "" {
