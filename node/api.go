@@ -79,6 +79,9 @@ type importResp struct {
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	n.meshRoutes(mux)
+	if n.opts.TestControls {
+		n.testRoutes(mux)
+	}
 	mux.HandleFunc("POST "+apiPrefix+"id", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, IDInfo{PeerID: n.ID().String(), Addrs: n.Addrs()})
 	})

@@ -1004,3 +1004,27 @@ func (n *Node) verifyStoredCampaign(env []byte) (uint64, error) {
 	}
 	return uint64(max(v.Campaign.Created.Unix(), 0)), nil
 }
+
+// ImportLocal puts the run attestations this node's runner left in HOME/attestations (and
+// the objects they name) into the store, which gossips the new ones: at start, and after
+// the runs a killed daemon left behind have been recovered and attested. It returns how
+// many were new.
+func (m *Mesh) ImportLocal(ctx context.Context) (int, error) {
+	files, refused, err := attest.ReadEnvelopeDir(m.n.home.AttestationsDir())
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	for _, r := range refused {
+		m.n.opts.Logf("mesh: %s", r)
+	}
+	before := m.store.Attestations().Len()
+	for _, f := range files {
+		if err := m.ingestRun(ctx, f.Data); err != nil {
+			m.n.opts.Logf("mesh: import %s: %v", f.Name, err)
+		}
+	}
+	return m.store.Attestations().Len() - before, nil
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/ipfs/go-cid"
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	ipld "github.com/ipfs/go-ipld-format"
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -63,6 +64,10 @@ type Options struct {
 	VerifyCampaign CampaignVerifier
 	// Sync tunes anti-entropy (zero value: defaults).
 	Sync SyncOptions
+	// TestControls serves /api/v0/test/partition and /test/heal, which cut this node off
+	// from given peers inside evalmesh (connection gater + closing connections) for fault
+	// tests. Never on in production (daemon --test-controls).
+	TestControls bool
 	// Mesh, when set, is called by Run once the node is up; a non-nil answer joins the
 	// node to its network (StartMesh) before the API answers. nil runs the node alone.
 	Mesh func(n *Node) (*MeshOptions, error)
@@ -91,6 +96,7 @@ type Node struct {
 	syncer  *Syncer
 	meshMu  sync.Mutex
 	mesh    *Mesh // nil while the node runs alone
+	gater   *partitionGater
 
 	inflight  sync.WaitGroup // API requests being served
 	closeOnce sync.Once
@@ -165,7 +171,8 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	n.writes = &latchStore{Blockstore: n.bstore}
 	n.bstore = n.writes
 
-	if n.host, err = newHost(key, cfg.Listen, cfg.PrivateNetworkKey); err != nil {
+	n.gater = &partitionGater{cut: map[peer.ID]bool{}}
+	if n.host, err = newHost(key, cfg.Listen, cfg.PrivateNetworkKey, libp2p.ConnectionGater(n.gater)); err != nil {
 		return nil, err
 	}
 	nctx, cancel := context.WithCancel(context.Background())

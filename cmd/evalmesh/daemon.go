@@ -27,6 +27,7 @@ func newDaemonCmd(g *globals) *cobra.Command {
 	var listen []string
 	var api string
 	var claims protocol.ClaimConfig
+	var testControls bool
 	cmd := &cobra.Command{
 		Use:   "daemon [--listen MULTIADDR]... [--api HOST:PORT]",
 		Short: "Run this node: hold, pin and exchange task bundles with other labs",
@@ -68,9 +69,10 @@ Example:
 			errw := cmd.ErrOrStderr()
 			logf := func(format string, args ...any) { fmt.Fprintf(errw, format+"\n", args...) }
 			opts := node.Options{
-				Listen: listen,
-				API:    api,
-				Logf:   logf,
+				Listen:       listen,
+				API:          api,
+				Logf:         logf,
+				TestControls: testControls,
 				Mesh: func(n *node.Node) (*node.MeshOptions, error) {
 					return meshOptions(h, n, claims, errw)
 				},
@@ -83,6 +85,14 @@ Example:
 				go func() {
 					defer recovering.Done()
 					recoverAtStart(ctx, h, errw)
+					// Runs signed before a crash, or just recovered, reach the network.
+					if m := n.Mesh(); m != nil {
+						if k, err := m.ImportLocal(ctx); err != nil {
+							fmt.Fprintf(errw, "import local attestations: %v\n", err)
+						} else if k > 0 {
+							fmt.Fprintf(errw, "imported %d local attestation(s) into the store\n", k)
+						}
+					}
 				}()
 				out := cmd.OutOrStdout()
 				if g.jsonOut {
@@ -101,6 +111,8 @@ Example:
 	cmd.Flags().StringArrayVar(&listen, "listen", nil, "libp2p listen multiaddr (repeatable; default: config listen)")
 	cmd.Flags().StringVar(&api, "api", "", "HTTP API host:port (default: config api; port 0 picks one)")
 	cmd.Flags().DurationVar(&claims.Lease, "lease", protocol.DefaultLease, "how long other nodes hold a slot for this node after each claim or renewal (pick it with `evalmesh sim`)")
+	cmd.Flags().BoolVar(&testControls, "test-controls", false, "serve the fault-test partition controls on the API (tests only)")
+	_ = cmd.Flags().MarkHidden("test-controls")
 	cmd.Flags().DurationVar(&claims.Heartbeat, "heartbeat", 0, "how often live claims are renewed and re-announced (default lease/3)")
 	return cmd
 }
