@@ -91,6 +91,10 @@ type importResp struct {
 // Handler returns the node's HTTP API.
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
+	n.meshRoutes(mux)
+	if n.opts.TestControls {
+		n.testRoutes(mux)
+	}
 	mux.HandleFunc("POST "+apiPrefix+"id", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, IDInfo{PeerID: n.ID().String(), Addrs: n.Addrs()})
 	})

@@ -9,8 +9,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -26,6 +26,7 @@ import (
 	"github.com/ipfs/go-cid"
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	ipld "github.com/ipfs/go-ipld-format"
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -65,6 +66,13 @@ type Options struct {
 	VerifyCampaign CampaignVerifier
 	// Sync tunes anti-entropy (zero value: defaults).
 	Sync SyncOptions
+	// TestControls serves /api/v0/test/partition and /test/heal, which cut this node off
+	// from given peers inside evalmesh (connection gater + closing connections) for fault
+	// tests. Never on in production (daemon --test-controls).
+	TestControls bool
+	// Mesh, when set, is called by Run once the node is up; a non-nil answer joins the
+	// node to its network (StartMesh) before the API answers. nil runs the node alone.
+	Mesh func(n *Node) (*MeshOptions, error)
 }
 
 // Node is a running evalmesh node: libp2p host, blockstore, bitswap, pinner.
@@ -89,9 +97,12 @@ type Node struct {
 	cancel  context.CancelFunc
 	vstore  *Store
 	syncer  *Syncer
+	meshMu  sync.Mutex
+	mesh    *Mesh // nil while the node runs alone
+	gater   *partitionGater
 
-	apiToken  string         // the bearer token guard requires; set by Run before serving
-	inflight  sync.WaitGroup // API requests being served
+	apiToken  string                // the bearer token guard requires; set by Run before serving
+	inflight  sync.WaitGroup        // API requests being served
 	metaErr   atomic.Pointer[error] // set once a metadata write failed fatally (guardMeta)
 	closeOnce sync.Once
 	closeErr  error
@@ -158,7 +169,11 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 			return nil, err
 		}
 	}
-	if n.vstore, err = OpenStore(StoreDir(h), StoreOptions{Trust: trust, VerifyCampaign: opts.VerifyCampaign}); err != nil {
+	vc := opts.VerifyCampaign
+	if vc == nil {
+		vc = n.verifyStoredCampaign
+	}
+	if n.vstore, err = OpenStore(StoreDir(h), StoreOptions{Trust: trust, VerifyCampaign: vc}); err != nil {
 		return nil, err
 	}
 	n.bstore = n.store
@@ -169,7 +184,8 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	n.bstore = n.writes
 	n.gcl = blockstore.NewGCLocker()
 
-	if n.host, err = newHost(key, cfg.Listen, cfg.PrivateNetworkKey); err != nil {
+	n.gater = &partitionGater{cut: map[peer.ID]bool{}}
+	if n.host, err = newHost(key, cfg.Listen, cfg.PrivateNetworkKey, libp2p.ConnectionGater(n.gater)); err != nil {
 		return nil, err
 	}
 	nctx, cancel := context.WithCancel(context.Background())

@@ -40,6 +40,20 @@ func Run(ctx context.Context, h home.Home, opts Options, ready func(n *Node, api
 		return err
 	}
 	defer n.Close()
+	if opts.Mesh != nil {
+		mo, err := opts.Mesh(n)
+		if err != nil {
+			return err
+		}
+		if mo != nil {
+			m, err := StartMesh(ctx, n, *mo)
+			if err != nil {
+				return err
+			}
+			n.setMesh(m)
+			defer m.Close()
+		}
+	}
 	ln, err := net.Listen("tcp", n.cfg.API)
 	if err != nil {
 		return fmt.Errorf("API address %s: %w (set another with --api HOST:PORT; port 0 picks a free one)", n.cfg.API, err)
@@ -80,5 +94,8 @@ func Run(ctx context.Context, h home.Home, opts Options, ready func(n *Node, api
 	}
 	srv.Close() // cancels the requests still running; wait for their handlers to return
 	n.inflight.Wait()
+	if m := n.Mesh(); m != nil {
+		m.Close() // releases its claims while the host still runs
+	}
 	return n.Close()
 }

@@ -83,6 +83,9 @@ type Request struct {
 	Seed    int
 	// Campaign is the campaign CID, or "" for LocalCampaign.
 	Campaign string
+	// Attempt is the attempt number signed into the attestation (0 means 1): the claim
+	// machine numbers a slot's runs so a retry is never read as equivocation.
+	Attempt int
 }
 
 // Outcome is a finished run.
@@ -188,6 +191,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Outcome, error) {
 		ID: newRunID(start), Phase: PhaseStarting, Executor: r.Executor,
 		TaskDir: taskDir, TaskCID: taskCID, Campaign: campaign,
 		Agent: *req.Agent, AgentCID: req.Agent.CID(), Seed: req.Seed, Start: start,
+		Attempt: req.Attempt,
 	}
 	// Allocate under the home's lock, and record the GPUs before releasing it.
 	unlock, err := lockRuns(r.Home)
@@ -548,6 +552,7 @@ func (r *Runner) evaluateAndState(ctx context.Context, ex Executor, st *RunState
 		Telemetry:     telemetryView(st),
 		Executor:      executorInfo(ex, st.AgentHandle),
 		Build:         &build,
+		Attempt:       st.Attempt,
 	}
 	if pred.Hardware.GPUModel == "" {
 		pred.Hardware.GPUModel = "cpu"

@@ -42,8 +42,10 @@ type RunState struct {
 	Agent    AgentSpec `json:"agent"`
 	AgentCID string    `json:"agent_cid"`
 	Seed     int       `json:"seed"`
-	GPUs     []string  `json:"gpus,omitempty"`
-	Start    time.Time `json:"start"`
+	// Attempt is the attempt number the run signs (0: 1, a run outside any claim).
+	Attempt int       `json:"attempt,omitempty"`
+	GPUs    []string  `json:"gpus,omitempty"`
+	Start   time.Time `json:"start"`
 	// AgentHandle is saved right after Start, before waiting, so Recover can re-attach.
 	AgentHandle *Handle     `json:"agent_handle,omitempty"`
 	AgentExit   *ExitResult `json:"agent_exit,omitempty"`

@@ -43,6 +43,9 @@ type RunnerConfig struct {
 	AllowNetwork bool `yaml:"allow_network"`
 	// GPUs lists GPU UUIDs evalmesh may use; empty means all that NVML reports.
 	GPUs []string `yaml:"gpus"`
+	// MaxParallel is how many runs a node takes on at once when it has no GPU (a GPU node
+	// takes one run per free GPU); 0 means 1.
+	MaxParallel int `yaml:"max_parallel"`
 }
 
 // DefaultConfigYAML is what `evalmesh init` writes; it is also parsed for the defaults, so
@@ -87,6 +90,8 @@ runner:
   allow_network: false
   # GPU UUIDs evalmesh may use; empty: every GPU NVML reports.
   gpus: []
+  # Runs at once on a node without GPUs (a GPU node takes one run per allowed GPU).
+  max_parallel: 1
 `
 
 // DefaultConfig returns the defaults.
