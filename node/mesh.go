@@ -58,6 +58,12 @@ type MeshOptions struct {
 	// LedgerDebounce is how long after new attestations the ledger is recomputed (default
 	// 250 ms): a burst of arrivals costs one computation.
 	LedgerDebounce time.Duration
+	// NetworkDoc is the network's document; its hash goes into every head, so a peer on
+	// another document is reported as such, never as a disagreeing root. nil: hash "".
+	NetworkDoc *protocol.NetworkDoc
+	// HeadsInterval is how often the node announces its head on /heads (default 5 s) and
+	// SyncInterval how often it reconciles with one random peer (default 30 s).
+	HeadsInterval, SyncInterval time.Duration
 	// PubSub tunes gossipsub's queues (zero: node defaults).
 	PubSub PubSubOptions
 	// Now is the clock (default time.Now).
@@ -94,6 +100,9 @@ type Mesh struct {
 	labPeers  map[string]time.Time // nodes of our lab heard from, for the re-score split
 	pending   map[string]bool      // campaigns whose bundles are being fetched
 	wake      *time.Timer
+	heads     *protocol.HeadsTracker
+	headSeq   uint64
+	docHash   string
 
 	bundleMu sync.Mutex
 	bundles  map[string]*sync.Mutex // per-CID fetch lock
@@ -173,6 +182,12 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.HeadsInterval <= 0 {
+		opts.HeadsInterval = 5 * time.Second
+	}
+	if opts.SyncInterval <= 0 {
+		opts.SyncInterval = 30 * time.Second
+	}
 	st := n.Store()
 	if st == nil {
 		return nil, errors.New("mesh: the node has no attestation store")
@@ -185,7 +200,10 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		campaigns: map[string]*meshCampaign{}, slots: map[string]slotRef{}, running: map[string]*activeRun{},
 		runs: map[string]*runRecord{}, bySlot: map[string][]string{}, rescores: map[string][]rescoreRecord{},
 		rescoring: map[string]bool{}, labPeers: map[string]time.Time{}, pending: map[string]bool{},
-		bundles: map[string]*sync.Mutex{},
+		bundles: map[string]*sync.Mutex{}, heads: protocol.NewHeadsTracker(), headSeq: uint64(time.Now().UnixNano()),
+	}
+	if opts.NetworkDoc != nil {
+		m.docHash = opts.NetworkDoc.Hash()
 	}
 	cc := opts.Claims
 	cc.Self, cc.Lab, cc.Cert, cc.Capacity = m.self, cert.Lab, cert.Raw(), opts.Capacity
@@ -200,6 +218,10 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 			return protocol.ValidateClaim(data, from.String(), trust, opts.Now())
 		},
 		protocol.TopicAttestations: protocol.AttestationValidator(protocol.AttestationCheck{Trust: trust}),
+		protocol.TopicHeads: func(from peer.ID, data []byte) protocol.Validation {
+			_, v := protocol.ValidateHead(data, from, network)
+			return v
+		},
 	}
 	ps, err := NewPubSub(ctx, n.host, network, validators, opts.PubSub)
 	if err != nil {
@@ -229,7 +251,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		}
 	})
 
-	for _, kind := range []string{protocol.TopicCampaigns, protocol.TopicClaims, protocol.TopicAttestations} {
+	for _, kind := range []string{protocol.TopicCampaigns, protocol.TopicClaims, protocol.TopicAttestations, protocol.TopicHeads} {
 		msgs, cancel, err := ps.Subscribe(m.ctx, kind)
 		if err != nil {
 			m.stop()
@@ -240,9 +262,15 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		go m.consume(kind, msgs, cancel)
 	}
 	m.wake = time.NewTimer(time.Hour)
-	m.wg.Add(2)
+	m.wg.Add(3)
 	go m.loop()
 	go m.publisher()
+	go func() {
+		defer m.wg.Done()
+		if sy := n.Syncer(); sy != nil {
+			sy.Run(m.ctx, opts.SyncInterval)
+		}
+	}()
 
 	// What the store already holds (a restart) is replayed through the loop, so campaigns
 	// resume and finished slots stay finished.
@@ -323,6 +351,8 @@ func (m *Mesh) loop() {
 	defer m.wg.Done()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	headsTick := time.NewTicker(m.opts.HeadsInterval)
+	defer headsTick.Stop()
 	for {
 		select {
 		case <-m.ctx.Done():
@@ -338,6 +368,8 @@ func (m *Mesh) loop() {
 			now := m.opts.Now()
 			m.apply(m.cm.Tick(now))
 			m.rescoreDuties(now)
+		case <-headsTick.C:
+			m.announceHead()
 		}
 	}
 }
@@ -372,6 +404,12 @@ func (m *Mesh) consume(kind string, msgs <-chan Message, cancel func()) {
 				_, _ = m.store.Attestations().Add([][]byte{msg.Data}, SourceGossip, msg.From.String())
 			case protocol.TopicCampaigns:
 				_, _ = m.store.Campaigns().Add([][]byte{msg.Data}, SourceGossip, msg.From.String())
+			case protocol.TopicHeads:
+				h, err := protocol.DecodeHead(msg.Data)
+				if err != nil {
+					continue
+				}
+				m.do(func() { m.onHead(h) })
 			}
 		}
 	}
@@ -913,6 +951,9 @@ func (m *Mesh) computeLedger() {
 			ml = &MeshLedger{Ledger: l, Report: rep, Root: l.Root(), Attestations: m.store.Attestations().Len(), At: m.opts.Now()}
 		}
 	}
+	if ml != nil {
+		m.do(m.announceHead)
+	}
 	m.ledgerMu.Lock()
 	if ml != nil {
 		m.ledger = ml
@@ -1027,4 +1068,78 @@ func (m *Mesh) ImportLocal(ctx context.Context) (int, error) {
 		}
 	}
 	return m.store.Attestations().Len() - before, nil
+}
+
+// ourHead is this node's side of a head comparison: its document, root and set.
+func (m *Mesh) ourHead() protocol.OurHead {
+	fp := m.store.Attestations().Fingerprint()
+	o := protocol.OurHead{Network: m.n.cfg.Network, NetworkDoc: m.docHash, Attestations: m.store.Attestations().Len(),
+		Fingerprint: hex.EncodeToString(fp[:])}
+	if l := m.Ledger(); l != nil {
+		o.LedgerRoot = l.Root
+		if l.Attestations != o.Attestations {
+			// The root is of an older set: say so rather than announce a root for this set.
+			o.LedgerRoot = ""
+		}
+	}
+	return o
+}
+
+// announceHead publishes this node's head on /heads (runs on the loop).
+func (m *Mesh) announceHead() {
+	o := m.ourHead()
+	m.headSeq++
+	h := protocol.Head{Version: protocol.Version, Network: o.Network, NetworkDoc: o.NetworkDoc, PeerID: m.self, Lab: m.lab,
+		LedgerRoot: o.LedgerRoot, Attestations: o.Attestations, Fingerprint: o.Fingerprint, Seq: m.headSeq}
+	data, err := protocol.SignHead(h, m.opts.Runner.Key)
+	if err != nil {
+		m.n.opts.Logf("mesh: sign head: %v", err)
+		return
+	}
+	m.gossip(protocol.TopicHeads, data)
+}
+
+// onHead records a peer's head, and reconciles with it when its set differs from ours.
+func (m *Mesh) onHead(h *protocol.Head) {
+	now := m.opts.Now()
+	if h.Lab == m.lab {
+		m.labPeers[h.PeerID] = now
+	}
+	if !m.heads.Observe(*h, now) {
+		return
+	}
+	if m.heads.NeedsSync(m.ourHead(), h.PeerID) {
+		if p, err := peer.Decode(h.PeerID); err == nil && m.n.Syncer() != nil {
+			m.n.Syncer().Trigger(p)
+		}
+	}
+}
+
+// LedgerStatus is `evalmesh ledger status`: our root and how each peer's head compares.
+type LedgerStatus struct {
+	Network      string              `json:"network"`
+	NetworkDoc   string              `json:"network_doc"`
+	LedgerRoot   string              `json:"ledger_root"`
+	Attestations int                 `json:"attestations"`
+	Fingerprint  string              `json:"fingerprint"`
+	Peers        []protocol.PeerHead `json:"peers"`
+	// Mismatches lists the peers whose root differs from ours over an equal set: a bug or
+	// a cheat, never a sync still under way.
+	Mismatches []string `json:"mismatches"`
+}
+
+// Status compares this node's head with every peer's latest.
+func (m *Mesh) Status(ctx context.Context) (*LedgerStatus, error) {
+	var st *LedgerStatus
+	err := m.query(ctx, func() {
+		o := m.ourHead()
+		st = &LedgerStatus{Network: o.Network, NetworkDoc: o.NetworkDoc, LedgerRoot: o.LedgerRoot,
+			Attestations: o.Attestations, Fingerprint: o.Fingerprint, Peers: m.heads.Compare(o), Mismatches: []string{}}
+		for _, p := range st.Peers {
+			if p.Status == protocol.StatusRootMismatch {
+				st.Mismatches = append(st.Mismatches, p.PeerID)
+			}
+		}
+	})
+	return st, err
 }

@@ -149,24 +149,26 @@ func recoverAtStart(ctx context.Context, h home.Home, log io.Writer) {
 // file listing the network's labs and a lab certificate for this node. Without either the
 // node runs alone (bundles, pins, transfer) and says why.
 func meshOptions(h home.Home, n *node.Node, claims protocol.ClaimConfig, log io.Writer) (*node.MeshOptions, error) {
-	trustPath := filepath.Join(h.Dir, "trust.yaml")
-	if _, err := os.Stat(trustPath); errors.Is(err, fs.ErrNotExist) {
-		fmt.Fprintf(log, "not joining a network: no %s (list the network's labs with `evalmesh trust add --trust %s`)\n", trustPath, trustPath)
-		return nil, nil
+	net, err := loadNetworkPolicy(h, n.Config().Network)
+	if err != nil {
+		return nil, err
+	}
+	trust := net.Trust
+	if trust == nil {
+		trustPath := filepath.Join(h.Dir, "trust.yaml")
+		if _, err := os.Stat(trustPath); errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(log, "not joining a network: no %s or %s (list the network's labs in one of them)\n", filepath.Join(h.Dir, NetworkDocFile), trustPath)
+			return nil, nil
+		}
+		if trust, err = attest.LoadTrust(trustPath); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := os.Stat(h.CertPath()); errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(log, "not joining a network: no lab certificate %s (ask your lab: evalmesh lab certify --node %s)\n", h.CertPath(), n.ID())
 		return nil, nil
 	}
-	trust, err := attest.LoadTrust(trustPath)
-	if err != nil {
-		return nil, err
-	}
 	r, err := nodeRunner(h, "", log)
-	if err != nil {
-		return nil, err
-	}
-	net, err := loadNetworkPolicy(h)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +179,12 @@ func meshOptions(h home.Home, n *node.Node, claims protocol.ClaimConfig, log io.
 			capacity = len(allowed)
 		}
 	}
-	fmt.Fprintf(log, "joining network %s: %d trusted lab(s), capacity %d run(s), executor %s\n", n.Config().Network, len(trust.Labs()), max(capacity, 1), r.Executor)
+	counts := "isolated (container) runs only"
+	if net.Policy.AllowProcessRuns {
+		counts = "process-executor runs too (agents not isolated)"
+	}
+	fmt.Fprintf(log, "joining network %s: %d trusted lab(s), capacity %d run(s), executor %s; the ledger counts %s, replication %d\n",
+		n.Config().Network, len(trust.Labs()), max(capacity, 1), r.Executor, counts, net.Policy.Replication)
 	return &node.MeshOptions{Trust: trust, Runner: r, Capacity: capacity, Claims: claims,
-		Policy: net.Policy, Scoring: net.Scoring}, nil
+		Policy: net.Policy, Scoring: net.Scoring, NetworkDoc: net.Doc}, nil
 }

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -101,11 +102,6 @@ type NetResult struct {
 	Seconds       float64  `json:"seconds"`
 }
 
-// demoPolicy is the demo network's ledger options: replication 1 and process runs counted.
-func demoPolicy() (attest.AcceptPolicy, scoring.Options) {
-	return demoAcceptPolicy(), Scoring
-}
-
 type demoNode struct {
 	name  string
 	lab   *attest.Lab
@@ -193,8 +189,15 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 		}
 		nodes[i] = &demoNode{name: name, lab: lab, h: h, done: make(chan error, 1), ready: make(chan struct{})}
 	}
+	doc, err := demoNetworkDoc(nodes)
+	if err != nil {
+		return nil, err
+	}
 	for _, d := range nodes {
 		if err := trust.Save(filepath.Join(d.h.Dir, TrustFile)); err != nil {
+			return nil, err
+		}
+		if err := home.WriteFileAtomic(filepath.Join(d.h.Dir, NetworkDocFile), doc.Canonical(), 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -211,7 +214,8 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 		stopDaemons()
 		wg.Wait()
 	}()
-	pol, sc := demoPolicy()
+	pol := attest.AcceptPolicy{Replication: doc.Ledger.Replication, AllowProcessRuns: doc.CountsExecutor(attest.IsolationProcess)}
+	sc := doc.ScoringOptions()
 	for _, d := range nodes {
 		d := d
 		r, err := runner.ForHome(d.h, map[string]runner.Executor{"process": process.New(process.Options{})}, "process", io.Discard)
@@ -224,7 +228,7 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 			defer wg.Done()
 			d.done <- node.Run(dctx, d.h, node.Options{
 				Mesh: func(n *node.Node) (*node.MeshOptions, error) {
-					return &node.MeshOptions{Trust: trust, Runner: r, Capacity: 2, Policy: pol, Scoring: sc,
+					return &node.MeshOptions{Trust: trust, Runner: r, Capacity: 2, Policy: pol, Scoring: sc, NetworkDoc: doc,
 						RescoreTimeout: 20 * time.Second,
 						Claims:         protocol.ClaimConfig{Lease: 30 * time.Second, Settle: 150 * time.Millisecond}}, nil
 				},
@@ -415,4 +419,19 @@ func shortList(s []string) string {
 		return "-"
 	}
 	return strings.Join(s, ",")
+}
+
+// NetworkDocFile is where each demo node keeps the network document.
+const NetworkDocFile = "network.json"
+
+// demoNetworkDoc is the demo network's document: its labs, replication 1, and process runs
+// counted (visibly: the demo has no containers).
+func demoNetworkDoc(nodes []*demoNode) (*protocol.NetworkDoc, error) {
+	d := &protocol.NetworkDoc{Version: protocol.NetworkDocVersion, Network: NetworkName,
+		Ledger: protocol.LedgerPolicy{Worst: Scoring.Worst, BootstrapRounds: Scoring.BootstrapRounds, Replication: 1,
+			Executors: []string{attest.IsolationContainer, attest.IsolationProcess}}}
+	for _, n := range nodes {
+		d.Labs = append(d.Labs, protocol.NetworkLab{Name: n.name, Key: base64.StdEncoding.EncodeToString(n.lab.Pub)})
+	}
+	return protocol.ParseNetworkDoc(d.Canonical())
 }
