@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,6 +29,7 @@ func newDaemonCmd(g *globals) *cobra.Command {
 	var api string
 	var claims protocol.ClaimConfig
 	var testControls bool
+	var rescoreTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "daemon [--listen MULTIADDR]... [--api HOST:PORT]",
 		Short: "Run this node: hold, pin and exchange task bundles with other labs",
@@ -74,7 +76,11 @@ Example:
 				Logf:         logf,
 				TestControls: testControls,
 				Mesh: func(n *node.Node) (*node.MeshOptions, error) {
-					return meshOptions(h, n, claims, errw)
+					mo, err := meshOptions(h, n, claims, errw)
+					if mo != nil {
+						mo.RescoreTimeout = rescoreTimeout
+					}
+					return mo, err
 				},
 			}
 			defer fmt.Fprintln(errw, "daemon stopped")
@@ -111,6 +117,7 @@ Example:
 	cmd.Flags().StringArrayVar(&listen, "listen", nil, "libp2p listen multiaddr (repeatable; default: config listen)")
 	cmd.Flags().StringVar(&api, "api", "", "HTTP API host:port (default: config api; port 0 picks one)")
 	cmd.Flags().DurationVar(&claims.Lease, "lease", protocol.DefaultLease, "how long other nodes hold a slot for this node after each claim or renewal (pick it with `evalmesh sim`)")
+	cmd.Flags().DurationVar(&rescoreTimeout, "rescore-timeout", 2*time.Minute, "how long a lab chosen to re-score a run may stay silent before the next lab in the order steps in")
 	cmd.Flags().BoolVar(&testControls, "test-controls", false, "serve the fault-test partition controls on the API (tests only)")
 	_ = cmd.Flags().MarkHidden("test-controls")
 	cmd.Flags().DurationVar(&claims.Heartbeat, "heartbeat", 0, "how often live claims are renewed and re-announced (default lease/3)")

@@ -147,59 +147,15 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 	}
 	res = &NetResult{Dir: dir, Network: NetworkName}
 
-	// Labs, node homes, certificates and one trust file listing every lab.
-	trust := attest.NewTrustStore()
-	nodes := make([]*demoNode, opts.Nodes)
-	for i := range nodes {
-		name := fmt.Sprintf("lab%d", i+1)
-		lab, err := attest.InitLab(filepath.Join(dir, "labs", name), name)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := trust.AddLab(name, lab.Pub); err != nil {
-			return nil, err
-		}
-		h := home.Home{Dir: filepath.Join(dir, "nodes", name)}
-		if _, err := h.Init(); err != nil {
-			return nil, err
-		}
-		cfg := home.DefaultConfig()
-		cfg.Network = NetworkName
-		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-		cfg.API = "127.0.0.1:0"
-		cfg.Runner.Executor = "process"
-		cfg.Runner.MaxParallel = 2
-		raw, err := yaml.Marshal(cfg)
-		if err != nil {
-			return nil, err
-		}
-		if err := home.WriteFileAtomic(h.ConfigPath(), raw, 0o644); err != nil {
-			return nil, err
-		}
-		key, err := h.Identity()
-		if err != nil {
-			return nil, err
-		}
-		pid, err := peerIDOfKey(key)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := certifyNode(h, lab, pid, time.Now()); err != nil {
-			return nil, err
-		}
-		nodes[i] = &demoNode{name: name, lab: lab, h: h, done: make(chan error, 1), ready: make(chan struct{})}
-	}
-	doc, err := demoNetworkDoc(nodes)
+	// Labs, node homes, certificates, the network document and a trust file listing every lab.
+	labs, err := NewLabs(dir, opts.Nodes)
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range nodes {
-		if err := trust.Save(filepath.Join(d.h.Dir, TrustFile)); err != nil {
-			return nil, err
-		}
-		if err := home.WriteFileAtomic(filepath.Join(d.h.Dir, NetworkDocFile), doc.Canonical(), 0o644); err != nil {
-			return nil, err
-		}
+	trust, doc := labs.Trust, labs.Doc
+	nodes := make([]*demoNode, opts.Nodes)
+	for i, l := range labs.Nodes {
+		nodes[i] = &demoNode{name: l.Name, lab: l.Lab, h: l.Home, done: make(chan error, 1), ready: make(chan struct{})}
 	}
 	fmt.Fprintf(log, "%d labs, one node each, in %s; trust file lists all %d labs; this network counts process-executor runs (a real network's default counts only isolated runs)\n", opts.Nodes, dir, opts.Nodes)
 	res.Policy = "replication 1; process-executor runs counted (demo opt-in: agents are not isolated)"
@@ -274,18 +230,11 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 		fmt.Fprintf(log, "task %-12s %s added on %s\n", name, c, nodes[0].name)
 	}
 	agentsDir := filepath.Join(dir, "examples", "agents")
-	specs, err := writeAgentSpecs(agentsDir)
+	env, id, err := labs.Campaign(1, "evalmesh demo: example agents x example tasks", taskCIDs, opts.Agents, opts.Seeds)
 	if err != nil {
 		return nil, err
 	}
-
-	// The campaign: signed by the second lab's key, published on its node.
-	c := &protocol.Campaign{Network: NetworkName, Title: "evalmesh demo: example agents x example tasks",
-		Tasks: taskCIDs, Seeds: opts.Seeds, Replication: 1, Created: time.Now().Add(-time.Minute), Deadline: time.Now().Add(24 * time.Hour)}
-	for _, a := range opts.Agents {
-		c.Agents = append(c.Agents, protocol.NewCampaignAgent(specs[a]))
-	}
-	env, id, err := protocol.SignCampaign(nodes[1].lab, c)
+	specs, err := writeAgentSpecs(agentsDir)
 	if err != nil {
 		return nil, err
 	}
@@ -424,14 +373,103 @@ func shortList(s []string) string {
 // NetworkDocFile is where each demo node keeps the network document.
 const NetworkDocFile = "network.json"
 
-// demoNetworkDoc is the demo network's document: its labs, replication 1, and process runs
-// counted (visibly: the demo has no containers).
-func demoNetworkDoc(nodes []*demoNode) (*protocol.NetworkDoc, error) {
-	d := &protocol.NetworkDoc{Version: protocol.NetworkDocVersion, Network: NetworkName,
+// LabNode is one lab of a demo network and its node's home.
+type LabNode struct {
+	Name   string
+	Lab    *attest.Lab
+	Home   home.Home
+	PeerID string
+}
+
+// Labs is a network of labs on this machine, ready for daemons: each node home has a
+// config (network NetworkName, listening on 127.0.0.1 with free ports, process executor,
+// two runs at once), its lab certificate, the network document and a trust file.
+type Labs struct {
+	Dir   string
+	Nodes []LabNode
+	Trust *attest.TrustStore
+	Doc   *protocol.NetworkDoc
+}
+
+// NewLabs makes n labs (lab1 … labN), one node home each, under dir. The fault tests start
+// real daemon processes on these homes; the demo starts daemons in this process.
+func NewLabs(dir string, n int) (*Labs, error) {
+	ls := &Labs{Dir: dir, Trust: attest.NewTrustStore()}
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("lab%d", i+1)
+		lab, err := attest.InitLab(filepath.Join(dir, "labs", name), name)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := ls.Trust.AddLab(name, lab.Pub); err != nil {
+			return nil, err
+		}
+		h := home.Home{Dir: filepath.Join(dir, "nodes", name)}
+		if _, err := h.Init(); err != nil {
+			return nil, err
+		}
+		cfg := home.DefaultConfig()
+		cfg.Network = NetworkName
+		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+		cfg.API = "127.0.0.1:0"
+		cfg.Runner.Executor = "process"
+		cfg.Runner.MaxParallel = 2
+		raw, err := yaml.Marshal(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if err := home.WriteFileAtomic(h.ConfigPath(), raw, 0o644); err != nil {
+			return nil, err
+		}
+		key, err := h.Identity()
+		if err != nil {
+			return nil, err
+		}
+		pid, err := peerIDOfKey(key)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := certifyNode(h, lab, pid, time.Now()); err != nil {
+			return nil, err
+		}
+		ls.Nodes = append(ls.Nodes, LabNode{Name: name, Lab: lab, Home: h, PeerID: pid})
+	}
+	doc := &protocol.NetworkDoc{Version: protocol.NetworkDocVersion, Network: NetworkName,
 		Ledger: protocol.LedgerPolicy{Worst: Scoring.Worst, BootstrapRounds: Scoring.BootstrapRounds, Replication: 1,
 			Executors: []string{attest.IsolationContainer, attest.IsolationProcess}}}
-	for _, n := range nodes {
-		d.Labs = append(d.Labs, protocol.NetworkLab{Name: n.name, Key: base64.StdEncoding.EncodeToString(n.lab.Pub)})
+	for _, n := range ls.Nodes {
+		doc.Labs = append(doc.Labs, protocol.NetworkLab{Name: n.Name, Key: base64.StdEncoding.EncodeToString(n.Lab.Pub)})
 	}
-	return protocol.ParseNetworkDoc(d.Canonical())
+	var err error
+	if ls.Doc, err = protocol.ParseNetworkDoc(doc.Canonical()); err != nil {
+		return nil, err
+	}
+	for _, n := range ls.Nodes {
+		if err := ls.Trust.Save(filepath.Join(n.Home.Dir, TrustFile)); err != nil {
+			return nil, err
+		}
+		if err := home.WriteFileAtomic(filepath.Join(n.Home.Dir, NetworkDocFile), ls.Doc.Canonical(), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return ls, nil
+}
+
+// Campaign signs a campaign of agents (example agent names) x tasks (bundle CIDs) x seeds
+// with replication 1 by lab signer, writing the agents' specs under Dir/examples/agents.
+func (ls *Labs) Campaign(signer int, title string, tasks []string, agentNames []string, seeds int) (env []byte, id string, err error) {
+	specs, err := writeAgentSpecs(filepath.Join(ls.Dir, "examples", "agents"))
+	if err != nil {
+		return nil, "", err
+	}
+	c := &protocol.Campaign{Network: NetworkName, Title: title, Tasks: tasks, Seeds: seeds, Replication: 1,
+		Created: time.Now().Add(-time.Minute), Deadline: time.Now().Add(24 * time.Hour)}
+	for _, a := range agentNames {
+		spec, ok := specs[a]
+		if !ok {
+			return nil, "", fmt.Errorf("no example agent %q (have %v)", a, agents.Names())
+		}
+		c.Agents = append(c.Agents, protocol.NewCampaignAgent(spec))
+	}
+	return protocol.SignCampaign(ls.Nodes[signer].Lab, c)
 }
