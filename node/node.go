@@ -33,6 +33,7 @@ import (
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/node/xfer"
+	"github.com/evalmesh/evalmesh/protocol"
 )
 
 // Options adjust a node beyond its home's config; the zero value uses the config as is.
@@ -63,6 +64,11 @@ type Options struct {
 	VerifyCampaign CampaignVerifier
 	// Sync tunes anti-entropy (zero value: defaults).
 	Sync SyncOptions
+	// Network is the network document; nil loads HOME/network.json when it exists.
+	Network *protocol.NetworkDoc
+	// LedgerInput says what the ledger root announced on /heads is computed with (tasks,
+	// policy, scoring); nil announces no root. Envelopes and trust come from the store.
+	LedgerInput func() (attest.LedgerInput, error)
 }
 
 // Node is a running evalmesh node: libp2p host, blockstore, bitswap, pinner.
@@ -86,6 +92,7 @@ type Node struct {
 	cancel  context.CancelFunc
 	vstore  *Store
 	syncer  *Syncer
+	heads   headsState
 
 	inflight  sync.WaitGroup // API requests being served
 	closeOnce sync.Once
@@ -170,7 +177,7 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 		return nil, fmt.Errorf("open pins in %s: %w", h.DatastoreDir(), err)
 	}
 	n.xsrv = xfer.NewServer(n.host, n.bstore)
-	n.syncer = NewSyncer(n.host, n.vstore, cfg.Network, opts.Sync)
+	n.syncer = NewSyncer(n.host, n.vstore, n.networkName(), opts.Sync)
 
 	for _, a := range cfg.Bootstrap {
 		if err := n.Connect(ctx, a); err != nil {

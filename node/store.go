@@ -244,16 +244,33 @@ func orderTime(v *attest.Verified) uint64 {
 }
 
 // Ledger computes the ledger from the stored attestations without verifying a signature
-// again (attest.Restore, then attest.LedgerFromVerified). in.Trust, when nil, is the
-// store's. An envelope the trust policy now refuses (a lab removed, a revocation since) is
-// a Refusal in the report, as in attest.BuildLedger.
+// again (LedgerFromStored). in.Trust, when nil, is the store's.
 func (s *Store) Ledger(in attest.LedgerInput) (*scoring.Ledger, *attest.LedgerReport, error) {
 	if in.Trust == nil {
 		in.Trust = s.Trust()
 	}
-	var vs []*attest.Verified
+	var envs [][]byte
+	if err := s.attestations.Each(func(_ recon.ID, env []byte) error {
+		envs = append(envs, env)
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	return LedgerFromStored(envs, in)
+}
+
+// LedgerFromStored is the ledger of envelopes a store accepted (its own, or a daemon's
+// through the API): each is restored with attest.Restore (no signature check, the trust
+// policy re-applied at its claimed time) and the rest is attest.LedgerFromVerified. An
+// envelope the trust policy now refuses (a lab removed, a revocation since) is a Refusal in
+// the report, as in attest.BuildLedger. in.Envelopes is not used.
+func LedgerFromStored(envs [][]byte, in attest.LedgerInput) (*scoring.Ledger, *attest.LedgerReport, error) {
+	if in.Trust == nil {
+		return nil, nil, errors.New("ledger from stored envelopes needs a trust store")
+	}
+	vs := make([]*attest.Verified, 0, len(envs))
 	var refused []attest.Refusal
-	err := s.attestations.Each(func(id recon.ID, env []byte) error {
+	for _, env := range envs {
 		v, err := attest.Restore(env, in.Trust)
 		if err != nil {
 			r := attest.Refusal{File: "store", ID: attest.EnvelopeID(env), Reason: err.Error()}
@@ -262,13 +279,9 @@ func (s *Store) Ledger(in attest.LedgerInput) (*scoring.Ledger, *attest.LedgerRe
 				r.Reason, r.Detail = string(ve.Reason), ve.Detail
 			}
 			refused = append(refused, r)
-			return nil
+			continue
 		}
 		vs = append(vs, v)
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
 	}
 	l, rep, err := attest.LedgerFromVerified(vs, in)
 	if rep != nil {
