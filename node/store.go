@@ -299,11 +299,11 @@ type Set struct {
 	prefix byte
 	verify func([][]byte) []verdict
 
-	mu       sync.RWMutex
-	index    *recon.Index
-	refused  int
-	onNew    []func(src Source, envelopes [][]byte)
-	addMu    sync.Mutex // one writer batch at a time (verification runs outside it)
+	mu      sync.RWMutex
+	index   *recon.Index
+	refused int
+	onNew   []func(src Source, envelopes [][]byte)
+	addMu   sync.Mutex // one writer batch at a time (verification runs outside it)
 }
 
 func (set *Set) key(kind byte, rest ...[]byte) []byte {

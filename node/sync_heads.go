@@ -181,4 +181,3 @@ func (n *Node) LedgerStatus() LedgerStatus {
 		Attestations: o.Attestations, Fingerprint: o.Fingerprint, Refused: n.vstore.Attestations().RefusedLen(),
 		Campaigns: n.vstore.Campaigns().Len(), Peers: orEmpty(peers)}
 }
-
