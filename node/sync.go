@@ -467,6 +467,17 @@ func tally(st *SyncStats, res []AddResult) {
 
 // serve answers one peer's session for one set.
 func (s *Syncer) serve(str network.Stream) {
+	// Tracked like outbound sessions, so Close returns only once no handler can touch the
+	// store any more.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		str.Reset()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
 	p := str.Conn().RemotePeer()
 	ctx, cancel := context.WithTimeout(s.ctx, s.o.Timeout)
 	defer cancel()

@@ -24,7 +24,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/evalmesh/evalmesh/attest"
@@ -49,6 +51,7 @@ func main() {
 type row struct {
 	name, goal   string
 	wall, verify time.Duration
+	cpu          time.Duration // user+sys of the process (both nodes) during the session
 	rounds       int
 	bytes        int64
 	items        int
@@ -77,13 +80,13 @@ func run(n, ids, k int, cache string) error {
 	if err != nil {
 		return err
 	}
-	st, wall, err := syncPair(late, src)
+	st, wall, cpu, err := syncPair(late, src)
 	late.close()
 	if err != nil {
 		return err
 	}
 	rows = append(rows, row{name: fmt.Sprintf("late joiner, %d real run attestations", n), goal: "<= 10 s",
-		wall: wall, verify: st.Verify, rounds: st.Rounds + st.Fetches, bytes: st.BytesSent + st.BytesRecv, items: st.New,
+		wall: wall, cpu: cpu, verify: st.Verify, rounds: st.Rounds + st.Fetches, bytes: st.BytesSent + st.BytesRecv, items: st.New,
 		note: fmt.Sprintf("%d reconcile + %d fetch round trips", st.Rounds, st.Fetches)})
 
 	// In sync, pure reconciliation.
@@ -104,7 +107,7 @@ func run(n, ids, k int, cache string) error {
 	if err := load(peer.n, b[:k]); err != nil {
 		return err
 	}
-	st, wall, err = syncPair(peer, src)
+	st, wall, cpu, err = syncPair(peer, src)
 	if err != nil {
 		return err
 	}
@@ -112,12 +115,13 @@ func run(n, ids, k int, cache string) error {
 		return fmt.Errorf("healed partition: sets differ after the session")
 	}
 	rows = append(rows, row{name: fmt.Sprintf("healed partition, %d new on each side of %d", k, n), goal: "<= 1 s",
-		wall: wall, verify: st.Verify, rounds: st.Rounds + st.Fetches, bytes: st.BytesSent + st.BytesRecv, items: st.New + st.Have,
+		wall: wall, cpu: cpu, verify: st.Verify, rounds: st.Rounds + st.Fetches, bytes: st.BytesSent + st.BytesRecv, items: st.New + st.Have,
 		note: fmt.Sprintf("%d reconcile + %d fetch round trips; verify share counts the fetched half (the pushed half is verified by the peer inside the wall time)", st.Rounds, st.Fetches)})
 
 	fmt.Printf("# %s, %d cores (GOMAXPROCS %d)\n", time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.GOMAXPROCS(0))
-	fmt.Println("| case | goal | wall | round trips | bytes | envelopes | verify share | per s | vs go-ds-crdt (48/s one-per-commit, 10 s batched) |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Printf("# load average at the end: %s\n", loadavg())
+	fmt.Println("| case | goal | wall | CPU s (both nodes) | round trips | bytes | envelopes | verify share | per s | vs go-ds-crdt (48/s one-per-commit, 10 s batched) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		share, rate, anchor := "-", "-", "-"
 		if r.wall > 0 && r.verify > 0 {
@@ -131,7 +135,7 @@ func run(n, ids, k int, cache string) error {
 		if r.wall == 0 {
 			wall = "-"
 		}
-		fmt.Printf("| %s | %s | %s | %d | %d | %d | %s | %s | %s |\n", r.name, r.goal, wall, r.rounds, r.bytes, r.items, share, rate, anchor)
+		fmt.Printf("| %s | %s | %s | %.2f | %d | %d | %d | %s | %s | %s |\n", r.name, r.goal, wall, r.cpu.Seconds(), r.rounds, r.bytes, r.items, share, rate, anchor)
 	}
 	for _, r := range rows {
 		if r.note != "" {
@@ -181,19 +185,36 @@ func load(n *node.Node, envs [][]byte) error {
 	return nil
 }
 
-// syncPair connects a to b and times one session a runs with b.
-func syncPair(a, b *benchNode) (node.SyncStats, time.Duration, error) {
+// syncPair connects a to b and times one session a runs with b: wall time and the CPU time
+// of the whole process (both nodes).
+func syncPair(a, b *benchNode) (node.SyncStats, time.Duration, time.Duration, error) {
 	ctx := context.Background()
 	if err := a.n.Connect(ctx, b.n.Addrs()[0]); err != nil {
-		return node.SyncStats{}, 0, err
+		return node.SyncStats{}, 0, 0, err
 	}
+	c0 := cpuTime()
 	t0 := time.Now()
 	sts, err := a.n.Syncer().SyncWith(ctx, b.n.ID())
 	wall := time.Since(t0)
+	cpu := cpuTime() - c0
 	if err != nil {
-		return node.SyncStats{}, 0, err
+		return node.SyncStats{}, 0, 0, err
 	}
-	return sts[1], wall, nil
+	return sts[1], wall, cpu, nil
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
 func inSync(m int) row {
