@@ -149,6 +149,9 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	if n.vstore, err = OpenStore(StoreDir(h), StoreOptions{Trust: trust, VerifyCampaign: opts.VerifyCampaign}); err != nil {
 		return nil, err
 	}
+	if err := n.importLocalRuns(); err != nil {
+		return nil, err
+	}
 	if opts.Blockstore != "" {
 		cfg.Blockstore = opts.Blockstore
 		n.cfg.Blockstore = opts.Blockstore

@@ -652,3 +652,34 @@ func loadHomeTrust(h home.Home) (*attest.TrustStore, error) {
 
 // Store is the node's verified attestation and campaign store.
 func (n *Node) Store() *Store { return n.vstore }
+
+// importLocalRuns puts the envelopes this node's own runs wrote to HOME/attestations into
+// the store (source local). Envelopes already stored cost a hash and a lookup, not a
+// verification, so doing it at every start loses no run finished while the daemon was down.
+func (n *Node) importLocalRuns() error {
+	dir := n.home.AttestationsDir()
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	files, _, err := attest.ReadEnvelopeDir(dir)
+	if err != nil {
+		return err
+	}
+	for lo := 0; lo < len(files); lo += 1000 {
+		part := files[lo:min(len(files), lo+1000)]
+		envs := make([][]byte, len(part))
+		for i, f := range part {
+			envs[i] = f.Data
+		}
+		res, err := n.vstore.Attestations().Add(envs, SourceLocal, "")
+		if err != nil {
+			return err
+		}
+		for i, r := range res {
+			if r.Status == StatusRefused {
+				n.opts.Logf("local attestation %s refused: %s %s", part[i].Name, r.Reason, r.Detail)
+			}
+		}
+	}
+	return nil
+}
