@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,6 +42,7 @@ func main() {
 	ids := flag.Int("ids", 1000000, "IDs per side of the in-sync case")
 	k := flag.Int("new", 1000, "new attestations on each side of the healed partition")
 	cache := flag.String("cache", filepath.Join(os.TempDir(), "evalmesh-bench-sync"), "folder caching the signed envelopes")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the late joiner's session to this file")
 	flag.Parse()
 	if err := run(*n, *ids, *k, *cache); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/sync:", err)
@@ -57,6 +59,8 @@ type row struct {
 	items        int
 	note         string
 }
+
+var cpuProfile string
 
 func run(n, ids, k int, cache string) error {
 	trust, a, b, err := envelopes(cache, n+k, k)
@@ -80,7 +84,17 @@ func run(n, ids, k int, cache string) error {
 	if err != nil {
 		return err
 	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		pprof.StartCPUProfile(f)
+	}
 	st, wall, cpu, err := syncPair(late, src)
+	if cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	late.close()
 	if err != nil {
 		return err
