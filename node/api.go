@@ -218,6 +218,7 @@ func (n *Node) Handler() http.Handler {
 		}
 		writeJSON(w, out)
 	})
+	n.registerStoreAPI(mux)
 	return n.guard(mux)
 }
 

@@ -19,7 +19,6 @@ import (
 //	POST /api/v0/campaign/status  {id}        → CampaignReport
 //	POST /api/v0/rescore          {id}        → {id}  (the re-score's attestation ID)
 //	POST /api/v0/mesh/ledger                  → MeshLedger
-//	POST /api/v0/ledger/status                → LedgerStatus
 
 type publishReq struct {
 	Envelope json.RawMessage `json:"envelope"`
@@ -163,14 +162,6 @@ func (n *Node) meshRoutes(mux *http.ServeMux) {
 		}
 		writeJSON(w, idResp{ID: id})
 	})
-	handle("ledger/status", func(w http.ResponseWriter, r *http.Request, m *Mesh) {
-		st, err := m.Status(r.Context())
-		if err != nil {
-			writeErr(w, http.StatusServiceUnavailable, err)
-			return
-		}
-		writeJSON(w, st)
-	})
 	handle("mesh/ledger", func(w http.ResponseWriter, r *http.Request, m *Mesh) {
 		l := m.Ledger()
 		if l == nil {
@@ -276,15 +267,6 @@ func (c *Client) Rescore(ctx context.Context, runID string) (string, error) {
 func (c *Client) MeshLedger(ctx context.Context) (*MeshLedger, error) {
 	var out MeshLedger
 	if err := c.call(ctx, "mesh/ledger", nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// LedgerStatus compares the daemon's ledger head with its peers'.
-func (c *Client) LedgerStatus(ctx context.Context) (*LedgerStatus, error) {
-	var out LedgerStatus
-	if err := c.call(ctx, "ledger/status", nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -23,5 +23,12 @@
 // on NAT port mapping, relays, hole punching or AutoNAT probes; mDNS and bootstrap peers only
 // when configured; with a private-network key it runs TCP only (QUIC cannot carry a PSK).
 //
+// Verified store and anti-entropy: Store (HOME/store, its own pebble database) keeps the
+// attestation and campaign sets, each envelope verified once on arrival and refusals kept
+// apart with their reason; Syncer serves and runs /evalmesh/<network>/sync/1.0.0 (range-based
+// reconciliation from protocol/recon, then batched verified fetch and push on the same
+// stream); heads (SignedHead, ObserveHead, LedgerStatus) say whether peers agree.
+// docs/protocol-sync.md is the spec.
+//
 // It holds no scoring or protocol logic; it calls into those packages and does their I/O.
 package node

@@ -100,9 +100,6 @@ type Mesh struct {
 	labPeers  map[string]time.Time // nodes of our lab heard from, for the re-score split
 	pending   map[string]bool      // campaigns whose bundles are being fetched
 	wake      *time.Timer
-	heads     *protocol.HeadsTracker
-	headSeq   uint64
-	docHash   string
 
 	bundleMu sync.Mutex
 	bundles  map[string]*sync.Mutex // per-CID fetch lock
@@ -200,11 +197,9 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		campaigns: map[string]*meshCampaign{}, slots: map[string]slotRef{}, running: map[string]*activeRun{},
 		runs: map[string]*runRecord{}, bySlot: map[string][]string{}, rescores: map[string][]rescoreRecord{},
 		rescoring: map[string]bool{}, labPeers: map[string]time.Time{}, pending: map[string]bool{},
-		bundles: map[string]*sync.Mutex{}, heads: protocol.NewHeadsTracker(), headSeq: uint64(time.Now().UnixNano()),
+		bundles: map[string]*sync.Mutex{},
 	}
-	if opts.NetworkDoc != nil {
-		m.docHash = opts.NetworkDoc.Hash()
-	}
+
 	cc := opts.Claims
 	cc.Self, cc.Lab, cc.Cert, cc.Capacity = m.self, cert.Lab, cert.Raw(), opts.Capacity
 	m.cm = protocol.NewClaimMachine(cc)
@@ -218,9 +213,9 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 			return protocol.ValidateClaim(data, from.String(), trust, opts.Now())
 		},
 		protocol.TopicAttestations: protocol.AttestationValidator(protocol.AttestationCheck{Trust: trust}),
+		// Recording a head (and syncing with a peer whose set differs) is the node's.
 		protocol.TopicHeads: func(from peer.ID, data []byte) protocol.Validation {
-			_, v := protocol.ValidateHead(data, from, network)
-			return v
+			return n.ObserveHead(data, from, opts.Now())
 		},
 	}
 	ps, err := NewPubSub(ctx, n.host, network, validators, opts.PubSub)
@@ -409,7 +404,11 @@ func (m *Mesh) consume(kind string, msgs <-chan Message, cancel func()) {
 				if err != nil {
 					continue
 				}
-				m.do(func() { m.onHead(h) })
+				m.do(func() {
+					if h.Lab == m.lab {
+						m.labPeers[h.PeerID] = m.opts.Now()
+					}
+				})
 			}
 		}
 	}
@@ -460,6 +459,15 @@ func (m *Mesh) apply(a protocol.Actions) {
 			r.cancel()
 			delete(m.running, ab.SlotID)
 			m.n.opts.Logf("mesh: aborted run of slot %s (%s)", ab.SlotID, ab.Reason)
+		}
+	}
+	for _, slotID := range a.Reannounce {
+		// Someone claims a slot this node already ran (it restarted, or missed the result):
+		// the attestation again, on gossip, finishes it there.
+		for _, id := range m.bySlot[slotID] {
+			if r := m.runs[id]; r != nil && r.Node == m.self {
+				m.gossip(protocol.TopicAttestations, r.Envelope)
+			}
 		}
 	}
 	now := m.opts.Now()
@@ -944,7 +952,11 @@ func (m *Mesh) computeLedger() {
 	in, ok := m.ledgerInput()
 	var ml *MeshLedger
 	if ok {
+		fp := m.store.Attestations().Fingerprint()
 		l, rep, err := m.store.Ledger(in)
+		if err == nil {
+			m.n.setHeadRoot(l.Root(), fp)
+		}
 		if err != nil {
 			m.n.opts.Logf("mesh: ledger: %v", err)
 		} else {
@@ -1070,76 +1082,13 @@ func (m *Mesh) ImportLocal(ctx context.Context) (int, error) {
 	return m.store.Attestations().Len() - before, nil
 }
 
-// ourHead is this node's side of a head comparison: its document, root and set.
-func (m *Mesh) ourHead() protocol.OurHead {
-	fp := m.store.Attestations().Fingerprint()
-	o := protocol.OurHead{Network: m.n.cfg.Network, NetworkDoc: m.docHash, Attestations: m.store.Attestations().Len(),
-		Fingerprint: hex.EncodeToString(fp[:])}
-	if l := m.Ledger(); l != nil {
-		o.LedgerRoot = l.Root
-		if l.Attestations != o.Attestations {
-			// The root is of an older set: say so rather than announce a root for this set.
-			o.LedgerRoot = ""
-		}
-	}
-	return o
-}
-
-// announceHead publishes this node's head on /heads (runs on the loop).
+// announceHead publishes this node's head on /heads (Node.SignedHead: the root is the one
+// this mesh last computed, for the set it computed it over).
 func (m *Mesh) announceHead() {
-	o := m.ourHead()
-	m.headSeq++
-	h := protocol.Head{Version: protocol.Version, Network: o.Network, NetworkDoc: o.NetworkDoc, PeerID: m.self, Lab: m.lab,
-		LedgerRoot: o.LedgerRoot, Attestations: o.Attestations, Fingerprint: o.Fingerprint, Seq: m.headSeq}
-	data, err := protocol.SignHead(h, m.opts.Runner.Key)
+	data, err := m.n.SignedHead(m.lab)
 	if err != nil {
 		m.n.opts.Logf("mesh: sign head: %v", err)
 		return
 	}
 	m.gossip(protocol.TopicHeads, data)
-}
-
-// onHead records a peer's head, and reconciles with it when its set differs from ours.
-func (m *Mesh) onHead(h *protocol.Head) {
-	now := m.opts.Now()
-	if h.Lab == m.lab {
-		m.labPeers[h.PeerID] = now
-	}
-	if !m.heads.Observe(*h, now) {
-		return
-	}
-	if m.heads.NeedsSync(m.ourHead(), h.PeerID) {
-		if p, err := peer.Decode(h.PeerID); err == nil && m.n.Syncer() != nil {
-			m.n.Syncer().Trigger(p)
-		}
-	}
-}
-
-// LedgerStatus is `evalmesh ledger status`: our root and how each peer's head compares.
-type LedgerStatus struct {
-	Network      string              `json:"network"`
-	NetworkDoc   string              `json:"network_doc"`
-	LedgerRoot   string              `json:"ledger_root"`
-	Attestations int                 `json:"attestations"`
-	Fingerprint  string              `json:"fingerprint"`
-	Peers        []protocol.PeerHead `json:"peers"`
-	// Mismatches lists the peers whose root differs from ours over an equal set: a bug or
-	// a cheat, never a sync still under way.
-	Mismatches []string `json:"mismatches"`
-}
-
-// Status compares this node's head with every peer's latest.
-func (m *Mesh) Status(ctx context.Context) (*LedgerStatus, error) {
-	var st *LedgerStatus
-	err := m.query(ctx, func() {
-		o := m.ourHead()
-		st = &LedgerStatus{Network: o.Network, NetworkDoc: o.NetworkDoc, LedgerRoot: o.LedgerRoot,
-			Attestations: o.Attestations, Fingerprint: o.Fingerprint, Peers: m.heads.Compare(o), Mismatches: []string{}}
-		for _, p := range st.Peers {
-			if p.Status == protocol.StatusRootMismatch {
-				st.Mismatches = append(st.Mismatches, p.PeerID)
-			}
-		}
-	})
-	return st, err
 }

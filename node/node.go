@@ -36,6 +36,7 @@ import (
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/node/xfer"
+	"github.com/evalmesh/evalmesh/protocol"
 )
 
 // Options adjust a node beyond its home's config; the zero value uses the config as is.
@@ -73,6 +74,11 @@ type Options struct {
 	// Mesh, when set, is called by Run once the node is up; a non-nil answer joins the
 	// node to its network (StartMesh) before the API answers. nil runs the node alone.
 	Mesh func(n *Node) (*MeshOptions, error)
+	// Network is the network document; nil loads HOME/network.json when it exists.
+	Network *protocol.NetworkDoc
+	// LedgerInput says what the ledger root announced on /heads is computed with (tasks,
+	// policy, scoring); nil announces no root. Envelopes and trust come from the store.
+	LedgerInput func() (attest.LedgerInput, error)
 }
 
 // Node is a running evalmesh node: libp2p host, blockstore, bitswap, pinner.
@@ -100,6 +106,7 @@ type Node struct {
 	meshMu  sync.Mutex
 	mesh    *Mesh // nil while the node runs alone
 	gater   *partitionGater
+	heads   headsState
 
 	apiToken  string                // the bearer token guard requires; set by Run before serving
 	inflight  sync.WaitGroup        // API requests being served
@@ -176,6 +183,9 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	if n.vstore, err = OpenStore(StoreDir(h), StoreOptions{Trust: trust, VerifyCampaign: vc}); err != nil {
 		return nil, err
 	}
+	if err := n.importLocalRuns(); err != nil {
+		return nil, err
+	}
 	n.bstore = n.store
 	if opts.WrapBlockstore != nil {
 		n.bstore = opts.WrapBlockstore(n.bstore)
@@ -203,7 +213,7 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 		return nil, fmt.Errorf("open pins in %s: %w", h.DatastoreDir(), err)
 	}
 	n.xsrv = xfer.NewServer(n.host, n.bstore)
-	n.syncer = NewSyncer(n.host, n.vstore, cfg.Network, opts.Sync)
+	n.syncer = NewSyncer(n.host, n.vstore, n.networkName(), opts.Sync)
 
 	for _, a := range cfg.Bootstrap {
 		if err := n.Connect(ctx, a); err != nil {

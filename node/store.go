@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
@@ -124,7 +125,16 @@ const (
 
 // OpenStore opens (creating) the store in dir and loads its order index.
 func OpenStore(dir string, o StoreOptions) (*Store, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}})
+	// Bloom filters make the "already stored?" lookup of every arriving envelope cheap when
+	// it is new (most of a sync), and a block cache larger than pebble's 8 MiB default keeps
+	// a serving node's reads off the disk.
+	cache := pebble.NewCache(64 << 20)
+	defer cache.Unref()
+	po := &pebble.Options{Logger: quietPebble{}, Cache: cache}
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("open attestation store %s: %w (is another evalmesh daemon using this home?)", dir, err)
 	}
@@ -244,16 +254,33 @@ func orderTime(v *attest.Verified) uint64 {
 }
 
 // Ledger computes the ledger from the stored attestations without verifying a signature
-// again (attest.Restore, then attest.LedgerFromVerified). in.Trust, when nil, is the
-// store's. An envelope the trust policy now refuses (a lab removed, a revocation since) is
-// a Refusal in the report, as in attest.BuildLedger.
+// again (LedgerFromStored). in.Trust, when nil, is the store's.
 func (s *Store) Ledger(in attest.LedgerInput) (*scoring.Ledger, *attest.LedgerReport, error) {
 	if in.Trust == nil {
 		in.Trust = s.Trust()
 	}
-	var vs []*attest.Verified
+	var envs [][]byte
+	if err := s.attestations.Each(func(_ recon.ID, env []byte) error {
+		envs = append(envs, env)
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	return LedgerFromStored(envs, in)
+}
+
+// LedgerFromStored is the ledger of envelopes a store accepted (its own, or a daemon's
+// through the API): each is restored with attest.Restore (no signature check, the trust
+// policy re-applied at its claimed time) and the rest is attest.LedgerFromVerified. An
+// envelope the trust policy now refuses (a lab removed, a revocation since) is a Refusal in
+// the report, as in attest.BuildLedger. in.Envelopes is not used.
+func LedgerFromStored(envs [][]byte, in attest.LedgerInput) (*scoring.Ledger, *attest.LedgerReport, error) {
+	if in.Trust == nil {
+		return nil, nil, errors.New("ledger from stored envelopes needs a trust store")
+	}
+	vs := make([]*attest.Verified, 0, len(envs))
 	var refused []attest.Refusal
-	err := s.attestations.Each(func(id recon.ID, env []byte) error {
+	for _, env := range envs {
 		v, err := attest.Restore(env, in.Trust)
 		if err != nil {
 			r := attest.Refusal{File: "store", ID: attest.EnvelopeID(env), Reason: err.Error()}
@@ -262,13 +289,9 @@ func (s *Store) Ledger(in attest.LedgerInput) (*scoring.Ledger, *attest.LedgerRe
 				r.Reason, r.Detail = string(ve.Reason), ve.Detail
 			}
 			refused = append(refused, r)
-			return nil
+			continue
 		}
 		vs = append(vs, v)
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
 	}
 	l, rep, err := attest.LedgerFromVerified(vs, in)
 	if rep != nil {
@@ -639,3 +662,34 @@ func loadHomeTrust(h home.Home) (*attest.TrustStore, error) {
 
 // Store is the node's verified attestation and campaign store.
 func (n *Node) Store() *Store { return n.vstore }
+
+// importLocalRuns puts the envelopes this node's own runs wrote to HOME/attestations into
+// the store (source local). Envelopes already stored cost a hash and a lookup, not a
+// verification, so doing it at every start loses no run finished while the daemon was down.
+func (n *Node) importLocalRuns() error {
+	dir := n.home.AttestationsDir()
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	files, _, err := attest.ReadEnvelopeDir(dir)
+	if err != nil {
+		return err
+	}
+	for lo := 0; lo < len(files); lo += 1000 {
+		part := files[lo:min(len(files), lo+1000)]
+		envs := make([][]byte, len(part))
+		for i, f := range part {
+			envs[i] = f.Data
+		}
+		res, err := n.vstore.Attestations().Add(envs, SourceLocal, "")
+		if err != nil {
+			return err
+		}
+		for i, r := range res {
+			if r.Status == StatusRefused {
+				n.opts.Logf("local attestation %s refused: %s %s", part[i].Name, r.Reason, r.Detail)
+			}
+		}
+	}
+	return nil
+}

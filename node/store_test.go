@@ -1,6 +1,9 @@
 package node
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/evalmesh/evalmesh/attest"
@@ -183,5 +186,25 @@ func TestStoreCampaignsUseTheGivenVerifier(t *testing.T) {
 	res, _ := s.Campaigns().Add([][]byte{[]byte("good campaign"), []byte("bad")}, SourceGossip, "p")
 	if res[0].Status != StatusNew || res[1].Status != StatusRefused || s.Campaigns().Len() != 1 || s.Attestations().Len() != 0 {
 		t.Fatalf("%+v", res)
+	}
+}
+
+// Runs the node's own runner wrote while the daemon was down enter the store at start.
+func TestNodeImportsLocalRunsAtStart(t *testing.T) {
+	f, trust := testLab(t, "acme")
+	h := newHome(t)
+	if err := os.MkdirAll(h.AttestationsDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range signRuns(t, f, 0, 3) {
+		if err := os.WriteFile(filepath.Join(h.AttestationsDir(), fmt.Sprintf("run-%d.json", i)), e, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := testOptions()
+	o.Trust = trust
+	n := startNodeAt(t, h, o)
+	if got := n.Store().Attestations().Len(); got != 3 {
+		t.Fatalf("%d stored at start, want the 3 local runs", got)
 	}
 }

@@ -53,6 +53,8 @@ type SyncOptions struct {
 	// WrapServe, when set, replaces each envelope this node serves. Tests use it to make a
 	// peer that serves forged envelopes or dies half way (an error resets the stream).
 	WrapServe func(env []byte) ([]byte, error)
+	// NoAutoSync: no session on connect (benchmarks time their sessions themselves).
+	NoAutoSync bool
 	// Logf receives log lines (default: discard).
 	Logf func(format string, args ...any)
 }
@@ -133,7 +135,7 @@ func NewSyncer(h host.Host, store *Store, networkName string, o SyncOptions) *Sy
 		ctx: ctx, cancel: cancel}
 	h.SetStreamHandler(s.proto, s.serve)
 	h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
-		if c.Stat().Direction == network.DirOutbound {
+		if c.Stat().Direction == network.DirOutbound && !s.o.NoAutoSync {
 			s.Trigger(c.RemotePeer())
 		}
 	}})
@@ -465,6 +467,17 @@ func tally(st *SyncStats, res []AddResult) {
 
 // serve answers one peer's session for one set.
 func (s *Syncer) serve(str network.Stream) {
+	// Tracked like outbound sessions, so Close returns only once no handler can touch the
+	// store any more.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		str.Reset()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
 	p := str.Conn().RemotePeer()
 	ctx, cancel := context.WithTimeout(s.ctx, s.o.Timeout)
 	defer cancel()

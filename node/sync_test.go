@@ -201,3 +201,20 @@ func TestSyncWithUnknownPeerFails(t *testing.T) {
 		t.Fatalf("sync with a closed peer: %v", err)
 	}
 }
+
+// The interval loop syncs with a connected peer on its own (no connect session, no head).
+func TestSyncRunLoopSyncsWithAPeerAtAnInterval(t *testing.T) {
+	l := newSyncLabs(t)
+	a, b := startNode(t, l.options(SyncOptions{NoAutoSync: true})), startNode(t, l.options(SyncOptions{NoAutoSync: true}))
+	connect(t, a, b)
+	addLocal(t, b, signRuns(t, l.b, 0, 12))
+	if a.Store().Attestations().Len() != 0 {
+		t.Fatal("synced without a session")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Syncer().Run(ctx, 20*time.Millisecond); close(done) }()
+	inSync(t, 12, a, b)
+	cancel()
+	<-done
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/node"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/scoring"
 )
@@ -35,7 +38,7 @@ func newLedgerCmd(g *globals) *cobra.Command {
 	var rounds int
 	cmd := &cobra.Command{
 		Use:   "ledger --trust TRUST.yaml --tasks DIR [--attestations DIR] [--agents PATH] [--replication N]",
-		Short: "Compute the leaderboard from a folder of signed run attestations",
+		Short: "Compute the leaderboard from the daemon's verified attestations (or a folder of them)",
 		Long: `Compute the leaderboard from signed attestations, as every node of a network does:
 verify each envelope in the folder under the trust file, set aside equivocations
 (one lab signing two submissions for one slot, both dropped), duplicates, runs that a
@@ -55,6 +58,12 @@ attestation claims (a run's end, a re-score's time), so a run signed while its n
 certificate was valid keeps counting after the certificate expires, and every node gets the
 same root whenever it computes it. A revoked certificate or node counts for nothing, whatever
 time its attestations claim (a leaked key can backdate them).
+
+Where the envelopes come from: by default the running daemon's store (every envelope the
+node accepted from gossip, sync, its own runs and "evalmesh attest import", each verified
+once when it arrived: nothing is verified again, the trust file's policy is re-applied);
+with no daemon running, the envelope files in HOME/attestations; with --attestations DIR,
+the files in DIR (each verified now).
 
 Envelopes that do not verify (bad signature, unknown lab, certificate not valid at the
 claimed time, revoked, …) are refused, never counted: each refused file is listed on stderr with its reason, as is each
@@ -76,14 +85,27 @@ The table's terms (docs/scoring.md has the formulas; docs/cli-json.md the JSON):
 			if o.Policy.Replication < 0 {
 				return fmt.Errorf("--replication %d: give how many other labs must confirm a run, 0 or more", o.Policy.Replication)
 			}
+			o.Scoring.BootstrapRounds = rounds
 			if o.Attestations == "" {
 				h, err := g.Home()
 				if err != nil {
 					return err
 				}
-				o.Attestations = h.AttestationsDir()
+				envs, err := daemonEnvelopes(cmd.Context(), h)
+				switch {
+				case err == nil:
+					l, rep, err := computeLedgerFromStore(cmd.Context(), o, envs)
+					if err != nil {
+						return err
+					}
+					return printLedgerReport(cmd.OutOrStdout(), cmd.ErrOrStderr(), l, rep, g.jsonOut)
+				case errors.Is(err, node.ErrNoDaemon):
+					fmt.Fprintf(cmd.ErrOrStderr(), "no daemon running for %s: reading the envelope files in %s\n", h.Dir, h.AttestationsDir())
+					o.Attestations = h.AttestationsDir()
+				default:
+					return err
+				}
 			}
-			o.Scoring.BootstrapRounds = rounds
 			l, rep, err := computeLedgerFromFlags(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -93,7 +115,7 @@ The table's terms (docs/scoring.md has the formulas; docs/cli-json.md the JSON):
 	}
 	cmd.Flags().StringVar(&o.Trust, "trust", "", "trust file: the labs (and nodes) whose attestations are believed")
 	cmd.Flags().StringVar(&o.Tasks, "tasks", "", "folder of task folders (task.yaml bundles, or AIRS-Bench metadata.yaml)")
-	cmd.Flags().StringVar(&o.Attestations, "attestations", "", "folder of attestation envelopes (default HOME/attestations)")
+	cmd.Flags().StringVar(&o.Attestations, "attestations", "", "folder of attestation envelopes to verify and use instead of the daemon's store")
 	cmd.Flags().StringArrayVar(&o.Agents, "agents", nil, "agent spec file or folder of specs, to name agents (repeatable)")
 	cmd.Flags().IntVar(&o.Policy.Replication, "replication", 0, "other labs that must re-score a run to the same value for it to count")
 	cmd.Flags().StringVar(&o.Scoring.Worst, "worst", "population", `worst anchor of the normalized score: "population" or "estimated"`)
@@ -104,16 +126,47 @@ The table's terms (docs/scoring.md has the formulas; docs/cli-json.md the JSON):
 // computeLedgerFromFlags loads the trust file, the task folders (and their bundle CIDs) and
 // the agent specs, then hands the folder of envelopes to attest.LedgerFromDir.
 func computeLedgerFromFlags(ctx context.Context, o ledgerOptions) (*scoring.Ledger, *attest.LedgerReport, error) {
+	in, err := ledgerInputFromFlags(ctx, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return attest.LedgerFromDir(o.Attestations, in)
+}
+
+// computeLedgerFromStore is computeLedgerFromFlags over envelopes the daemon's store
+// accepted (node.LedgerFromStored: no signature checked again).
+func computeLedgerFromStore(ctx context.Context, o ledgerOptions, envs [][]byte) (*scoring.Ledger, *attest.LedgerReport, error) {
+	in, err := ledgerInputFromFlags(ctx, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return node.LedgerFromStored(envs, in)
+}
+
+// daemonEnvelopes fetches the running daemon's verified attestations.
+func daemonEnvelopes(ctx context.Context, h home.Home) ([][]byte, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c, err := node.NewClient(h)
+	if err != nil {
+		return nil, err
+	}
+	return c.StoredEnvelopes(ctx, node.SetAttestations)
+}
+
+// ledgerInputFromFlags is everything but the envelopes.
+func ledgerInputFromFlags(ctx context.Context, o ledgerOptions) (attest.LedgerInput, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	trust, err := attest.LoadTrust(o.Trust)
 	if err != nil {
-		return nil, nil, err
+		return attest.LedgerInput{}, err
 	}
 	folders, err := loadTaskFolders(o.Tasks)
 	if err != nil {
-		return nil, nil, err
+		return attest.LedgerInput{}, err
 	}
 	infos := make([]scoring.TaskInfo, len(folders))
 	for i, f := range folders {
@@ -121,16 +174,14 @@ func computeLedgerFromFlags(ctx context.Context, o ledgerOptions) (*scoring.Ledg
 	}
 	p := o.Policy
 	if p.Tasks, err = bundleCIDs(ctx, folders); err != nil {
-		return nil, nil, err
+		return attest.LedgerInput{}, err
 	}
 	if len(o.Agents) > 0 {
 		if p.Agents, err = agentNames(o.Agents); err != nil {
-			return nil, nil, err
+			return attest.LedgerInput{}, err
 		}
 	}
-	return attest.LedgerFromDir(o.Attestations, attest.LedgerInput{
-		Trust: trust, Tasks: infos, Policy: p, Scoring: o.Scoring,
-	})
+	return attest.LedgerInput{Trust: trust, Tasks: infos, Policy: p, Scoring: o.Scoring}, nil
 }
 
 // agentNames maps the CID of every agent spec found at paths to a display name: the spec's
