@@ -201,7 +201,10 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 	}
 
 	cc := opts.Claims
-	cc.Self, cc.Lab, cc.Cert, cc.Capacity = m.self, cert.Lab, cert.Raw(), opts.Capacity
+	// No capacity until the store is replayed and one reconciliation has run (or a grace
+	// period passed): a restarted node must learn what finished while it was away before it
+	// claims anything (docs/protocol-claims.md, "restarts").
+	cc.Self, cc.Lab, cc.Cert, cc.Capacity = m.self, cert.Lab, cert.Raw(), 0
 	m.cm = protocol.NewClaimMachine(cc)
 	m.ctx, m.stop = context.WithCancel(context.Background())
 
@@ -278,7 +281,41 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		return nil
 	})
 	m.ledgerChanged()
+	m.wg.Add(1)
+	go m.openCapacity()
 	return m, nil
+}
+
+// openCapacity gives the claim machine its capacity once the first reconciliation with a
+// peer has run, or after a grace period when none could (a node alone, or peers that do not
+// answer).
+func (m *Mesh) openCapacity() {
+	defer m.wg.Done()
+	const grace = 10 * time.Second
+	deadline := time.Now().Add(grace)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for time.Now().Before(deadline) && !m.reconciledOnce() {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	m.do(func() { m.apply(m.cm.SetCapacity(m.opts.Capacity, m.opts.Now())) })
+}
+
+func (m *Mesh) reconciledOnce() bool {
+	sy := m.n.Syncer()
+	if sy == nil {
+		return true
+	}
+	for _, p := range m.n.host.Network().Peers() {
+		if len(sy.LastStats(p)) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Close releases this node's claims (so others need not wait for the leases), stops the

@@ -17,6 +17,7 @@ import (
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/scoring"
 )
@@ -31,13 +32,16 @@ type ledgerOptions struct {
 	Agents       []string // agent spec files or folders of them; none: agents are named by CID
 	Policy       attest.AcceptPolicy
 	Scoring      scoring.Options
+	// NetworkDoc, when set, supplies the labs (unless Trust is given), the policy and the
+	// scoring options: the network's own, so the root is the network's.
+	NetworkDoc string
 }
 
 func newLedgerCmd(g *globals) *cobra.Command {
 	var o ledgerOptions
 	var rounds int
 	cmd := &cobra.Command{
-		Use:   "ledger --trust TRUST.yaml --tasks DIR [--attestations DIR] [--agents PATH] [--replication N]",
+		Use:   "ledger (--trust TRUST.yaml | --network-doc FILE) --tasks DIR [--attestations DIR] [--agents PATH] [--replication N]",
 		Short: "Compute the leaderboard from the daemon's verified attestations (or a folder of them)",
 		Long: `Compute the leaderboard from signed attestations, as every node of a network does:
 verify each envelope in the folder under the trust file, set aside equivocations
@@ -70,8 +74,12 @@ claimed time, revoked, …) are refused, never counted: each refused file is lis
 run that verified but does not count. --json prints the ledger as "evalmesh score --json"
 does, with an "attestations" object holding the counts, refusals and exclusions.
 
+With --network-doc HOME/network.json the labs, replication, counted executors and scoring
+options are the network's, as its daemons use them (the root then matches theirs).
+
 Examples:
   evalmesh ledger --trust trust.yaml --tasks bundles/
+  evalmesh ledger --network-doc ~/.evalmesh/network.json --tasks bundles/ --agents agents/
   evalmesh ledger --trust trust.yaml --tasks bundles/ --attestations inbox/ \
       --agents agents/ --replication 1 --worst estimated --json
 
@@ -79,8 +87,22 @@ The table's terms (docs/scoring.md has the formulas; docs/cli-json.md the JSON):
 ` + scoring.TableLegend,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.Trust == "" || o.Tasks == "" {
-				return fmt.Errorf("--trust TRUST.yaml and --tasks DIR are both required (see evalmesh ledger --help)")
+			if o.NetworkDoc != "" {
+				for _, f := range []string{"replication", "worst", "bootstrap-rounds", "allow-process-runs"} {
+					if cmd.Flags().Changed(f) {
+						return fmt.Errorf("--%s and --network-doc both set the ledger's options: the network document's are the network's; drop --%s", f, f)
+					}
+				}
+				doc, err := loadNetworkDocFile(o.NetworkDoc)
+				if err != nil {
+					return err
+				}
+				o.Policy.Replication, o.Policy.AllowProcessRuns = doc.Ledger.Replication, doc.CountsExecutor(attest.IsolationProcess)
+				sc := doc.ScoringOptions()
+				o.Scoring.Worst, rounds = sc.Worst, sc.BootstrapRounds
+			}
+			if (o.Trust == "" && o.NetworkDoc == "") || o.Tasks == "" {
+				return fmt.Errorf("--tasks DIR and one of --trust TRUST.yaml or --network-doc FILE are required (see evalmesh ledger --help)")
 			}
 			if o.Policy.Replication < 0 {
 				return fmt.Errorf("--replication %d: give how many other labs must confirm a run, 0 or more", o.Policy.Replication)
@@ -120,7 +142,22 @@ The table's terms (docs/scoring.md has the formulas; docs/cli-json.md the JSON):
 	cmd.Flags().IntVar(&o.Policy.Replication, "replication", 0, "other labs that must re-score a run to the same value for it to count")
 	cmd.Flags().StringVar(&o.Scoring.Worst, "worst", "population", `worst anchor of the normalized score: "population" or "estimated"`)
 	cmd.Flags().IntVar(&rounds, "bootstrap-rounds", 100, "bootstrap rounds for the confidence intervals")
+	cmd.Flags().BoolVar(&o.Policy.AllowProcessRuns, "allow-process-runs", false, "count runs of the process executor too (agents not isolated: they could read the labels)")
+	cmd.Flags().StringVar(&o.NetworkDoc, "network-doc", "", "the network's document (HOME/network.json): its labs, replication, counted executors and scoring options")
 	return cmd
+}
+
+// loadNetworkDocFile reads and checks a network document file.
+func loadNetworkDocFile(path string) (*protocol.NetworkDoc, error) {
+	raw, err := readCapped(path, protocol.MaxNetworkDocSize)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := protocol.ParseNetworkDoc(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return doc, nil
 }
 
 // computeLedgerFromFlags loads the trust file, the task folders (and their bundle CIDs) and
@@ -160,7 +197,16 @@ func ledgerInputFromFlags(ctx context.Context, o ledgerOptions) (attest.LedgerIn
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	trust, err := attest.LoadTrust(o.Trust)
+	var trust *attest.TrustStore
+	var err error
+	if o.Trust != "" {
+		trust, err = attest.LoadTrust(o.Trust)
+	} else {
+		var doc *protocol.NetworkDoc
+		if doc, err = loadNetworkDocFile(o.NetworkDoc); err == nil {
+			trust, err = doc.TrustStore()
+		}
+	}
 	if err != nil {
 		return attest.LedgerInput{}, err
 	}

@@ -335,7 +335,7 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 	if err != nil {
 		return nil, err
 	}
-	res.LedgerCommand = append([]string{"evalmesh", "ledger", "--trust", filepath.Join(nodes[0].h.Dir, TrustFile),
+	res.LedgerCommand = append([]string{"evalmesh", "ledger", "--network-doc", filepath.Join(nodes[0].h.Dir, NetworkDocFile),
 		"--tasks", tasksDir, "--agents", agentsDir, "--attestations", exportDir}, demoLedgerFlags...)
 	res.Seconds = time.Since(start).Seconds()
 	if opts.Keep && opts.Ready != nil {

@@ -6,7 +6,7 @@ import (
 )
 
 // demoLedgerFlags are the `evalmesh ledger` flags that select the same policy.
-var demoLedgerFlags = []string{"--replication", "1"}
+var demoLedgerFlags = []string{}
 
 func peerIDOfKey(k crypto.PrivKey) (string, error) {
 	id, err := peer.IDFromPrivateKey(k)
