@@ -43,6 +43,13 @@ re-score contradicts and runs with fewer than --replication other labs confirmin
 score, then score what counts exactly as "evalmesh score" does (Elo, normalized score,
 valid-submission rate) and print the ledger root.
 
+Only runs isolated in a container count, unless --allow-process-runs: under the process
+executor an agent can read the task's private labels ("not isolated"). Of several runs of
+one slot by one lab, the lowest attempt counts (re-running cannot pick the best try); two
+submissions for the same attempt are equivocation and drop every run of that slot by that
+lab. --max-agents-per-lab and --max-runs-per-lab cap what one lab can put on the ledger
+(docs/attestation-format.md, "Acceptance").
+
 Run attestations name their task by bundle CID and their agent by agent-spec CID. The
 task folders under --tasks are packed (hashing only) to match CIDs to task names; a run of
 another bundle does not count. With --agents (spec files, or folders of *.yaml / *.json
@@ -64,7 +71,8 @@ does, with an "attestations" object holding the counts, refusals and exclusions.
 Examples:
   evalmesh ledger --trust trust.yaml --tasks bundles/
   evalmesh ledger --trust trust.yaml --tasks bundles/ --attestations inbox/ \
-      --agents agents/ --replication 1 --worst estimated --json`,
+      --agents agents/ --replication 1 --worst estimated --json
+  evalmesh ledger --trust trust.yaml --tasks bundles/ --allow-process-runs --max-agents-per-lab 100`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.Trust == "" || o.Tasks == "" {
@@ -72,6 +80,12 @@ Examples:
 			}
 			if o.Policy.Replication < 0 {
 				return fmt.Errorf("--replication %d: give how many other labs must confirm a run, 0 or more", o.Policy.Replication)
+			}
+			if o.Policy.MaxAgentsPerLab < 0 || o.Policy.MaxRunsPerLab < 0 {
+				return fmt.Errorf("--max-agents-per-lab %d / --max-runs-per-lab %d: give a cap of 1 or more, or 0 for none", o.Policy.MaxAgentsPerLab, o.Policy.MaxRunsPerLab)
+			}
+			if o.Policy.AllowProcessRuns {
+				fmt.Fprintln(cmd.ErrOrStderr(), "this network counts process-executor runs (--allow-process-runs): their agents could read the tasks' private files")
 			}
 			if o.Attestations == "" {
 				h, err := g.Home()
@@ -93,6 +107,9 @@ Examples:
 	cmd.Flags().StringVar(&o.Attestations, "attestations", "", "folder of attestation envelopes (default HOME/attestations)")
 	cmd.Flags().StringArrayVar(&o.Agents, "agents", nil, "agent spec file or folder of specs, to name agents (repeatable)")
 	cmd.Flags().IntVar(&o.Policy.Replication, "replication", 0, "other labs that must re-score a run to the same value for it to count")
+	cmd.Flags().BoolVar(&o.Policy.AllowProcessRuns, "allow-process-runs", false, "also count runs not isolated in a container (process executor, or attestations that do not say)")
+	cmd.Flags().IntVar(&o.Policy.MaxAgentsPerLab, "max-agents-per-lab", 0, "count the runs of at most this many agents per lab, the first by name (0: no cap)")
+	cmd.Flags().IntVar(&o.Policy.MaxRunsPerLab, "max-runs-per-lab", 0, "count at most this many runs per lab, the first by task, agent, seed (0: no cap)")
 	cmd.Flags().StringVar(&o.Scoring.Worst, "worst", "population", `worst anchor of the normalized score: "population" or "estimated"`)
 	cmd.Flags().IntVar(&rounds, "bootstrap-rounds", 100, "bootstrap rounds for the confidence intervals")
 	return cmd
