@@ -58,7 +58,7 @@ without it every agent is shown by its CID. Nodes that must agree on the ledger 
 use the same tasks, agents, --replication, --worst and --bootstrap-rounds.
 
 The ledger does not read the clock: each node certificate is checked at the time its
-attestation claims (a run's end, a re-score's time), so a run signed while its node's
+attestation claims (a run's start and end, a re-score's time), so a run signed while its node's
 certificate was valid keeps counting after the certificate expires, and every node gets the
 same root whenever it computes it. A revoked certificate or node counts for nothing, whatever
 time its attestations claim (a leaked key can backdate them).
