@@ -320,8 +320,17 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 	tol := 1e-11 * total
 	// The Hessian system is factored by cholesky (detmath.go), not gonum: gonum's BLAS is
 	// assembly on amd64 and fused elsewhere, which would let the architecture reach the
-	// ledger's bits.
-	data := make([]float64, P*P)
+	// ledger's bits. Above denseNewtonMaxP players the O(P³) factorisation is the whole
+	// cost of a ledger (5,000 agents: minutes per fit), so the step is solved by conjugate
+	// gradients instead (O(P²) per iteration; see newtonStepCG). Small ledgers, and so
+	// every golden root, keep the exact dense solve.
+	dense := P <= denseNewtonMaxP
+	var data, wts []float64
+	if dense {
+		data = make([]float64, P*P)
+	} else {
+		wts = make([]float64, P*P)
+	}
 	d := make([]float64, P)
 	next := make([]float64, P)
 	for iter := 0; iter < 500; iter++ {
@@ -329,27 +338,31 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 		if maxAbs(g) <= tol {
 			return theta, nil
 		}
-		// Lower triangle of L + 11ᵀ, row-major.
-		for i := range data {
-			data[i] = 1
-		}
-		for i := 0; i < P; i++ {
-			for j := i + 1; j < P; j++ {
-				n := c[i*P+j] + c[j*P+i]
-				if n == 0 {
-					continue
-				}
-				p := sigmoid(theta[i] - theta[j])
-				w := float64(n * p * (1 - p))
-				data[j*P+i] -= w
-				data[i*P+i] += w
-				data[j*P+j] += w
+		if dense {
+			// Lower triangle of L + 11ᵀ, row-major.
+			for i := range data {
+				data[i] = 1
 			}
+			for i := 0; i < P; i++ {
+				for j := i + 1; j < P; j++ {
+					n := c[i*P+j] + c[j*P+i]
+					if n == 0 {
+						continue
+					}
+					p := sigmoid(theta[i] - theta[j])
+					w := float64(n * p * (1 - p))
+					data[j*P+i] -= w
+					data[i*P+i] += w
+					data[j*P+j] += w
+				}
+			}
+			if ok := cholesky(data, P); !ok {
+				return theta, errors.New("scoring: Bradley–Terry Hessian is singular (comparison graph not connected)")
+			}
+			choleskySolve(data, P, g, d)
+		} else if !newtonStepCG(c, P, theta, g, wts, d, 1e-10*maxAbs(g)) {
+			return theta, errNoConvergence
 		}
-		if ok := cholesky(data, P); !ok {
-			return theta, errors.New("scoring: Bradley–Terry Hessian is singular (comparison graph not connected)")
-		}
-		choleskySolve(data, P, g, d)
 		dmax := maxAbs(d)
 		step := 1.0
 		// Far from the optimum a full Newton step can overshoot (ratings can be tens of
@@ -383,6 +396,100 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 		return theta, nil
 	}
 	return theta, errNoConvergence
+}
+
+// denseNewtonMaxP is the largest number of players whose Newton step is solved by the
+// dense Cholesky factorisation; larger fits use conjugate gradients (newtonStepCG).
+var denseNewtonMaxP = 400 // a var only so tests and benchmarks can compare the two solvers
+
+// newtonStepCG solves (L + 11ᵀ)d = g, L the Hessian's weighted Laplacian at theta, by
+// Jacobi-preconditioned conjugate gradients until the residual is at most tol (in max
+// norm); false if it did not get there. wts (P×P, scratch) receives the upper triangle of
+// L's edge weights. The players of a ledger have all played each other, so L is a dense,
+// well-conditioned Laplacian and a few dozen iterations of O(P²) each replace an O(P³)
+// factorisation. Hand-written: gonum's CG calls its BLAS, which fuses (see FitNewton). All
+// sums run in a fixed order with every product rounded (float64(·)), so the result is the
+// same on every architecture.
+func newtonStepCG(c []float64, P int, theta, g, wts, d []float64, tol float64) bool {
+	diag := make([]float64, P)
+	for i := 0; i < P; i++ {
+		row := wts[i*P : (i+1)*P]
+		for j := i + 1; j < P; j++ {
+			n := c[i*P+j] + c[j*P+i]
+			if n == 0 {
+				row[j] = 0
+				continue
+			}
+			p := sigmoid(theta[i] - theta[j])
+			w := float64(n * p * (1 - p))
+			row[j] = w
+			diag[i] += w
+			diag[j] += w
+		}
+	}
+	for i := range diag {
+		diag[i]++ // the 11ᵀ term's diagonal
+	}
+	// mul computes out = (L + 11ᵀ)v.
+	mul := func(v, out []float64) {
+		var sum float64
+		for _, x := range v {
+			sum += x
+		}
+		clear(out)
+		for i := 0; i < P; i++ {
+			row := wts[i*P : (i+1)*P]
+			vi := v[i]
+			var acc float64
+			for j := i + 1; j < P; j++ {
+				w := row[j]
+				if w == 0 {
+					continue
+				}
+				t := float64(w * (vi - v[j]))
+				acc += t
+				out[j] -= t
+			}
+			out[i] += acc
+		}
+		for i := range out {
+			out[i] += sum
+		}
+	}
+	clear(d)
+	r := slices.Clone(g)
+	z := make([]float64, P)
+	for i := range z {
+		z[i] = r[i] / diag[i]
+	}
+	q := slices.Clone(z)
+	hq := make([]float64, P)
+	rz := dot(r, z)
+	for it := 0; it < 10*P+100; it++ {
+		if maxAbs(r) <= tol {
+			return true
+		}
+		mul(q, hq)
+		qhq := dot(q, hq)
+		if qhq <= 0 || math.IsNaN(qhq) {
+			return false
+		}
+		alpha := rz / qhq
+		for i := range d {
+			d[i] += float64(alpha * q[i])
+			r[i] -= float64(alpha * hq[i])
+		}
+		for i := range z {
+			z[i] = r[i] / diag[i]
+		}
+		rz2 := dot(r, z)
+		beta := rz2 / rz
+		rz = rz2
+		for i := range q {
+			q[i] = z[i] + float64(beta*q[i])
+		}
+	}
+	return maxAbs(r) <= tol
 }
 
 // FitMM maximises the same likelihood by Hunter's (2004) minorise–maximise iteration
