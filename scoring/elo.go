@@ -329,7 +329,7 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 	if dense {
 		data = make([]float64, P*P)
 	} else {
-		wts = make([]float64, P*P)
+		wts = make([]float64, P*(P-1)/2)
 	}
 	d := make([]float64, P)
 	next := make([]float64, P)
@@ -404,25 +404,30 @@ var denseNewtonMaxP = 400 // a var only so tests and benchmarks can compare the 
 
 // newtonStepCG solves (L + 11ᵀ)d = g, L the Hessian's weighted Laplacian at theta, by
 // Jacobi-preconditioned conjugate gradients until the residual is at most tol (in max
-// norm); false if it did not get there. wts (P×P, scratch) receives the upper triangle of
-// L's edge weights. The players of a ledger have all played each other, so L is a dense,
+// norm); false if it did not get there. wts (P(P−1)/2, scratch) receives L's edge weights,
+// the upper triangle packed row by row. The players of a ledger have all played each other, so L is a dense,
 // well-conditioned Laplacian and a few dozen iterations of O(P²) each replace an O(P³)
 // factorisation. Hand-written: gonum's CG calls its BLAS, which fuses (see FitNewton). All
 // sums run in a fixed order with every product rounded (float64(·)), so the result is the
 // same on every architecture.
 func newtonStepCG(c []float64, P int, theta, g, wts, d []float64, tol float64) bool {
 	diag := make([]float64, P)
+	// row(i) holds the weights of (i, j) for j = i+1 … P−1, at row(i)[j−i−1].
+	row := func(i int) []float64 {
+		off := i*P - i*(i+1)/2
+		return wts[off : off+P-1-i]
+	}
 	for i := 0; i < P; i++ {
-		row := wts[i*P : (i+1)*P]
+		ri := row(i)
 		for j := i + 1; j < P; j++ {
 			n := c[i*P+j] + c[j*P+i]
 			if n == 0 {
-				row[j] = 0
+				ri[j-i-1] = 0
 				continue
 			}
 			p := sigmoid(theta[i] - theta[j])
 			w := float64(n * p * (1 - p))
-			row[j] = w
+			ri[j-i-1] = w
 			diag[i] += w
 			diag[j] += w
 		}
@@ -438,17 +443,16 @@ func newtonStepCG(c []float64, P int, theta, g, wts, d []float64, tol float64) b
 		}
 		clear(out)
 		for i := 0; i < P; i++ {
-			row := wts[i*P : (i+1)*P]
+			ri, vj, oj := row(i), v[i+1:], out[i+1:]
 			vi := v[i]
 			var acc float64
-			for j := i + 1; j < P; j++ {
-				w := row[j]
+			for k, w := range ri {
 				if w == 0 {
 					continue
 				}
-				t := float64(w * (vi - v[j]))
+				t := float64(w * (vi - vj[k]))
 				acc += t
-				out[j] -= t
+				oj[k] -= t
 			}
 			out[i] += acc
 		}
