@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"sync"
 )
 
 // Games holds the seed-vs-seed games between P players, aggregated: Wins[i*P+j] is how
@@ -95,22 +96,22 @@ func addTaskGames(g *Games, runs []playerRuns) {
 		return cmp.Compare(a.owner, b.owner)
 	})
 	M := len(G)
-	C := make([]int32, (M+1)*R)
-	for k, it := range G {
-		copy(C[(k+1)*R:(k+2)*R], C[k*R:(k+1)*R])
-		C[(k+1)*R+int(it.owner)]++
-	}
-	W := make([]int64, R*R)
+	// cnt[b] counts player b's scores in G[:lo], kept as lo advances: lo(x) never decreases
+	// along G, so one running vector stands for the whole prefix-count table (which at
+	// 5,000 players was 300 MB a task, and its copying most of the cost).
+	cnt := make([]int64, R)
+	W := taskWins.get(R * R)
+	defer taskWins.put(W)
 	lo := 0
 	for _, it := range G {
 		x := it.v
 		for lo < M && G[lo].v < x && !Tie(x, G[lo].v) {
+			cnt[G[lo].owner]++
 			lo++
 		}
-		row := C[lo*R : (lo+1)*R]
 		acc := W[int(it.owner)*R : (int(it.owner)+1)*R]
-		for b, c := range row {
-			acc[b] += int64(c)
+		for b, c := range cnt {
+			acc[b] += c
 		}
 	}
 	for a := 0; a < R; a++ {
@@ -128,6 +129,24 @@ func addTaskGames(g *Games, runs []playerRuns) {
 			g.Ties[min(i, j)*P+max(i, j)] += t
 		}
 	}
+}
+
+// taskWins recycles addTaskGames' R×R win table (72 MB a task at 3,000 players): the
+// tasks of a ledger reuse a few instead of allocating one each. Buffers come back zeroed.
+var taskWins = &int64Pool{}
+
+type int64Pool struct{ p sync.Pool }
+
+func (p *int64Pool) get(n int) []int64 {
+	if b, ok := p.p.Get().(*[]int64); ok && cap(*b) >= n {
+		return (*b)[:n]
+	}
+	return make([]int64, n)
+}
+
+func (p *int64Pool) put(b []int64) {
+	clear(b)
+	p.p.Put(&b)
 }
 
 // weights turns game counts into Bradley–Terry "win weights" c[i*P+j]: as upstream (the
