@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/evalmesh/evalmesh/scoring"
@@ -228,12 +230,15 @@ func ReadEnvelopeDir(dir string) ([]EnvelopeFile, []Refusal, error) {
 			continue
 		}
 		path := filepath.Join(dir, name)
-		data, err := readEnvelopeFile(path)
+		data, err := ReadEnvelopeFile(path)
 		if err != nil {
 			var big errTooLarge
-			if errors.As(err, &big) {
+			switch {
+			case errors.As(err, &big):
 				refused = append(refused, Refusal{File: path, Reason: "too large", Detail: err.Error()})
-			} else if !errors.Is(err, errNotRegular) {
+			case errors.Is(err, ErrNotRegular):
+				refused = append(refused, Refusal{File: path, Reason: "not a regular file", Detail: err.Error()})
+			default:
 				refused = append(refused, Refusal{File: path, Reason: "unreadable", Detail: err.Error()})
 			}
 			continue
@@ -243,7 +248,9 @@ func ReadEnvelopeDir(dir string) ([]EnvelopeFile, []Refusal, error) {
 	return files, refused, nil
 }
 
-var errNotRegular = errors.New("not a regular file")
+// ErrNotRegular is returned (wrapped, naming the file) by ReadEnvelopeFile for a named pipe,
+// device, socket or folder: opening a pipe would wait for a writer forever.
+var ErrNotRegular = errors.New("not a regular file")
 
 type errTooLarge struct{ path string }
 
@@ -251,20 +258,29 @@ func (e errTooLarge) Error() string {
 	return fmt.Sprintf("%s is over %d bytes, larger than any attestation", e.path, MaxEnvelopeSize)
 }
 
-// readEnvelopeFile reads at most MaxEnvelopeSize bytes: a flood in the folder costs a
-// megabyte, not the node's memory.
-func readEnvelopeFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
+// ReadEnvelopeFile reads an envelope (or statement) file of at most MaxEnvelopeSize bytes:
+// a flood costs a megabyte, not the node's memory, and a named pipe or device named *.json
+// is refused (ErrNotRegular) without waiting on it. The type is checked before opening (a
+// symlink must point at a regular file), the open does not block (O_NONBLOCK: the file may
+// be swapped for a pipe in between) and the opened file is checked again.
+func ReadEnvelopeFile(path string) ([]byte, error) {
+	st, err := os.Stat(path) // follows a symlink: its target must be regular
 	if err != nil {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, errNotRegular
+		return nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, fileKind(st.Mode()))
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err = f.Stat(); err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, fileKind(st.Mode()))
 	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxEnvelopeSize+1))
 	if err != nil {
@@ -274,6 +290,20 @@ func readEnvelopeFile(path string) ([]byte, error) {
 		return nil, errTooLarge{path}
 	}
 	return b, nil
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a folder"
+	}
+	return "mode " + m.String()
 }
 
 func sortRefusals(r []Refusal) {

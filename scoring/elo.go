@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"sync"
 )
 
 // Games holds the seed-vs-seed games between P players, aggregated: Wins[i*P+j] is how
@@ -95,22 +96,22 @@ func addTaskGames(g *Games, runs []playerRuns) {
 		return cmp.Compare(a.owner, b.owner)
 	})
 	M := len(G)
-	C := make([]int32, (M+1)*R)
-	for k, it := range G {
-		copy(C[(k+1)*R:(k+2)*R], C[k*R:(k+1)*R])
-		C[(k+1)*R+int(it.owner)]++
-	}
-	W := make([]int64, R*R)
+	// cnt[b] counts player b's scores in G[:lo], kept as lo advances: lo(x) never decreases
+	// along G, so one running vector stands for the whole prefix-count table (which at
+	// 5,000 players was 300 MB a task, and its copying most of the cost).
+	cnt := make([]int64, R)
+	W := taskWins.get(R * R)
+	defer taskWins.put(W)
 	lo := 0
 	for _, it := range G {
 		x := it.v
 		for lo < M && G[lo].v < x && !Tie(x, G[lo].v) {
+			cnt[G[lo].owner]++
 			lo++
 		}
-		row := C[lo*R : (lo+1)*R]
 		acc := W[int(it.owner)*R : (int(it.owner)+1)*R]
-		for b, c := range row {
-			acc[b] += int64(c)
+		for b, c := range cnt {
+			acc[b] += c
 		}
 	}
 	for a := 0; a < R; a++ {
@@ -128,6 +129,24 @@ func addTaskGames(g *Games, runs []playerRuns) {
 			g.Ties[min(i, j)*P+max(i, j)] += t
 		}
 	}
+}
+
+// taskWins recycles addTaskGames' R×R win table (72 MB a task at 3,000 players): the
+// tasks of a ledger reuse a few instead of allocating one each. Buffers come back zeroed.
+var taskWins = &int64Pool{}
+
+type int64Pool struct{ p sync.Pool }
+
+func (p *int64Pool) get(n int) []int64 {
+	if b, ok := p.p.Get().(*[]int64); ok && cap(*b) >= n {
+		return (*b)[:n]
+	}
+	return make([]int64, n)
+}
+
+func (p *int64Pool) put(b []int64) {
+	clear(b)
+	p.p.Put(&b)
 }
 
 // weights turns game counts into Bradley–Terry "win weights" c[i*P+j]: as upstream (the
@@ -320,8 +339,17 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 	tol := 1e-11 * total
 	// The Hessian system is factored by cholesky (detmath.go), not gonum: gonum's BLAS is
 	// assembly on amd64 and fused elsewhere, which would let the architecture reach the
-	// ledger's bits.
-	data := make([]float64, P*P)
+	// ledger's bits. Above denseNewtonMaxP players the O(P³) factorisation is the whole
+	// cost of a ledger (5,000 agents: minutes per fit), so the step is solved by conjugate
+	// gradients instead (O(P²) per iteration; see newtonStepCG). Small ledgers, and so
+	// every golden root, keep the exact dense solve.
+	dense := P <= denseNewtonMaxP
+	var data, wts []float64
+	if dense {
+		data = make([]float64, P*P)
+	} else {
+		wts = make([]float64, P*(P-1)/2)
+	}
 	d := make([]float64, P)
 	next := make([]float64, P)
 	for iter := 0; iter < 500; iter++ {
@@ -329,27 +357,31 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 		if maxAbs(g) <= tol {
 			return theta, nil
 		}
-		// Lower triangle of L + 11ᵀ, row-major.
-		for i := range data {
-			data[i] = 1
-		}
-		for i := 0; i < P; i++ {
-			for j := i + 1; j < P; j++ {
-				n := c[i*P+j] + c[j*P+i]
-				if n == 0 {
-					continue
-				}
-				p := sigmoid(theta[i] - theta[j])
-				w := float64(n * p * (1 - p))
-				data[j*P+i] -= w
-				data[i*P+i] += w
-				data[j*P+j] += w
+		if dense {
+			// Lower triangle of L + 11ᵀ, row-major.
+			for i := range data {
+				data[i] = 1
 			}
+			for i := 0; i < P; i++ {
+				for j := i + 1; j < P; j++ {
+					n := c[i*P+j] + c[j*P+i]
+					if n == 0 {
+						continue
+					}
+					p := sigmoid(theta[i] - theta[j])
+					w := float64(n * p * (1 - p))
+					data[j*P+i] -= w
+					data[i*P+i] += w
+					data[j*P+j] += w
+				}
+			}
+			if ok := cholesky(data, P); !ok {
+				return theta, errors.New("scoring: Bradley–Terry Hessian is singular (comparison graph not connected)")
+			}
+			choleskySolve(data, P, g, d)
+		} else if !newtonStepCG(c, P, theta, g, wts, d, 1e-10*maxAbs(g)) {
+			return theta, errNoConvergence
 		}
-		if ok := cholesky(data, P); !ok {
-			return theta, errors.New("scoring: Bradley–Terry Hessian is singular (comparison graph not connected)")
-		}
-		choleskySolve(data, P, g, d)
 		dmax := maxAbs(d)
 		step := 1.0
 		// Far from the optimum a full Newton step can overshoot (ratings can be tens of
@@ -383,6 +415,104 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 		return theta, nil
 	}
 	return theta, errNoConvergence
+}
+
+// denseNewtonMaxP is the largest number of players whose Newton step is solved by the
+// dense Cholesky factorisation; larger fits use conjugate gradients (newtonStepCG).
+var denseNewtonMaxP = 400 // a var only so tests and benchmarks can compare the two solvers
+
+// newtonStepCG solves (L + 11ᵀ)d = g, L the Hessian's weighted Laplacian at theta, by
+// Jacobi-preconditioned conjugate gradients until the residual is at most tol (in max
+// norm); false if it did not get there. wts (P(P−1)/2, scratch) receives L's edge weights,
+// the upper triangle packed row by row. The players of a ledger have all played each other, so L is a dense,
+// well-conditioned Laplacian and a few dozen iterations of O(P²) each replace an O(P³)
+// factorisation. Hand-written: gonum's CG calls its BLAS, which fuses (see FitNewton). All
+// sums run in a fixed order with every product rounded (float64(·)), so the result is the
+// same on every architecture.
+func newtonStepCG(c []float64, P int, theta, g, wts, d []float64, tol float64) bool {
+	diag := make([]float64, P)
+	// row(i) holds the weights of (i, j) for j = i+1 … P−1, at row(i)[j−i−1].
+	row := func(i int) []float64 {
+		off := i*P - i*(i+1)/2
+		return wts[off : off+P-1-i]
+	}
+	for i := 0; i < P; i++ {
+		ri := row(i)
+		for j := i + 1; j < P; j++ {
+			n := c[i*P+j] + c[j*P+i]
+			if n == 0 {
+				ri[j-i-1] = 0
+				continue
+			}
+			p := sigmoid(theta[i] - theta[j])
+			w := float64(n * p * (1 - p))
+			ri[j-i-1] = w
+			diag[i] += w
+			diag[j] += w
+		}
+	}
+	for i := range diag {
+		diag[i]++ // the 11ᵀ term's diagonal
+	}
+	// mul computes out = (L + 11ᵀ)v.
+	mul := func(v, out []float64) {
+		var sum float64
+		for _, x := range v {
+			sum += x
+		}
+		clear(out)
+		for i := 0; i < P; i++ {
+			ri, vj, oj := row(i), v[i+1:], out[i+1:]
+			vi := v[i]
+			var acc float64
+			for k, w := range ri {
+				if w == 0 {
+					continue
+				}
+				t := float64(w * (vi - vj[k]))
+				acc += t
+				oj[k] -= t
+			}
+			out[i] += acc
+		}
+		for i := range out {
+			out[i] += sum
+		}
+	}
+	clear(d)
+	r := slices.Clone(g)
+	z := make([]float64, P)
+	for i := range z {
+		z[i] = r[i] / diag[i]
+	}
+	q := slices.Clone(z)
+	hq := make([]float64, P)
+	rz := dot(r, z)
+	for it := 0; it < 10*P+100; it++ {
+		if maxAbs(r) <= tol {
+			return true
+		}
+		mul(q, hq)
+		qhq := dot(q, hq)
+		if qhq <= 0 || math.IsNaN(qhq) {
+			return false
+		}
+		alpha := rz / qhq
+		for i := range d {
+			d[i] += float64(alpha * q[i])
+			r[i] -= float64(alpha * hq[i])
+		}
+		for i := range z {
+			z[i] = r[i] / diag[i]
+		}
+		rz2 := dot(r, z)
+		beta := rz2 / rz
+		rz = rz2
+		for i := range q {
+			q[i] = z[i] + float64(beta*q[i])
+		}
+	}
+	return maxAbs(r) <= tol
 }
 
 // FitMM maximises the same likelihood by Hunter's (2004) minorise–maximise iteration

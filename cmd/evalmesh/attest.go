@@ -78,7 +78,7 @@ Example:
 						certPath, cert.NotBefore.Format(time.RFC3339), cert.NotAfter.Format(time.RFC3339))
 				}
 			}
-			st, err := os.ReadFile(args[0])
+			st, err := attest.ReadEnvelopeFile(args[0])
 			if err != nil {
 				return err
 			}
@@ -155,7 +155,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			env, err := os.ReadFile(args[0])
+			env, err := attest.ReadEnvelopeFile(args[0]) // bounded, and never waits on a pipe
 			if err != nil {
 				return err
 			}

@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/internal/testutil"
 )
 
 // labFlow sets up a lab, a certified node home and a trust file in a temp dir.
@@ -389,4 +391,43 @@ func TestLabInitFinishesAnInterruptedInit(t *testing.T) {
 		t.Fatalf("restored lab.json: %+v %v", info, err)
 	}
 	mustCLI(t, "trust", "add", "--trust", filepath.Join(t.TempDir(), "t.yaml"), "--lab", dir)
+}
+
+// `attest verify` refuses a file over the envelope limit without reading it whole, and a
+// named pipe without waiting on it.
+func TestVerifyCLIRefusesHugeFilesAndPipes(t *testing.T) {
+	f := newLabFlow(t)
+	huge := filepath.Join(f.dir, "huge.json")
+	if err := os.WriteFile(huge, make([]byte, 4*attest.MaxEnvelopeSize), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := cliRun(t, "attest", "verify", "--trust", f.trust, huge)
+	if code == 0 || !strings.Contains(stderr, "larger than any attestation") {
+		t.Fatalf("verify of a 4 MiB file: exit %d %q, want it refused by size before reading", code, stderr)
+	}
+	pipe := filepath.Join(f.dir, "pipe.json")
+	if err := syscall.Mkfifo(pipe, 0o644); err != nil {
+		t.Skipf("no named pipes here: %v", err)
+	}
+	type res struct {
+		code   int
+		stderr string
+	}
+	done := make(chan res, 1)
+	go func() {
+		code, _, stderr := cliRun(t, "attest", "verify", "--trust", f.trust, pipe)
+		done <- res{code, stderr}
+	}()
+	var r res
+	testutil.WaitFor(t, 20*time.Second, "attest verify of a named pipe to return", func() bool {
+		select {
+		case r = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if r.code == 0 || !strings.Contains(r.stderr, "not a regular file (a named pipe)") {
+		t.Fatalf("verify of a pipe: exit %d %q", r.code, r.stderr)
+	}
 }

@@ -21,6 +21,10 @@ func TestDemoLedger(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("demo: %d %s", code, e)
 	}
+	// The demo's runs are process-executor runs: it opts in to count them, visibly.
+	if !strings.Contains(out+e, "this network counts process-executor runs") {
+		t.Fatalf("demo output does not say it counts process-executor runs:\n%s\n%s", out, e)
+	}
 	// The summary line and the command, as printed.
 	var summary, command string
 	lines := strings.Split(out, "\n")
@@ -33,7 +37,7 @@ func TestDemoLedger(t *testing.T) {
 		}
 	}
 	wantCmd := "evalmesh ledger --home " + h + " --trust " + filepath.Join(h, "trust.yaml") +
-		" --tasks " + filepath.Join(h, "examples", "tasks") + " --agents " + filepath.Join(h, "examples", "agents")
+		" --tasks " + filepath.Join(h, "examples", "tasks") + " --agents " + filepath.Join(h, "examples", "agents") + " --allow-process-runs"
 	if command != wantCmd {
 		t.Fatalf("printed command %q, want %q\n%s", command, wantCmd, out)
 	}

@@ -50,6 +50,13 @@ re-score contradicts and runs with fewer than --replication other labs confirmin
 score, then score what counts exactly as "evalmesh score" does (Elo, normalized score,
 valid-submission rate) and print the ledger root.
 
+Only runs isolated in a container count, unless --allow-process-runs: under the process
+executor an agent can read the task's private labels ("not isolated"). Of several runs of
+one slot by one lab, the lowest attempt counts (re-running cannot pick the best try); two
+submissions for the same attempt are equivocation and drop every run of that slot by that
+lab. --max-agents-per-lab and --max-runs-per-lab cap what one lab can put on the ledger
+(docs/attestation-format.md, "Acceptance").
+
 Run attestations name their task by bundle CID and their agent by agent-spec CID. The
 task folders under --tasks are packed (hashing only) to match CIDs to task names; a run of
 another bundle does not count. With --agents (spec files, or folders of *.yaml / *.json
@@ -58,7 +65,7 @@ without it every agent is shown by its CID. Nodes that must agree on the ledger 
 use the same tasks, agents, --replication, --worst and --bootstrap-rounds.
 
 The ledger does not read the clock: each node certificate is checked at the time its
-attestation claims (a run's end, a re-score's time), so a run signed while its node's
+attestation claims (a run's start and end, a re-score's time), so a run signed while its node's
 certificate was valid keeps counting after the certificate expires, and every node gets the
 same root whenever it computes it. A revoked certificate or node counts for nothing, whatever
 time its attestations claim (a leaked key can backdate them).
@@ -82,6 +89,8 @@ Examples:
   evalmesh ledger --network-doc ~/.evalmesh/network.json --tasks bundles/ --agents agents/
   evalmesh ledger --trust trust.yaml --tasks bundles/ --attestations inbox/ \
       --agents agents/ --replication 1 --worst estimated --json
+  evalmesh ledger --trust trust.yaml --tasks bundles/ --allow-process-runs --max-agents-per-lab 100
+
 
 The table's terms (docs/scoring.md has the formulas; docs/cli-json.md the JSON):
 ` + scoring.TableLegend,
@@ -108,6 +117,12 @@ The table's terms (docs/scoring.md has the formulas; docs/cli-json.md the JSON):
 				return fmt.Errorf("--replication %d: give how many other labs must confirm a run, 0 or more", o.Policy.Replication)
 			}
 			o.Scoring.BootstrapRounds = rounds
+			if o.Policy.MaxAgentsPerLab < 0 || o.Policy.MaxRunsPerLab < 0 {
+				return fmt.Errorf("--max-agents-per-lab %d / --max-runs-per-lab %d: give a cap of 1 or more, or 0 for none", o.Policy.MaxAgentsPerLab, o.Policy.MaxRunsPerLab)
+			}
+			if o.Policy.AllowProcessRuns {
+				fmt.Fprintln(cmd.ErrOrStderr(), "this network counts process-executor runs (--allow-process-runs): their agents could read the tasks' private files")
+			}
 			if o.Attestations == "" {
 				h, err := g.Home()
 				if err != nil {
@@ -140,9 +155,11 @@ The table's terms (docs/scoring.md has the formulas; docs/cli-json.md the JSON):
 	cmd.Flags().StringVar(&o.Attestations, "attestations", "", "folder of attestation envelopes to verify and use instead of the daemon's store")
 	cmd.Flags().StringArrayVar(&o.Agents, "agents", nil, "agent spec file or folder of specs, to name agents (repeatable)")
 	cmd.Flags().IntVar(&o.Policy.Replication, "replication", 0, "other labs that must re-score a run to the same value for it to count")
+	cmd.Flags().BoolVar(&o.Policy.AllowProcessRuns, "allow-process-runs", false, "also count runs not isolated in a container (process executor, or attestations that do not say)")
+	cmd.Flags().IntVar(&o.Policy.MaxAgentsPerLab, "max-agents-per-lab", 0, "count the runs of at most this many agents per lab, the first by name (0: no cap)")
+	cmd.Flags().IntVar(&o.Policy.MaxRunsPerLab, "max-runs-per-lab", 0, "count at most this many runs per lab, the first by task, agent, seed (0: no cap)")
 	cmd.Flags().StringVar(&o.Scoring.Worst, "worst", "population", `worst anchor of the normalized score: "population" or "estimated"`)
 	cmd.Flags().IntVar(&rounds, "bootstrap-rounds", 100, "bootstrap rounds for the confidence intervals")
-	cmd.Flags().BoolVar(&o.Policy.AllowProcessRuns, "allow-process-runs", false, "count runs of the process executor too (agents not isolated: they could read the labels)")
 	cmd.Flags().StringVar(&o.NetworkDoc, "network-doc", "", "the network's document (HOME/network.json): its labs, replication, counted executors and scoring options")
 	return cmd
 }

@@ -153,7 +153,7 @@ func TestLedgerCommand(t *testing.T) {
 	byName := func(i int) string { return f.agentOf[i] }
 
 	t.Run("json, agents named by spec", func(t *testing.T) {
-		out, e, code := runE2(t, "ledger", "--home", f.home, "--trust", f.trust, "--tasks", f.tasks,
+		out, e, code := runE2(t, "ledger", "--allow-process-runs", "--home", f.home, "--trust", f.trust, "--tasks", f.tasks,
 			"--agents", f.specs, "--bootstrap-rounds", "20", "--json")
 		if code != 0 {
 			t.Fatalf("ledger: %d %s", code, e)
@@ -183,7 +183,7 @@ func TestLedgerCommand(t *testing.T) {
 	})
 
 	t.Run("text names the refused file", func(t *testing.T) {
-		out, e, code := runE2(t, "ledger", "--home", f.home, "--trust", f.trust, "--tasks", f.tasks,
+		out, e, code := runE2(t, "ledger", "--allow-process-runs", "--home", f.home, "--trust", f.trust, "--tasks", f.tasks,
 			"--agents", f.specs, "--bootstrap-rounds", "20")
 		if code != 0 {
 			t.Fatalf("ledger: %d %s", code, e)
@@ -200,7 +200,7 @@ func TestLedgerCommand(t *testing.T) {
 	})
 
 	t.Run("without --agents, agents are their CIDs", func(t *testing.T) {
-		out, e, code := runE2(t, "ledger", "--trust", f.trust, "--tasks", f.tasks, "--attestations", attDir,
+		out, e, code := runE2(t, "ledger", "--allow-process-runs", "--trust", f.trust, "--tasks", f.tasks, "--attestations", attDir,
 			"--bootstrap-rounds", "20", "--json")
 		if code != 0 {
 			t.Fatalf("ledger: %d %s", code, e)
@@ -225,8 +225,38 @@ func TestLedgerCommand(t *testing.T) {
 		}
 	})
 
-	t.Run("replication 1 with no re-scores counts nothing", func(t *testing.T) {
+	t.Run("without --allow-process-runs, process-executor runs do not count", func(t *testing.T) {
 		out, e, code := runE2(t, "ledger", "--home", f.home, "--trust", f.trust, "--tasks", f.tasks,
+			"--bootstrap-rounds", "20", "--json")
+		if code != 0 {
+			t.Fatalf("ledger: %d %s", code, e)
+		}
+		var got ledgerJSON
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Attestations.Counted != 0 || len(got.Attestations.Excluded) != 4 {
+			t.Fatalf("attestations %+v: want 0 counted, 4 excluded", got.Attestations)
+		}
+		for _, x := range got.Attestations.Excluded {
+			if x.Reason != "not isolated" {
+				t.Errorf("excluded %s for %q, want not isolated", x.ID, x.Reason)
+			}
+		}
+		if strings.Contains(e, "counts process-executor runs") {
+			t.Errorf("stderr claims process runs count:\n%s", e)
+		}
+	})
+
+	t.Run("--allow-process-runs says so", func(t *testing.T) {
+		_, e, code := runE2(t, "ledger", "--allow-process-runs", "--home", f.home, "--trust", f.trust, "--tasks", f.tasks, "--bootstrap-rounds", "20")
+		if code != 0 || !strings.Contains(e, "this network counts process-executor runs") {
+			t.Fatalf("ledger --allow-process-runs: %d, stderr does not say it counts process runs:\n%s", code, e)
+		}
+	})
+
+	t.Run("replication 1 with no re-scores counts nothing", func(t *testing.T) {
+		out, e, code := runE2(t, "ledger", "--allow-process-runs", "--home", f.home, "--trust", f.trust, "--tasks", f.tasks,
 			"--replication", "1", "--bootstrap-rounds", "20", "--json")
 		if code != 0 {
 			t.Fatalf("ledger: %d %s", code, e)
@@ -253,7 +283,7 @@ func TestLedgerCommand(t *testing.T) {
 		if err := os.Rename(filepath.Join(f.tasks, "sentiment"), filepath.Join(other, "sentiment")); err != nil {
 			t.Fatal(err)
 		}
-		out, e, code := runE2(t, "ledger", "--home", f.home, "--trust", f.trust, "--tasks", other, "--bootstrap-rounds", "20", "--json")
+		out, e, code := runE2(t, "ledger", "--allow-process-runs", "--home", f.home, "--trust", f.trust, "--tasks", other, "--bootstrap-rounds", "20", "--json")
 		if code != 0 {
 			t.Fatalf("ledger: %d %s", code, e)
 		}
@@ -292,6 +322,7 @@ func TestLedgerCommandErrors(t *testing.T) {
 		{"no trust", []string{"ledger", "--tasks", dir}, "--trust TRUST.yaml and --tasks DIR are both required"},
 		{"missing folder", []string{"ledger", "--trust", trust, "--tasks", filepath.Join(dir, "tasks"), "--attestations", filepath.Join(dir, "nope")}, "does not exist"},
 		{"negative replication", []string{"ledger", "--trust", trust, "--tasks", dir, "--replication", "-1"}, "--replication -1"},
+		{"negative cap", []string{"ledger", "--trust", trust, "--tasks", dir, "--max-agents-per-lab", "-1"}, "--max-agents-per-lab -1"},
 		{"same agent name twice", []string{"ledger", "--trust", trust, "--tasks", filepath.Join(dir, "tasks"), "--attestations", dir, "--agents", dup}, "both called x@1"},
 	}
 	for _, c := range cases {
