@@ -23,5 +23,10 @@
 // on NAT port mapping, relays, hole punching or AutoNAT probes; mDNS and bootstrap peers only
 // when configured; with a private-network key it runs TCP only (QUIC cannot carry a PSK).
 //
+// Pubsub: NewPubSub runs gossipsub (StrictSign, content-addressed message IDs, queues sized
+// for bursts) on the host's existing connections, one topic per kind with the validator the
+// caller passes from package protocol; every verdict and drop is counted (PubSub.Counters).
+// docs/protocol.md is the wire spec. A PubSub is safe for concurrent use.
+//
 // It holds no scoring or protocol logic; it calls into those packages and does their I/O.
 package node

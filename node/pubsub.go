@@ -33,8 +33,8 @@ type PubSub struct {
 }
 
 // PubSubOptions size gossipsub's queues. The library's defaults (32 slots each) are the
-// known cause of 10-25 % of messages lost in bursts (DESIGN measurements); the defaults here
-// hold a burst of a few thousand messages. Zero fields take the defaults.
+// known cause of 10-25 % of messages lost in bursts (docs/protocol.md, "Transport"); the
+// defaults here hold a burst of a few thousand messages. Zero fields take the defaults.
 type PubSubOptions struct {
 	// ValidateQueueSize is the queue in front of the validators (library default 32).
 	ValidateQueueSize int
