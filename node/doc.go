@@ -30,5 +30,17 @@
 // stream); heads (SignedHead, ObserveHead, LedgerStatus) say whether peers agree.
 // docs/protocol-sync.md is the spec.
 //
+// Pubsub: NewPubSub runs gossipsub (StrictSign, content-addressed message IDs, queues sized
+// for bursts) on the host's existing connections, one topic per kind with the validator the
+// caller passes from package protocol; every verdict and drop is counted (PubSub.Counters).
+// docs/protocol.md is the wire spec. A PubSub is safe for concurrent use.
+//
+// The mesh (StartMesh, node.Options.Mesh) is the daemon's main loop in a network: it
+// subscribes to the network's topics, feeds protocol's claim machine and carries out its
+// actions (publish, run with package runner, abort), stores the submission and logs as
+// blocks, gossips attestations, re-scores the runs protocol.RescorersDue assigns to its
+// lab, recomputes the ledger from the store (debounced, off the ingestion path) and
+// announces heads. One goroutine owns its state; everything else hands it closures.
+//
 // It holds no scoring or protocol logic; it calls into those packages and does their I/O.
 package node

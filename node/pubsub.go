@@ -25,6 +25,7 @@ import (
 // already connected to. Safe for concurrent use.
 type PubSub struct {
 	ps       *pubsub.PubSub
+	self     peer.ID
 	network  string
 	topics   map[string]*pubsub.Topic // by kind; fixed after NewPubSub
 	counters *pubsubCounters
@@ -32,8 +33,8 @@ type PubSub struct {
 }
 
 // PubSubOptions size gossipsub's queues. The library's defaults (32 slots each) are the
-// known cause of 10-25 % of messages lost in bursts (DESIGN measurements); the defaults here
-// hold a burst of a few thousand messages. Zero fields take the defaults.
+// known cause of 10-25 % of messages lost in bursts (docs/protocol.md, "Transport"); the
+// defaults here hold a burst of a few thousand messages. Zero fields take the defaults.
 type PubSubOptions struct {
 	// ValidateQueueSize is the queue in front of the validators (library default 32).
 	ValidateQueueSize int
@@ -77,7 +78,7 @@ type Message struct {
 	From         peer.ID
 	ReceivedFrom peer.ID
 	Data         []byte
-	Local        bool // published by this node
+	Local        bool // published by this node (ReceivedFrom is this node)
 }
 
 // NewPubSub starts gossipsub on h for network with one validator per topic kind (the keys
@@ -105,7 +106,7 @@ func NewPubSub(ctx context.Context, h host.Host, network string, validators map[
 	if err != nil {
 		return nil, fmt.Errorf("start gossipsub: %w", err)
 	}
-	p := &PubSub{ps: ps, network: network, topics: map[string]*pubsub.Topic{}, counters: c, opts: opts}
+	p := &PubSub{ps: ps, self: h.ID(), network: network, topics: map[string]*pubsub.Topic{}, counters: c, opts: opts}
 	for kind, f := range validators {
 		if protocol.MaxTopicMessageSize(kind) == 0 {
 			return nil, fmt.Errorf("unknown topic kind %q (want campaigns, claims, attestations or heads)", kind)
@@ -193,7 +194,8 @@ func (p *PubSub) Subscribe(ctx context.Context, kind string) (msgs <-chan Messag
 			if err != nil {
 				return
 			}
-			msg := Message{Kind: kind, ID: m.ID, From: m.GetFrom(), ReceivedFrom: m.ReceivedFrom, Data: m.Data, Local: m.Local}
+			// pubsub's Message.Local means "not sent to the network"; ours means "ours".
+			msg := Message{Kind: kind, ID: m.ID, From: m.GetFrom(), ReceivedFrom: m.ReceivedFrom, Data: m.Data, Local: m.ReceivedFrom == p.self}
 			select {
 			case out <- msg:
 				p.counters.delivered(kind)

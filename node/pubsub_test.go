@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/testutil"
@@ -323,8 +324,8 @@ func TestPubSubValidatorsOverRealGossipsub(t *testing.T) {
 }
 
 // TestPubSubBurstIsNotDropped: 1,500 attestations published at once by one host reach every
-// other host of five, none dropped, with the default queue sizes (the library's 32-slot
-// defaults lose part of such a burst).
+// other host of five, none dropped, with the default queue sizes (issue 9 measured 10-25 %
+// loss in bursts with the library's 32-slot defaults; this test does not re-measure that).
 func TestPubSubBurstIsNotDropped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -416,4 +417,43 @@ func TestNewPubSubRefusesBadConfig(t *testing.T) {
 	if _, err := NewPubSub(ctx, h, gossipNet, map[string]protocol.ValidatorFunc{"gossip": ok}, PubSubOptions{}); err == nil {
 		t.Error("accepted an unknown topic kind")
 	}
+}
+
+// TestPubSubPrometheusCollector: the collector reports what Counters says.
+func TestPubSubPrometheusCollector(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lab := newGossipLab(t)
+	trust := attest.NewTrustStore()
+	if _, err := trust.AddLab("lab", lab.Pub); err != nil {
+		t.Fatal(err)
+	}
+	p := newGossipPeer(t, ctx, lab, realValidators(trust), PubSubOptions{})
+	forged, _ := gossipCampaign(t, newGossipLab(t), "forged", 1, 1, 1)
+	if err := p.ps.Publish(ctx, protocol.TopicCampaigns, forged); err == nil {
+		t.Fatal("published a forged campaign")
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(p.ps.Collector()); err != nil {
+		t.Fatal(err)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "evalmesh_pubsub_verdicts_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			if l["kind"] == "campaigns" && l["verdict"] == "reject" && l["reason"] == "unknown_lab" && m.GetCounter().GetValue() == 1 {
+				return
+			}
+		}
+	}
+	t.Fatalf("no campaigns/reject/unknown_lab = 1 among %d metric families", len(fams))
 }

@@ -61,8 +61,8 @@ const (
 	MaxCampaignSize = 1 << 20
 	// MaxAttestationSize bounds an attestation envelope (attest.MaxEnvelopeSize).
 	MaxAttestationSize = 1 << 20
-	// MaxClaimSize bounds a claims-topic message.
-	MaxClaimSize = 64 << 10
+	// MaxClaimSize bounds a claims-topic message (MaxClaimBytes, docs/protocol-claims.md).
+	MaxClaimSize = MaxClaimBytes
 	// MaxHeadsSize bounds a heads-topic message.
 	MaxHeadsSize = 64 << 10
 	// MaxMessageSize is the largest message on any topic.

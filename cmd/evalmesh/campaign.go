@@ -55,8 +55,9 @@ type campaignCreateOptions struct {
 	Now         time.Time
 }
 
-// runCampaignCreate builds, signs and writes the campaign envelope (and a newline) to
-// stdout; it returns the campaign ID and its slot count.
+// runCampaignCreate builds, signs and writes the campaign envelope to stdout, exactly its
+// bytes with no trailing newline (as `attest sign` does), so the saved file's CID is the
+// campaign ID; it returns the ID and the slot count.
 func runCampaignCreate(ctx context.Context, o campaignCreateOptions, stdout io.Writer) (id string, slots int, err error) {
 	if o.LabDir == "" {
 		return "", 0, fmt.Errorf("--lab LABDIR is required: the lab directory whose key signs the campaign (`evalmesh lab init`)")
@@ -93,7 +94,7 @@ func runCampaignCreate(ctx context.Context, o campaignCreateOptions, stdout io.W
 	if err != nil {
 		return "", 0, err
 	}
-	if _, err := stdout.Write(append(env, '\n')); err != nil {
+	if _, err := stdout.Write(env); err != nil {
 		return "", 0, err
 	}
 	return id, len(c.Slots()), nil
@@ -123,7 +124,9 @@ func newCampaignCreateCmd(g *globals) *cobra.Command {
 		Use:   "create --lab LABDIR --title T --task CID... --agent SPEC... --seeds N --replication R",
 		Short: "Sign a campaign with a lab key and print it (JSON) on stdout",
 		Long: `Build a campaign and sign it with the lab key in LABDIR. The envelope is printed on stdout
-(redirect it to a file); its ID and slot count go to stderr.
+(redirect it to a file): exactly the envelope's bytes, no trailing newline, so the file's CID
+is the campaign ID (an editor that adds a newline makes another campaign). Its ID and slot
+count go to stderr.
 
   --task CID|FOLDER   a task bundle: its CID, or a bundle folder whose CID is computed
                       (as ` + "`evalmesh task pack`" + ` does, storing nothing). Repeat for more tasks.
@@ -224,7 +227,6 @@ func runCampaignVerify(o campaignVerifyOptions) (campaignVerifyOutput, error) {
 	if err != nil {
 		return out, err
 	}
-	env = trimTrailingNewline(env)
 	out.ID = attest.EnvelopeID(env)
 	v, err := protocol.VerifyCampaign(env, trust, protocol.CampaignVerifyOptions{Now: o.Now, MaxSlots: o.MaxSlots, Network: o.Network})
 	if err != nil {
@@ -240,18 +242,6 @@ func runCampaignVerify(o campaignVerifyOptions) (campaignVerifyOutput, error) {
 		out.Agents = append(out.Agents, campaignAgentOutput{CID: a.CID, Name: s.Name, Version: s.Version})
 	}
 	return out, nil
-}
-
-// trimTrailingNewline drops the one newline `campaign create` writes after the envelope:
-// the campaign ID is the CID of the envelope bytes alone.
-func trimTrailingNewline(b []byte) []byte {
-	if n := len(b); n > 0 && b[n-1] == '\n' {
-		b = b[:n-1]
-		if n := len(b); n > 0 && b[n-1] == '\r' {
-			b = b[:n-1]
-		}
-	}
-	return b
 }
 
 func newCampaignVerifyCmd(g *globals) *cobra.Command {
