@@ -91,7 +91,7 @@ type Result struct {
 
 	// Node is the demo node's peer ID; Lab the ID of the lab that certified it, whose
 	// certificate (CertID) every run attestation carries.
-	Node    string `json:"node"`
+	Node    string `json:"peer_id"`
 	Lab     string `json:"lab"`
 	LabName string `json:"lab_name"`
 	CertID  string `json:"cert_id"`
