@@ -202,25 +202,7 @@ Example:
 				return err
 			}
 			path := args[1]
-			tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-			if err != nil {
-				return err
-			}
-			defer os.Remove(tmp.Name())
-			err = tmp.Chmod(0o644)
-			if err == nil {
-				err = c.ExportCAR(cmd.Context(), root, tmp)
-			}
-			if err == nil {
-				err = tmp.Sync()
-			}
-			if cerr := tmp.Close(); err == nil {
-				err = cerr
-			}
-			if err == nil {
-				err = os.Rename(tmp.Name(), path)
-			}
-			if err != nil {
+			if err := home.WriteAtomic(path, 0o644, func(w io.Writer) error { return c.ExportCAR(cmd.Context(), root, w) }); err != nil {
 				return err
 			}
 			if g.jsonOut {
