@@ -173,7 +173,7 @@ func copyTree(src, dst string) error {
 				return err
 			}
 		case t.IsRegular():
-			if err := copyFile(s, d); err != nil {
+			if err := copyFile(s, d, nil, true); err != nil {
 				return err
 			}
 		default:
@@ -183,7 +183,10 @@ func copyTree(src, dst string) error {
 	return nil
 }
 
-func copyFile(src, dst string) error {
+// copyFile copies the file src to the new file dst (0644; an existing dst is an error), the
+// package's one file copy. wrap, when set, wraps dst's writer (progress counting); sync
+// fsyncs dst before closing it.
+func copyFile(src, dst string, wrap func(io.Writer) io.Writer, sync bool) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
@@ -193,13 +196,19 @@ func copyFile(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	w := io.Writer(out)
+	if wrap != nil {
+		w = wrap(out)
+	}
+	if _, err := io.Copy(w, in); err != nil {
 		out.Close()
 		return err
 	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
+	if sync {
+		if err := out.Sync(); err != nil {
+			out.Close()
+			return err
+		}
 	}
 	return out.Close()
 }
