@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/internal/taskset"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/scoring"
 )
@@ -111,7 +112,7 @@ func computeLedgerFromFlags(ctx context.Context, o ledgerOptions) (*scoring.Ledg
 	if err != nil {
 		return nil, nil, err
 	}
-	folders, err := loadTaskFolders(o.Tasks)
+	folders, err := taskset.Load(o.Tasks)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -120,7 +121,7 @@ func computeLedgerFromFlags(ctx context.Context, o ledgerOptions) (*scoring.Ledg
 		infos[i] = f.Info
 	}
 	p := o.Policy
-	if p.Tasks, err = bundleCIDs(ctx, folders); err != nil {
+	if p.Tasks, err = taskset.BundleCIDs(ctx, folders); err != nil {
 		return nil, nil, err
 	}
 	if len(o.Agents) > 0 {
