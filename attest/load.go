@@ -95,7 +95,7 @@ func BuildLedger(in LedgerInput) (*scoring.Ledger, *LedgerReport, error) {
 	if in.Trust == nil {
 		return nil, nil, errors.New("attest: BuildLedger needs a trust store")
 	}
-	rep := &LedgerReport{Read: len(in.Envelopes)}
+	rep := &LedgerReport{Read: len(in.Envelopes), Refused: []Refusal{}} // JSON [] when none
 	raw := make([][]byte, len(in.Envelopes))
 	for i, f := range in.Envelopes {
 		raw[i] = f.Data
@@ -177,7 +177,7 @@ func ledgerOf(ok []*Verified, rep *LedgerReport, in LedgerInput) (*scoring.Ledge
 		p.Tasks = m
 	}
 	results, excluded := Accept(o, p)
-	rep.Counted, rep.Excluded = len(results), excluded
+	rep.Counted, rep.Excluded = len(results), append([]Excluded{}, excluded...) // JSON [] when none
 	for _, rs := range o.Rescores {
 		rep.Rescores += len(rs)
 	}

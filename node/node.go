@@ -340,7 +340,7 @@ func (n *Node) Connect(ctx context.Context, addr string) error {
 
 // PeerInfo describes one connected peer.
 type PeerInfo struct {
-	ID   string `json:"id"`
+	ID   string `json:"peer_id"`
 	Addr string `json:"addr"`
 }
 

@@ -11,12 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipfs/boxo/blockservice"
-	"github.com/ipfs/boxo/blockstore"
-	mdag "github.com/ipfs/boxo/ipld/merkledag"
-	datastore "github.com/ipfs/go-datastore"
-	dssync "github.com/ipfs/go-datastore/sync"
-
 	"github.com/evalmesh/evalmesh/scoring"
 	"github.com/evalmesh/evalmesh/tasks"
 )
@@ -200,9 +194,7 @@ func (r *Runner) evaluateInTask(ctx context.Context, ex Executor, st *RunState, 
 // BundleCID computes a bundle folder's root CID (what `ipfs add -r --cid-version=1` gives)
 // by packing it into memory. Nodes that fetched the bundle by CID pass that instead.
 func BundleCID(ctx context.Context, dir string) (string, error) {
-	bs := blockstore.NewBlockstore(dssync.MutexWrap(datastore.NewMapDatastore()))
-	dag := mdag.NewDAGService(blockservice.New(bs, nil))
-	c, err := tasks.Pack(ctx, dir, dag, tasks.PackOptions{})
+	c, err := tasks.BundleCID(ctx, dir)
 	if err != nil {
 		return "", err
 	}

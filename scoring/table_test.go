@@ -110,3 +110,31 @@ func TestTableLegend(t *testing.T) {
 		}
 	}
 }
+
+// The ledger's JSON lists provisional agents as [] when there are none, and their names when
+// an agent ran only some tasks; the root does not depend on the list.
+func TestLedgerProvisionalJSON(t *testing.T) {
+	one, two := 0.5, 0.6
+	tasks := []TaskInfo{{Name: "a", Optimum: 1, SOTA: 0.9}, {Name: "b", Optimum: 1, SOTA: 0.9}}
+	full := []Result{
+		{Task: "a", Agent: "x", Status: StatusSuccess, Score: &one},
+		{Task: "b", Agent: "x", Status: StatusSuccess, Score: &two},
+	}
+	l, err := ComputeLedger(full, tasks, Options{BootstrapRounds: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := l.MarshalJSON()
+	if !strings.Contains(string(b), `"provisional":[]`) {
+		t.Errorf("no agent is partial, want \"provisional\":[] in %s", b)
+	}
+	partial := append(full, Result{Task: "a", Agent: "y", Status: StatusSuccess, Score: &two})
+	l, err = ComputeLedger(partial, tasks, Options{BootstrapRounds: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = l.MarshalJSON()
+	if !strings.Contains(string(b), `"provisional":["y"]`) || strings.Contains(string(l.Canonical()), "provisional") {
+		t.Errorf("want \"provisional\":[\"y\"] outside the canonical bytes, got %s", b)
+	}
+}

@@ -417,28 +417,9 @@ func (c *copier) copyDir(src, dst, rel string) error {
 }
 
 func (c *copier) copyFile(src, dst string) error {
-	in, _, err := OpenRegular(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	w := io.Writer(out)
+	var wrap func(io.Writer) io.Writer
 	if c.opts.Progress != nil {
-		w = &progressWriter{w: out, done: &c.done, fn: c.opts.Progress}
+		wrap = func(w io.Writer) io.Writer { return &progressWriter{w: w, done: &c.done, fn: c.opts.Progress} }
 	}
-	if _, err := io.Copy(w, in); err != nil {
-		out.Close()
-		return err
-	}
-	if perFileSync {
-		if err := out.Sync(); err != nil {
-			out.Close()
-			return err
-		}
-	}
-	return out.Close()
+	return copyFile(src, dst, wrap, perFileSync)
 }

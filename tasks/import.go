@@ -194,7 +194,7 @@ func CopyTree(src, dst string) error {
 				return err
 			}
 		case t.IsRegular():
-			if err := copyFile(s, d); err != nil {
+			if err := copyFile(s, d, nil, true); err != nil {
 				return err
 			}
 		default:
@@ -204,7 +204,10 @@ func CopyTree(src, dst string) error {
 	return nil
 }
 
-func copyFile(src, dst string) error {
+// copyFile copies the file src to the new file dst (0644; an existing dst is an error), the
+// package's one file copy. wrap, when set, wraps dst's writer (progress counting); sync
+// fsyncs dst before closing it.
+func copyFile(src, dst string, wrap func(io.Writer) io.Writer, sync bool) error {
 	in, _, err := OpenRegular(src)
 	if err != nil {
 		return err
@@ -214,13 +217,19 @@ func copyFile(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	w := io.Writer(out)
+	if wrap != nil {
+		w = wrap(out)
+	}
+	if _, err := io.Copy(w, in); err != nil {
 		out.Close()
 		return err
 	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
+	if sync {
+		if err := out.Sync(); err != nil {
+			out.Close()
+			return err
+		}
 	}
 	return out.Close()
 }

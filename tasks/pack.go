@@ -25,6 +25,12 @@ const ChunkSize = 256 << 10
 // `ipfs add --cid-version=1` uses.
 var CidBuilder cid.Builder = cid.Prefix{Version: 1, Codec: cid.DagProtobuf, MhType: mh.SHA2_256, MhLength: -1}
 
+// BundleCID is the root CID of the valid bundle dir, computed by hashing alone (nothing is
+// stored): the one way to name a bundle folder by its CID.
+func BundleCID(ctx context.Context, dir string) (cid.Cid, error) {
+	return Pack(ctx, dir, NewHashOnlyDAG(), PackOptions{})
+}
+
 // PackOptions tunes Pack.
 type PackOptions struct {
 	// Unchecked packs any folder (or file), not only a valid bundle.

@@ -126,7 +126,7 @@ func TestDemoJSONLedger(t *testing.T) {
 			Root string `json:"ledger_root"`
 		} `json:"ledger"`
 		Lab           string              `json:"lab"`
-		Node          string              `json:"node"`
+		Node          string              `json:"peer_id"`
 		CertID        string              `json:"cert_id"`
 		Report        attest.LedgerReport `json:"attestations"`
 		Root          string              `json:"ledger_root"`

@@ -16,6 +16,7 @@ import (
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/internal/taskset"
 	"github.com/evalmesh/evalmesh/node"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/runner"
@@ -227,7 +228,7 @@ func ledgerInputFromFlags(ctx context.Context, o ledgerOptions) (attest.LedgerIn
 	if err != nil {
 		return attest.LedgerInput{}, err
 	}
-	folders, err := loadTaskFolders(o.Tasks)
+	folders, err := taskset.Load(o.Tasks)
 	if err != nil {
 		return attest.LedgerInput{}, err
 	}
@@ -236,7 +237,7 @@ func ledgerInputFromFlags(ctx context.Context, o ledgerOptions) (attest.LedgerIn
 		infos[i] = f.Info
 	}
 	p := o.Policy
-	if p.Tasks, err = bundleCIDs(ctx, folders); err != nil {
+	if p.Tasks, err = taskset.BundleCIDs(ctx, folders); err != nil {
 		return attest.LedgerInput{}, err
 	}
 	if len(o.Agents) > 0 {

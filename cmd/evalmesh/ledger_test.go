@@ -11,6 +11,7 @@ import (
 
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
 	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/internal/taskset"
 	"github.com/evalmesh/evalmesh/scoring"
 	"github.com/evalmesh/evalmesh/tasks"
 )
@@ -83,7 +84,7 @@ func newLedgerFixture(t *testing.T) *ledgerFixture {
 // expected is the ledger scoring computes directly from the runs' own outputs.
 func (f *ledgerFixture) expected(t *testing.T, agentName func(i int) string, opts scoring.Options) *scoring.Ledger {
 	t.Helper()
-	infos, err := loadTaskInfos(f.tasks)
+	infos, err := taskset.Infos(f.tasks)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,11 +9,10 @@ import (
 	"time"
 
 	"github.com/ipfs/go-cid"
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/internal/progress"
 	"github.com/evalmesh/evalmesh/node"
 )
 
@@ -59,49 +58,8 @@ func parseCIDArg(s string) (cid.Cid, error) {
 	return c, nil
 }
 
-// progressBar draws bytes, rate and ETA on a terminal; elsewhere it draws nothing.
-type progressBar struct {
-	w    io.Writer
-	what string
-	bar  *progressbar.ProgressBar
-}
-
-func newProgress(w io.Writer, what string) *progressBar {
-	if f, ok := w.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
-		return &progressBar{}
-	}
-	return &progressBar{w: w, what: what}
-}
-
-// set moves the bar to done of total bytes (total < 0: unknown).
-func (p *progressBar) set(done, total int64) {
-	if p.w == nil {
-		return
-	}
-	if p.bar == nil {
-		p.bar = progressbar.NewOptions64(total,
-			progressbar.OptionSetWriter(p.w),
-			progressbar.OptionSetDescription(p.what),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionShowTotalBytes(true),
-			progressbar.OptionShowCount(),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionClearOnFinish(),
-		)
-	}
-	p.bar.Set64(done)
-}
-
-func (p *progressBar) finish() {
-	if p.bar != nil {
-		p.bar.Finish()
-		p.bar.Clear()
-		fmt.Fprintln(p.w)
-		p.bar, p.w = nil, nil
-	}
-}
+// newProgress is the byte-progress line of task add / get and pin add (internal/progress).
+func newProgress(w io.Writer, what string) *progress.Bar { return progress.New(w, what) }
 
 func newTaskAddCmd(g *globals) *cobra.Command {
 	var unchecked bool
@@ -122,8 +80,8 @@ Example:
 				return err
 			}
 			bar := newProgress(cmd.ErrOrStderr(), "pack")
-			root, err := c.Add(cmd.Context(), args[0], unchecked, func(d int64) { bar.set(d, -1) })
-			bar.finish()
+			root, err := c.Add(cmd.Context(), args[0], unchecked, func(d int64) { bar.Set(d, -1) })
+			bar.Finish()
 			if err != nil {
 				return err
 			}
@@ -167,8 +125,8 @@ Example:
 			bar := newProgress(cmd.ErrOrStderr(), "fetch")
 			start := time.Now()
 			var size int64
-			err = c.Get(cmd.Context(), root, dir, func(d, t int64) { size = t; bar.set(d, t) }, bar.finish)
-			bar.finish()
+			err = c.Get(cmd.Context(), root, dir, func(d, t int64) { size = t; bar.Set(d, t) }, bar.Finish)
+			bar.Finish()
 			if err != nil {
 				return err
 			}
@@ -202,25 +160,7 @@ Example:
 				return err
 			}
 			path := args[1]
-			tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-			if err != nil {
-				return err
-			}
-			defer os.Remove(tmp.Name())
-			err = tmp.Chmod(0o644)
-			if err == nil {
-				err = c.ExportCAR(cmd.Context(), root, tmp)
-			}
-			if err == nil {
-				err = tmp.Sync()
-			}
-			if cerr := tmp.Close(); err == nil {
-				err = cerr
-			}
-			if err == nil {
-				err = os.Rename(tmp.Name(), path)
-			}
-			if err != nil {
+			if err := home.WriteAtomic(path, 0o644, func(w io.Writer) error { return c.ExportCAR(cmd.Context(), root, w) }); err != nil {
 				return err
 			}
 			if g.jsonOut {
@@ -320,8 +260,8 @@ Example:
 				return err
 			}
 			bar := newProgress(cmd.ErrOrStderr(), "fetch")
-			err = c.Pin(cmd.Context(), root, name, bar.set)
-			bar.finish()
+			err = c.Pin(cmd.Context(), root, name, bar.Set)
+			bar.Finish()
 			if err != nil {
 				return err
 			}

@@ -115,14 +115,3 @@ func nodeCLI(t *testing.T, args ...string) (int, string, string) {
 	code := run(args, &out, &errb)
 	return code, out.String(), errb.String()
 }
-
-// TestNodeProgressShowsBytes: the transfer bar shows the bytes done and the total, not only
-// a percentage and a rate.
-func TestNodeProgressShowsBytes(t *testing.T) {
-	var buf bytes.Buffer
-	p := &progressBar{w: &buf, what: "fetch"}
-	p.set(5<<20, 10<<20)
-	if out := buf.String(); !strings.Contains(out, "5.0/10 MB") && !strings.Contains(out, "5.2/10 MB") {
-		t.Fatalf("progress line %q does not show bytes done/total", out)
-	}
-}

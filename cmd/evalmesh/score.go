@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/evalmesh/evalmesh/internal/taskset"
 	"github.com/evalmesh/evalmesh/scoring"
 )
 
@@ -74,7 +75,7 @@ func printLedger(w io.Writer, l *scoring.Ledger, asJSON bool) error {
 // scoreFile reads a results file and the task folders, checks that every result names a
 // known task (the error names the line), and computes the ledger.
 func scoreFile(resultsPath, tasksDir string, opts scoring.Options) (*scoring.Ledger, error) {
-	folders, err := loadTaskFolders(tasksDir)
+	folders, err := taskset.Load(tasksDir)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/evalmesh/evalmesh/internal/taskset"
 	"github.com/evalmesh/evalmesh/scoring"
 )
 
@@ -74,7 +75,7 @@ func TestScoreAIRSFixtures(t *testing.T) {
 	if _, err := os.Stat(scoreFixtures); err != nil {
 		t.Skipf("AIRS-Bench fixtures not available: %v", err)
 	}
-	infos, err := loadTaskInfos(scoreFixtures)
+	infos, err := taskset.Infos(scoreFixtures)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,12 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
+	"github.com/evalmesh/evalmesh/internal/progress"
 	"github.com/evalmesh/evalmesh/scoring"
 	"github.com/evalmesh/evalmesh/tasks"
 )
@@ -83,34 +81,18 @@ Example:
 
 // Progress bars: drawn on stderr only when it is a terminal (a pipe, a CI log or a test
 // buffer gets none) and only for jobs of at least progressMin bytes. Variables so tests
-// can draw one without a pty or a 64 MiB folder.
-var (
-	isTerminal  = term.IsTerminal
-	progressMin = int64(64 << 20)
-)
+// can draw one without a pty or a 64 MiB folder (with progress.IsTerminal).
+var progressMin = int64(64 << 20)
 
 // progressFor returns a progress callback drawing a bar on stderr — that writer, not the
 // process's os.Stderr — when it is a terminal and the job is large enough to be worth
 // one; else nil. The second func ends the bar.
 func progressFor(stderr io.Writer, total int64, what string) (func(int64), func()) {
-	f, ok := stderr.(*os.File)
-	if !ok || !isTerminal(int(f.Fd())) || total < progressMin {
+	if !progress.On(stderr) || total < progressMin {
 		return nil, func() {}
 	}
-	bar := progressbar.NewOptions64(total,
-		progressbar.OptionSetDescription(what),
-		progressbar.OptionSetWriter(f),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionShowTotalBytes(true),
-		progressbar.OptionSetWidth(10),
-		progressbar.OptionThrottle(65*time.Millisecond),
-		progressbar.OptionShowCount(),
-		progressbar.OptionOnCompletion(func() { fmt.Fprintln(f) }),
-		progressbar.OptionSpinnerType(14),
-		progressbar.OptionFullWidth(),
-		progressbar.OptionSetRenderBlankState(true),
-	)
-	return func(n int64) { bar.Set64(n) }, func() { bar.Finish() }
+	bar := progress.New(stderr, what)
+	return func(n int64) { bar.Set(n, total) }, bar.Finish
 }
 
 func treeSize(dir string) int64 {

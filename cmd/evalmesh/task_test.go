@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/evalmesh/evalmesh/internal/progress"
 	"github.com/evalmesh/evalmesh/tasks"
 )
 
@@ -217,9 +218,9 @@ func TestTaskImportSpecScoresUpstreamShapedSubmissions(t *testing.T) {
 // run was given, not the process's os.Stderr), and stdout still holds only the CID. A pipe
 // stands in for the terminal here; TestProgressOnlyOnTerminal checks the real test.
 func TestProgressBarDrawnOnTerminal(t *testing.T) {
-	oldTerm, oldMin := isTerminal, progressMin
-	defer func() { isTerminal, progressMin = oldTerm, oldMin }()
-	isTerminal = func(int) bool { return true }
+	oldTerm, oldMin := progress.IsTerminal, progressMin
+	defer func() { progress.IsTerminal, progressMin = oldTerm, oldMin }()
+	progress.IsTerminal = func(int) bool { return true }
 
 	pack := func(min int64) (stdout, bar string) {
 		progressMin = min

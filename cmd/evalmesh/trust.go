@@ -160,7 +160,7 @@ Example:
 				Labs        []attest.TrustedLab  `json:"labs"`
 				Nodes       []attest.TrustedNode `json:"nodes"`
 				Revocations []rev                `json:"revocations"`
-			}{Labs: ts.Labs(), Nodes: ts.Nodes()}
+			}{Labs: append([]attest.TrustedLab{}, ts.Labs()...), Nodes: append([]attest.TrustedNode{}, ts.Nodes()...), Revocations: []rev{}}
 			for _, r := range ts.Revocations() {
 				out.Revocations = append(out.Revocations, rev{r.ID, r.Lab, r.Nodes, r.Certs, r.Time.Format("2006-01-02T15:04:05Z07:00")})
 			}

@@ -15,7 +15,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	"github.com/evalmesh/evalmesh/examples/agents"
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
 	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/internal/taskset"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/process"
 	"github.com/evalmesh/evalmesh/scoring"
@@ -91,7 +91,7 @@ type Result struct {
 
 	// Node is the demo node's peer ID; Lab the ID of the lab that certified it, whose
 	// certificate (CertID) every run attestation carries.
-	Node    string `json:"node"`
+	Node    string `json:"peer_id"`
 	Lab     string `json:"lab"`
 	LabName string `json:"lab_name"`
 	CertID  string `json:"cert_id"`
@@ -317,30 +317,18 @@ func certifyNode(h home.Home, lab *attest.Lab, node string, now time.Time) (*att
 // taskInputs reads every task folder under dir as `evalmesh ledger --tasks dir` does: the
 // task metadata sorted by name, and each bundle's CID → name.
 func taskInputs(ctx context.Context, dir string) ([]scoring.TaskInfo, map[string]string, error) {
-	entries, err := os.ReadDir(dir)
+	folders, err := taskset.Load(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	var infos []scoring.TaskInfo
-	bundles := map[string]string{}
-	for _, e := range entries {
-		d := filepath.Join(dir, e.Name())
-		if _, err := os.Stat(filepath.Join(d, tasks.MetaFile)); !e.IsDir() || err != nil {
-			continue
-		}
-		m, err := tasks.LoadMeta(d)
-		if err != nil {
-			return nil, nil, err
-		}
-		infos = append(infos, scoring.TaskInfo{Name: m.Name, LowerIsBetter: m.Metric.LowerIsBetter,
-			Optimum: m.Metric.OptimalScore, SOTA: m.SOTA.Score, EstimatedWorst: m.EstimatedWorstScore})
-		cid, err := runner.BundleCID(ctx, d)
-		if err != nil {
-			return nil, nil, err
-		}
-		bundles[cid] = m.Name
+	bundles, err := taskset.BundleCIDs(ctx, folders)
+	if err != nil {
+		return nil, nil, err
 	}
-	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+	infos := make([]scoring.TaskInfo, len(folders))
+	for i, f := range folders {
+		infos[i] = f.Info
+	}
 	return infos, bundles, nil
 }
 

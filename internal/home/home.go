@@ -20,6 +20,7 @@ package home
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -147,7 +148,17 @@ func WriteFileExclusive(path string, data []byte, mode os.FileMode) error {
 // WriteFileAtomic replaces path with data so that a crash leaves either the old or the new
 // content, never a torn file.
 func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := writeTemp(path, data, mode)
+	return WriteAtomic(path, mode, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteAtomic replaces path with what write writes, as WriteFileAtomic does (temp file
+// beside path, fsync, rename, fsync of the folder): the one atomic write of the repository,
+// for content streamed rather than held in memory. On error path is untouched.
+func WriteAtomic(path string, mode os.FileMode, write func(io.Writer) error) error {
+	tmp, err := writeTempWith(path, mode, write)
 	if err != nil {
 		return err
 	}
@@ -160,11 +171,18 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 
 // writeTemp writes data to a synced temporary file beside path and returns its name.
 func writeTemp(path string, data []byte, mode os.FileMode) (string, error) {
+	return writeTempWith(path, mode, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+func writeTempWith(path string, mode os.FileMode, write func(io.Writer) error) (string, error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
 	if err != nil {
 		return "", err
 	}
-	_, err = tmp.Write(data)
+	err = write(tmp)
 	if err == nil {
 		err = tmp.Chmod(mode)
 	}

@@ -1,4 +1,8 @@
-package main
+// Package taskset reads the task folders under a --tasks DIR into what the ledger needs:
+// each task's scoring.TaskInfo, and each evalmesh bundle's CID (what run attestations name).
+// It is the one place that maps a task folder to a task's ledger metadata, for the CLI
+// (score, ledger) and the demo alike. Functions are safe for concurrent use.
+package taskset
 
 import (
 	"context"
@@ -11,8 +15,8 @@ import (
 	"github.com/evalmesh/evalmesh/tasks"
 )
 
-// taskFolder is one task folder under a --tasks DIR and what the ledger needs from it.
-type taskFolder struct {
+// Folder is one task folder under a --tasks DIR and what the ledger needs from it.
+type Folder struct {
 	Dir  string
 	Info scoring.TaskInfo
 	// Bundle is true for an evalmesh bundle (task.yaml), which runs name by its CID; an
@@ -22,9 +26,9 @@ type taskFolder struct {
 	Metric string
 }
 
-// loadTaskInfos reads every task folder directly under dir (dir itself may be one task).
-func loadTaskInfos(dir string) ([]scoring.TaskInfo, error) {
-	folders, err := loadTaskFolders(dir)
+// Infos reads every task folder directly under dir (dir itself may be one task).
+func Infos(dir string) ([]scoring.TaskInfo, error) {
+	folders, err := Load(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -35,9 +39,9 @@ func loadTaskInfos(dir string) ([]scoring.TaskInfo, error) {
 	return infos, nil
 }
 
-// loadTaskFolders reads every task folder directly under dir (dir itself may be one task),
+// Load reads every task folder directly under dir (dir itself may be one task),
 // sorted by task name; a name defined twice is an error naming both folders.
-func loadTaskFolders(dir string) ([]taskFolder, error) {
+func Load(dir string) ([]Folder, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("reading task folders: %w", err)
@@ -55,7 +59,7 @@ func loadTaskFolders(dir string) ([]taskFolder, error) {
 		return nil, fmt.Errorf("%s holds no task folder: expected subfolders with metadata.yaml (AIRS-Bench) or task.yaml (evalmesh)", dir)
 	}
 	seen := map[string]string{}
-	var out []taskFolder
+	var out []Folder
 	for _, d := range dirs {
 		m, err := tasks.LoadMeta(d)
 		if err != nil {
@@ -66,7 +70,7 @@ func loadTaskFolders(dir string) ([]taskFolder, error) {
 		}
 		seen[m.Name] = d
 		_, statErr := os.Stat(filepath.Join(d, tasks.MetaFile))
-		out = append(out, taskFolder{Dir: d, Bundle: statErr == nil, Metric: m.Metric.Name, Info: scoring.TaskInfo{
+		out = append(out, Folder{Dir: d, Bundle: statErr == nil, Metric: m.Metric.Name, Info: scoring.TaskInfo{
 			Name:           m.Name,
 			LowerIsBetter:  m.Metric.LowerIsBetter,
 			Optimum:        m.Metric.OptimalScore,
@@ -78,15 +82,15 @@ func loadTaskFolders(dir string) ([]taskFolder, error) {
 	return out, nil
 }
 
-// bundleCIDs maps the root CID of every bundle among folders (what run attestations name
+// BundleCIDs maps the root CID of every bundle among folders (what run attestations name
 // in their slot) to its task name. Packing only hashes: nothing is stored.
-func bundleCIDs(ctx context.Context, folders []taskFolder) (map[string]string, error) {
+func BundleCIDs(ctx context.Context, folders []Folder) (map[string]string, error) {
 	m := map[string]string{}
 	for _, f := range folders {
 		if !f.Bundle {
 			continue
 		}
-		c, err := tasks.Pack(ctx, f.Dir, tasks.NewHashOnlyDAG(), tasks.PackOptions{})
+		c, err := tasks.BundleCID(ctx, f.Dir)
 		if err != nil {
 			return nil, fmt.Errorf("computing the CID of task bundle %s: %w", f.Dir, err)
 		}
