@@ -429,14 +429,18 @@ func (m *ClaimMachine) dropHolder(s *slotState) {
 	s.holder = nil
 	s.freeSince = m.now
 	delete(m.watched, s.spec.ID)
-	m.freed[s.spec.ID] = s
+	if !s.finished {
+		m.freed[s.spec.ID] = s
+	}
 }
 
 func (m *ClaimMachine) dropMine(s *slotState) {
 	s.mine = nil
 	s.freeSince = m.now
 	delete(m.held, s.spec.ID)
-	m.freed[s.spec.ID] = s
+	if !s.finished {
+		m.freed[s.spec.ID] = s
+	}
 }
 
 // SlotFinished records that a valid run attestation for the slot is known (from any node):
@@ -450,6 +454,7 @@ func (m *ClaimMachine) SlotFinished(slotID string, now time.Time) Actions {
 	}
 	s.finished = true
 	s.touched = true
+	delete(m.freed, slotID)
 	if s.holder != nil {
 		m.dropHolder(s)
 	}
@@ -482,15 +487,16 @@ func (m *ClaimMachine) RunEnded(slotID string, o RunOutcome, now time.Time) Acti
 		return m.finish(now)
 	}
 	mine := s.mine
-	m.dropMine(s)
 	switch o.Kind {
 	case RunValid, RunAgentFailed:
 		s.finished = true
 		s.ranResult = true
+		m.dropMine(s)
 		if s.holder != nil {
 			m.dropHolder(s)
 		}
 	default:
+		m.dropMine(s)
 		s.infraFailed(mine.attempt)
 		s.avoidUntil = now.Add(m.cfg.Lease)
 		m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
