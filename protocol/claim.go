@@ -103,8 +103,9 @@ type AbortRun struct {
 
 // Actions is what one input asks the caller to do, in order: abort the runs, publish the
 // messages on the claims topic, re-publish the run attestations, then start the runs. Wake,
-// when not zero, is when the machine next needs a Tick (the latest Actions' Wake replaces
-// earlier ones).
+// when not zero, is when the machine next needs a Tick: never later than the next time a
+// Tick would change something, sometimes earlier (a Tick that changes nothing is cheap). The
+// latest Actions' Wake replaces earlier ones.
 type Actions struct {
 	Publish []ClaimMessage
 	Start   []StartRun
@@ -162,8 +163,11 @@ type claimRef struct {
 	lamport uint64
 	attempt int
 	running bool
-	hash    uint64 // RendezvousScore(slot, peer)
+	slot    string // for the hash, computed only when a tie needs it
 }
+
+// hash is RendezvousScore(slot, peer), the second key of the tie-break.
+func (a claimRef) hash() uint64 { return RendezvousScore(a.slot, a.peer) }
 
 // beats is the deterministic tie-break of DESIGN §6, extended by one rule: a claim whose run
 // is live (renewed) beats one still settling, so a node that missed a claim and claims the
@@ -176,8 +180,8 @@ func (a claimRef) beats(b claimRef) bool {
 	if a.lamport != b.lamport {
 		return a.lamport < b.lamport
 	}
-	if a.hash != b.hash {
-		return a.hash < b.hash
+	if ha, hb := a.hash(), b.hash(); ha != hb {
+		return ha < hb
 	}
 	return a.peer < b.peer
 }
@@ -201,7 +205,7 @@ type myClaim struct {
 }
 
 type slotState struct {
-	spec     SlotSpec
+	spec     *SlotSpec // read-only
 	camp     *campaignState
 	score    uint64 // RendezvousScore(slot, self): this node's preference
 	finished bool
@@ -220,6 +224,13 @@ type slotState struct {
 	avoidUntil time.Time // after our own infrastructure failure: let another node retry first
 	freeSince  time.Time // when the campaign was added, or a claim last lapsed or was dropped
 	ranResult  bool      // this machine's run produced the slot's result
+}
+
+func (s *slotState) hardLimit() time.Duration {
+	if s.spec.HardLimit <= 0 {
+		return DefaultHardLimit
+	}
+	return s.spec.HardLimit
 }
 
 func (s *slotState) failed(cap int) bool { return !s.finished && len(s.failedAttempts) >= cap }
@@ -250,6 +261,9 @@ type ClaimMachine struct {
 	held      map[string]*slotState // slots with mine != nil
 	watched   map[string]*slotState // slots with holder != nil
 	freed     map[string]*slotState // touched slots that may be free again (lapsed, released)
+	// holderMin is at or before the earliest holderEnd in watched: the watched set is
+	// scanned only once it passes, so an input costs O(held), not O(claims known).
+	holderMin time.Time
 	shutdown  bool
 	now       time.Time // of the input being handled
 	out       Actions
@@ -280,12 +294,12 @@ func (m *ClaimMachine) AddCampaign(c CampaignSpec, now time.Time) Actions {
 	m.now = now
 	if _, ok := m.campaigns[c.ID]; !ok {
 		cs := &campaignState{spec: c}
-		for _, sp := range c.Slots {
+		for i := range cs.spec.Slots {
+			// A pointer into the campaign's slots, not a copy: a node tracks every slot of
+			// every campaign it knows, and the simulator hundreds of nodes' worth.
+			sp := &cs.spec.Slots[i]
 			if _, dup := m.slots[sp.ID]; dup {
 				continue
-			}
-			if sp.HardLimit <= 0 {
-				sp.HardLimit = DefaultHardLimit
 			}
 			s := &slotState{spec: sp, camp: cs, score: RendezvousScore(sp.ID, m.cfg.Self), freeSince: now}
 			m.slots[sp.ID] = s
@@ -333,7 +347,7 @@ func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 		s.infraFailed(msg.Attempt)
 	}
 	ref := claimRef{peer: msg.PeerID, lab: msg.Lab, lamport: msg.Lamport, attempt: msg.Attempt,
-		running: msg.Kind == ClaimKindRenew, hash: RendezvousScore(msg.Slot, msg.PeerID)}
+		running: msg.Kind == ClaimKindRenew, slot: s.spec.ID}
 	if msg.PeerID == m.cfg.Self {
 		if s.mine == nil || !s.mine.same(ref) {
 			m.receiveStale(s, msg)
@@ -397,7 +411,7 @@ func (m *ClaimMachine) noteClaim(s *slotState, ref claimRef, now time.Time, leas
 	if h := s.holder; h != nil {
 		if h.same(ref) {
 			h.running = h.running || ref.running
-			h.expires = now.Add(lease)
+			h.expires = now.Add(lease) // later: holderMin stays a lower bound
 			return
 		}
 		if !ref.beats(h.claimRef) {
@@ -406,20 +420,27 @@ func (m *ClaimMachine) noteClaim(s *slotState, ref claimRef, now time.Time, leas
 	}
 	s.holder = &remoteClaim{claimRef: ref, firstSeen: now, expires: now.Add(lease)}
 	m.watched[s.spec.ID] = s
+	if end := m.holderEnd(s); m.holderMin.IsZero() || end.Before(m.holderMin) {
+		m.holderMin = end
+	}
 }
 
 func (m *ClaimMachine) dropHolder(s *slotState) {
 	s.holder = nil
 	s.freeSince = m.now
 	delete(m.watched, s.spec.ID)
-	m.freed[s.spec.ID] = s
+	if !s.finished {
+		m.freed[s.spec.ID] = s
+	}
 }
 
 func (m *ClaimMachine) dropMine(s *slotState) {
 	s.mine = nil
 	s.freeSince = m.now
 	delete(m.held, s.spec.ID)
-	m.freed[s.spec.ID] = s
+	if !s.finished {
+		m.freed[s.spec.ID] = s
+	}
 }
 
 // SlotFinished records that a valid run attestation for the slot is known (from any node):
@@ -433,6 +454,7 @@ func (m *ClaimMachine) SlotFinished(slotID string, now time.Time) Actions {
 	}
 	s.finished = true
 	s.touched = true
+	delete(m.freed, slotID)
 	if s.holder != nil {
 		m.dropHolder(s)
 	}
@@ -465,15 +487,16 @@ func (m *ClaimMachine) RunEnded(slotID string, o RunOutcome, now time.Time) Acti
 		return m.finish(now)
 	}
 	mine := s.mine
-	m.dropMine(s)
 	switch o.Kind {
 	case RunValid, RunAgentFailed:
 		s.finished = true
 		s.ranResult = true
+		m.dropMine(s)
 		if s.holder != nil {
 			m.dropHolder(s)
 		}
 	default:
+		m.dropMine(s)
 		s.infraFailed(mine.attempt)
 		s.avoidUntil = now.Add(m.cfg.Lease)
 		m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
@@ -609,8 +632,8 @@ func (m *ClaimMachine) advance(now time.Time) {
 			mine.running = true
 			mine.startedAt = now
 			mine.nextRenew = now.Add(m.cfg.Heartbeat)
-			m.out.Start = append(m.out.Start, StartRun{Campaign: s.camp.spec.ID, Slot: s.spec, Attempt: mine.attempt})
-		case mine.phase == phaseRunning && (closed || !now.Before(mine.startedAt.Add(s.spec.HardLimit))):
+			m.out.Start = append(m.out.Start, StartRun{Campaign: s.camp.spec.ID, Slot: *s.spec, Attempt: mine.attempt})
+		case mine.phase == phaseRunning && (closed || !now.Before(mine.startedAt.Add(s.hardLimit()))):
 			reason := AbortHardLimit
 			if closed {
 				reason = AbortCampaignDeadline
@@ -628,14 +651,23 @@ func (m *ClaimMachine) advance(now time.Time) {
 			m.publishMine(s, now)
 		}
 	}
+	if m.holderMin.IsZero() || now.Before(m.holderMin) {
+		return
+	}
+	m.holderMin = time.Time{}
 	for _, s := range m.watched {
-		if !now.Before(m.holderEnd(s)) {
-			if s.holder.running {
-				// A live run that went silent (crash, hung, cut off) consumed its attempt.
-				s.infraFailed(s.holder.attempt)
+		end := m.holderEnd(s)
+		if now.Before(end) {
+			if m.holderMin.IsZero() || end.Before(m.holderMin) {
+				m.holderMin = end
 			}
-			m.dropHolder(s)
+			continue
 		}
+		if s.holder.running {
+			// A live run that went silent (crash, hung, cut off) consumed its attempt.
+			s.infraFailed(s.holder.attempt)
+		}
+		m.dropHolder(s)
 	}
 }
 
@@ -644,7 +676,7 @@ func (m *ClaimMachine) advance(now time.Time) {
 // for the holder's own abort to arrive) passes however often it was renewed.
 func (m *ClaimMachine) holderEnd(s *slotState) time.Time {
 	h := s.holder
-	hard := h.firstSeen.Add(s.spec.HardLimit + m.cfg.Heartbeat)
+	hard := h.firstSeen.Add(s.hardLimit() + m.cfg.Heartbeat)
 	if hard.Before(h.expires) {
 		return hard
 	}
@@ -664,7 +696,7 @@ func (m *ClaimMachine) claimMore(now time.Time) {
 		s.touched = true
 		s.mine = &myClaim{
 			claimRef: claimRef{peer: m.cfg.Self, lab: m.cfg.Lab, lamport: m.lamport,
-				attempt: s.maxAttempt + 1, hash: RendezvousScore(s.spec.ID, m.cfg.Self)},
+				attempt: s.maxAttempt + 1, slot: s.spec.ID},
 			phase:    phasePending,
 			settleAt: now.Add(m.cfg.Settle),
 		}
@@ -752,12 +784,12 @@ func (m *ClaimMachine) nextWake(now time.Time) time.Time {
 			at(mine.settleAt)
 		} else {
 			at(mine.nextRenew)
-			at(mine.startedAt.Add(s.spec.HardLimit))
+			at(mine.startedAt.Add(s.hardLimit()))
 		}
 		at(s.camp.spec.Deadline)
 	}
-	for _, s := range m.watched {
-		at(m.holderEnd(s))
+	if !m.holderMin.IsZero() {
+		at(m.holderMin)
 	}
 	if !m.shutdown && len(m.held) < m.capacity {
 		for _, c := range m.campaigns {

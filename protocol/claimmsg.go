@@ -103,7 +103,8 @@ func DecodeClaim(b []byte) (*ClaimMessage, error) {
 		return nil, ErrClaimTooLarge
 	}
 	// The version is read first and loosely: a later version may add fields this build
-	// would refuse, and it must be ignored, not rejected.
+	// would refuse, and it must be ignored, not rejected. json.Unmarshal also refuses
+	// anything after the object.
 	var head struct {
 		V *int `json:"v"`
 	}
@@ -121,9 +122,6 @@ func DecodeClaim(b []byte) (*ClaimMessage, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("claim message: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("claim message: data after the JSON object")
 	}
 	if err := m.check(); err != nil {
 		return nil, err

@@ -127,13 +127,13 @@ func (c Config) Check() error {
 	switch {
 	case c.Nodes < 1, c.Labs < 1, c.Slots < 1, c.Capacity < 1:
 		return fmt.Errorf("nodes (%d), labs (%d), slots (%d) and capacity (%d) must be at least 1", c.Nodes, c.Labs, c.Slots, c.Capacity)
-	case c.Loss < 0 || c.Loss >= 1, c.Dup < 0 || c.Dup >= 1:
+	case !(c.Loss >= 0 && c.Loss < 1), !(c.Dup >= 0 && c.Dup < 1): // NaN too
 		return fmt.Errorf("loss (%g) and dup (%g) must be in [0, 1)", c.Loss, c.Dup)
-	case c.PartitionFrac < 0 || c.PartitionFrac >= 1:
+	case !(c.PartitionFrac >= 0 && c.PartitionFrac < 1):
 		return fmt.Errorf("partition fraction %g must be in [0, 1)", c.PartitionFrac)
 	case c.Crashes < 0 || c.Crashes > c.Nodes:
 		return fmt.Errorf("crashes %d must be between 0 and nodes (%d)", c.Crashes, c.Nodes)
-	case c.AgentFail < 0 || c.InfraFail < 0 || c.Hang < 0 || c.AgentFail+c.InfraFail+c.Hang >= 1:
+	case !(c.AgentFail >= 0 && c.InfraFail >= 0 && c.Hang >= 0 && c.AgentFail+c.InfraFail+c.Hang < 1):
 		return fmt.Errorf("agent-fail (%g) + infra-fail (%g) + hang (%g) must be in [0, 1)", c.AgentFail, c.InfraFail, c.Hang)
 	case c.Heartbeat >= c.Lease:
 		return fmt.Errorf("heartbeat %s must be shorter than the lease %s", c.Heartbeat, c.Lease)
@@ -825,7 +825,7 @@ func ParsePartition(s string) (frac float64, dur, at time.Duration, err error) {
 	if !ok {
 		return 0, 0, 0, bad("no ':'")
 	}
-	if frac, err = strconv.ParseFloat(f, 64); err != nil || frac < 0 || frac >= 1 {
+	if frac, err = strconv.ParseFloat(f, 64); err != nil || !(frac >= 0 && frac < 1) { // NaN too
 		return 0, 0, 0, bad("the fraction must be a number in [0, 1)")
 	}
 	d, a, hasAt := strings.Cut(rest, "@")

@@ -109,3 +109,30 @@ func TestSimDeterministic(t *testing.T) {
 		t.Fatalf("seeds 42 and 43 gave the same result %s", a)
 	}
 }
+
+func TestParsePartition(t *testing.T) {
+	frac, dur, at, err := ParsePartition("0.3:10m")
+	if err != nil || frac != 0.3 || dur != 10*time.Minute || at != 0 {
+		t.Fatalf("0.3:10m: %v %v %v %v", frac, dur, at, err)
+	}
+	if _, _, at, err := ParsePartition("0.5:1h@2h"); err != nil || at != 2*time.Hour {
+		t.Fatalf("@2h: %v %v", at, err)
+	}
+	for _, bad := range []string{"", "0.3", "1.5:10m", "-0.1:1m", "0.3:ten", "0.3:10m@soon", "0.3:-1m", "NaN:1m"} {
+		if _, _, _, err := ParsePartition(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func FuzzParsePartition(f *testing.F) {
+	for _, s := range []string{"0.3:10m", "0.5:1h@2h", "0:0s", "1:1m", "0.3:10m@", ":"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		frac, dur, at, err := ParsePartition(s)
+		if err == nil && (!(frac >= 0 && frac < 1) || dur < 0 || at < 0) {
+			t.Fatalf("%q accepted out of range: %v %v %v", s, frac, dur, at)
+		}
+	})
+}
