@@ -13,5 +13,11 @@ demo:
 test:
 	$(GOTESTSUM) --format pkgname-and-test-fails -- -race -count=1 -timeout 20m ./...
 
+# The git revision is passed in as well: the go command stamps vcs.revision itself only in a
+# plain checkout (not a git worktree) and not under GOFLAGS=-buildvcs=false.
+REVISION := $(shell git rev-parse HEAD 2>/dev/null)
+MODIFIED := $(shell git diff --quiet HEAD -- 2>/dev/null || echo true)
+LDFLAGS := -X github.com/evalmesh/evalmesh/runner.buildRevision=$(REVISION) -X github.com/evalmesh/evalmesh/runner.buildModified=$(MODIFIED)
+
 build:
-	go build -o evalmesh ./cmd/evalmesh
+	@go build -ldflags "$(LDFLAGS)" -o evalmesh ./cmd/evalmesh

@@ -44,10 +44,15 @@ type Runner struct {
 	// AllowNetwork is the lab's policy: an agent gets a network only if its spec asks and
 	// this allows.
 	AllowNetwork bool
-	// Key signs attestations; Cert (optional) is the node's lab certificate; Lab its lab ID.
-	Key  crypto.PrivKey
-	Cert *attest.NodeCert
-	Lab  string
+	// Key signs attestations; Cert is the node's lab certificate; Lab its lab ID. Without a
+	// Cert a run is refused unless SelfSigned (attestations then count only where a trust
+	// file lists the node key itself). Trust, if set, is the trust store the preflight checks
+	// the certificate against (its lab listed, not revoked).
+	Key        crypto.PrivKey
+	Cert       *attest.NodeCert
+	Lab        string
+	SelfSigned bool
+	Trust      *attest.TrustStore
 	// SelfExe replaces a command's first word "evalmesh" for the process executor (so the
 	// example agents need no build); empty means os.Executable().
 	SelfExe string
@@ -157,8 +162,9 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Outcome, error) {
 	if r.Executor == "docker" && req.Agent.Image == "" {
 		return nil, fmt.Errorf("agent %s has no image: the docker executor needs image: sha256:… (or use --executor process)", req.Agent.Name)
 	}
-	if r.Key == nil {
-		return nil, errors.New("run: no signing key (load the node identity first)")
+	// Fail before the work: a run whose attestation would be refused is not started.
+	if err := r.CheckSigning(time.Duration(b.Meta.Limits.WallClockSeconds) * time.Second); err != nil {
+		return nil, err
 	}
 	taskDir, err := filepath.Abs(req.TaskDir)
 	if err != nil {
@@ -197,6 +203,9 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Outcome, error) {
 	runs, err := ListRuns(r.Home)
 	if err == nil {
 		st.GPUs, err = gpu.Allocate(inv, r.AllowedGPUs, busyGPUs(runs), need)
+	}
+	if err == nil {
+		st.Attempt = r.nextAttempt(runs, attest.Slot{Campaign: campaign, Task: taskCID, Agent: st.AgentCID, Seed: st.Seed})
 	}
 	if err == nil {
 		err = r.makeRunDir(st)
@@ -546,6 +555,7 @@ func (r *Runner) evaluateAndState(ctx context.Context, ex Executor, st *RunState
 		Metric:        b.Meta.Metric.Name,
 		Evaluator:     ev.evaluator,
 		Telemetry:     telemetryView(st),
+		Attempt:       st.Attempt,
 		Executor:      executorInfo(ex, st.AgentHandle),
 		Build:         &build,
 	}

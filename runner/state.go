@@ -42,8 +42,11 @@ type RunState struct {
 	Agent    AgentSpec `json:"agent"`
 	AgentCID string    `json:"agent_cid"`
 	Seed     int       `json:"seed"`
-	GPUs     []string  `json:"gpus,omitempty"`
-	Start    time.Time `json:"start"`
+	// Attempt numbers this node's runs of the slot (nextAttempt); 0 in states of an older
+	// evalmesh, attested as absent (read as 1).
+	Attempt int       `json:"attempt,omitempty"`
+	GPUs    []string  `json:"gpus,omitempty"`
+	Start   time.Time `json:"start"`
 	// AgentHandle is saved right after Start, before waiting, so Recover can re-attach.
 	AgentHandle *Handle     `json:"agent_handle,omitempty"`
 	AgentExit   *ExitResult `json:"agent_exit,omitempty"`

@@ -45,7 +45,7 @@ func (s *syncBuffer) String() string {
 // recorded, SIGKILLs it, and returns the run's ID.
 func killedRun(t *testing.T, h string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"run", "--home", h}, args...)...)
+	cmd := exec.Command(os.Args[0], append([]string{"run", "--home", h, "--self-signed"}, args...)...)
 	cmd.Env = append(os.Environ(), "EVALMESH_TEST_CLI=1")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -109,7 +109,7 @@ func TestRunRecoversAlongsideTheNewRun(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run([]string{"run", "--home", h, "--task", task, "--agent", solver, "--executor", "process"}, &stdout, &stderr)
+		done <- run([]string{"run", "--home", h, "--task", task, "--agent", solver, "--executor", "process", "--self-signed"}, &stdout, &stderr)
 	}()
 	// The new run is attested, and its result printed, while the recovered agent still
 	// waits at its gate.
