@@ -23,7 +23,7 @@ func TestRunDockerHostileAgentsAttested(t *testing.T) {
 		t.Fatal(err)
 	}
 	limits := func(y string) string {
-		y = strings.Replace(y, "wall_clock_seconds: 120", "wall_clock_seconds: 3", 1)
+		y = strings.Replace(y, "wall_clock_seconds: 120", "wall_clock_seconds: 10", 1)
 		return strings.Replace(y, "memory_bytes: 536870912", "memory_bytes: 67108864", 1)
 	}
 	task := copyTask(t, "arithmetic", limits)

@@ -489,36 +489,59 @@ func pidsNote(e *ExitResult) string {
 	return ""
 }
 
-// evaluateAndState scores the submission, builds the statement and writes statement.json.
+// evaluateAndState scores the submission and writes the run's statement.json, in three
+// phases: evaluate, store the subjects (submission and logs) by CID, and write the
+// statement of the run predicate.
 func (r *Runner) evaluateAndState(ctx context.Context, ex Executor, st *RunState, b *tasks.Bundle) error {
-	dir := RunDir(r.Home, st.ID)
 	ev, err := r.evaluate(ctx, ex, st, b)
 	if err != nil {
 		return err
 	}
-	// Logs archive: agent and evaluator logs, deterministic tar.
-	logs, err := tarLogs(filepath.Join(dir, "logs"))
+	subjects, err := r.storeSubjects(st, b, ev)
 	if err != nil {
 		return err
+	}
+	pred, err := r.runPredicate(ex, st, b, ev)
+	if err != nil {
+		return err
+	}
+	stmt, err := attest.NewStatement(subjects, attest.PredicateRunV1, pred)
+	if err != nil {
+		return fmt.Errorf("build statement: %w", err)
+	}
+	_, err = writeOnce(filepath.Join(RunDir(r.Home, st.ID), statementFile), stmt)
+	return err
+}
+
+// storeSubjects stores the submission (if any) and a deterministic tar of the agent and
+// evaluator logs in HOME/objects and returns them as the statement's subjects.
+func (r *Runner) storeSubjects(st *RunState, b *tasks.Bundle, ev *evalResult) ([]attest.Subject, error) {
+	logs, err := tarLogs(filepath.Join(RunDir(r.Home, st.ID), "logs"))
+	if err != nil {
+		return nil, err
 	}
 	var subjects []attest.Subject
 	if ev.submission != nil {
 		c, err := storeObject(r.Home, ev.submission)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		subjects = append(subjects, subject(b.Meta.Submission.File, ev.submission, c, attest.RoleSubmission))
 	}
 	lc, err := storeObject(r.Home, logs)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	subjects = append(subjects, subject("logs.tar", logs, lc, attest.RoleLogs))
+	return append(subjects, subject("logs.tar", logs, lc, attest.RoleLogs)), nil
+}
 
+// runPredicate is what the run attests: slot and attempt, signer, hardware, times, how the
+// agent ended, the evaluation, telemetry, the executor's containment and this build.
+func (r *Runner) runPredicate(ex Executor, st *RunState, b *tasks.Bundle, ev *evalResult) (attest.RunPredicate, error) {
 	inv, _ := r.inventory()
 	node, err := peer.IDFromPrivateKey(r.Key)
 	if err != nil {
-		return err
+		return attest.RunPredicate{}, err
 	}
 	hashes := make([]string, 0, len(st.GPUs))
 	for _, g := range st.GPUs {
@@ -529,10 +552,7 @@ func (r *Runner) evaluateAndState(ctx context.Context, ex Executor, st *RunState
 	if st.AgentExit != nil && !st.AgentExit.Finished.IsZero() {
 		agentEnd = st.AgentExit.Finished
 	}
-	wall := agentEnd.Sub(st.Start)
-	if wall < 0 {
-		wall = 0
-	}
+	wall := max(agentEnd.Sub(st.Start), 0)
 	exit := attest.ExitStatus{Reason: exitReason(st.AgentExit)}
 	if e := st.AgentExit; e != nil {
 		exit.Code, exit.Signal, exit.OOMKilled, exit.TimedOut = e.ExitCode, e.Signal, e.OOMKilled, e.TimedOut
@@ -562,12 +582,7 @@ func (r *Runner) evaluateAndState(ctx context.Context, ex Executor, st *RunState
 	if pred.Hardware.GPUModel == "" {
 		pred.Hardware.GPUModel = "cpu"
 	}
-	stmt, err := attest.NewStatement(subjects, attest.PredicateRunV1, pred)
-	if err != nil {
-		return fmt.Errorf("build statement: %w", err)
-	}
-	_, err = writeOnce(filepath.Join(dir, statementFile), stmt)
-	return err
+	return pred, nil
 }
 
 // telemetryView is the attested telemetry (without the raw energy counters).

@@ -97,3 +97,16 @@ func TestVersionCommand(t *testing.T) {
 		t.Fatalf("version --json has no revision: %s", out)
 	}
 }
+
+// openToAgents lets every uid search dir and the folders above it up to the temp folder
+// (t.TempDir's are closed to others), so an agent the process executor runs as nobody can
+// reach a file the test puts there. It returns dir.
+func openToAgents(t *testing.T, dir string) string {
+	t.Helper()
+	for p := dir; p != os.TempDir() && p != "/"; p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}

@@ -97,7 +97,7 @@ func TestRunRecoversAlongsideTheNewRun(t *testing.T) {
 	}
 	task := filepath.Join(dir, "tasks", "arithmetic")
 	// The agent runs while the hold file exists (removing the test's folder also ends it).
-	hold := filepath.Join(dir, "hold")
+	hold := filepath.Join(openToAgents(t, dir), "hold") // the agent (uid nobody on root) sees it
 	os.WriteFile(hold, nil, 0o644)
 	gated := filepath.Join(dir, "gated.yaml")
 	os.WriteFile(gated, []byte("name: gated\nversion: \"1\"\ncommand: [/bin/sh, -c, 'while [ -e "+hold+" ]; do sleep 0.05; done']\n"), 0o644)

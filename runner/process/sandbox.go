@@ -113,15 +113,28 @@ func reachable(path string, uid, gid int, want os.FileMode) error {
 func (e *Executor) makeSandbox(cfg runner.TaskConfig, name string, uid, gid int) (sandboxLayout, runner.TaskConfig, error) {
 	root := e.opts.SandboxDir
 	if root == "" {
+		// One root per node uid: a shared /tmp may hold another user's.
 		root = filepath.Join(os.TempDir(), "evalmesh-agents")
+		if os.Geteuid() != 0 {
+			root += fmt.Sprintf("-%d", os.Geteuid())
+		}
 	}
-	// The root is searchable but not listable by the agents: one cannot find another's folder.
-	mode := os.FileMode(0o711)
-	if uid < 0 {
-		mode = 0o700
+	// On a root node the root is searchable but not listable by the agents' uid: one cannot
+	// find another's folder (its name holds the run ID's random part). Elsewhere it is the
+	// node user's alone.
+	mode := os.FileMode(0o700)
+	if os.Geteuid() == 0 {
+		mode = 0o711
 	}
 	if err := os.MkdirAll(root, mode); err != nil {
 		return sandboxLayout{}, cfg, fmt.Errorf("sandbox: %w", err)
+	}
+	// In a world-writable /tmp the root may have been made by someone else (or be a link to
+	// elsewhere): use it only if it is this node's own folder.
+	if fi, err := os.Lstat(root); err != nil {
+		return sandboxLayout{}, cfg, fmt.Errorf("sandbox: %w", err)
+	} else if st, ok := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() {
+		return sandboxLayout{}, cfg, fmt.Errorf("sandbox: %s is not a folder of uid %d (remove it, or set the sandbox folder elsewhere)", root, os.Geteuid())
 	}
 	if err := os.Chmod(root, mode); err != nil {
 		return sandboxLayout{}, cfg, fmt.Errorf("sandbox: %w", err)
