@@ -219,16 +219,18 @@ func copyTree(src, dst string, link bool) error {
 	refuse := func(p string, m os.FileMode) error {
 		return fmt.Errorf("%s: not a regular file or folder (%v)", p, m.Type())
 	}
-	return copyEntries(src, dst, link, refuse)
+	return copyEntries(src, dst, link, false, refuse)
 }
 
 // copyInto copies the folders and regular files under src into the folder dst; other
-// entries go to other (which may skip them by returning nil).
+// entries go to other (which may skip them by returning nil). A subfolder that cannot be
+// copied (an agent's tree too deep for a path) is left out: only the top level's files
+// (where the submission is) must come back.
 func copyInto(src, dst string, other func(string, os.FileMode) error) error {
-	return copyEntries(src, dst, false, other)
+	return copyEntries(src, dst, false, true, other)
 }
 
-func copyEntries(src, dst string, link bool, other func(string, os.FileMode) error) error {
+func copyEntries(src, dst string, link, subdirsBestEffort bool, other func(string, os.FileMode) error) error {
 	ents, err := os.ReadDir(src)
 	if err != nil {
 		return err
@@ -237,10 +239,11 @@ func copyEntries(src, dst string, link bool, other func(string, os.FileMode) err
 		s, d := filepath.Join(src, ent.Name()), filepath.Join(dst, ent.Name())
 		switch t := ent.Type(); {
 		case t.IsDir():
-			if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-				return err
+			err := os.Mkdir(d, 0o755)
+			if err == nil || errors.Is(err, os.ErrExist) {
+				err = copyEntries(s, d, link, false, other)
 			}
-			if err := copyEntries(s, d, link, other); err != nil {
+			if err != nil && !subdirsBestEffort {
 				return err
 			}
 		case t.IsRegular():
