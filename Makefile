@@ -1,17 +1,38 @@
-# The two commands of the README. CGO is needed by go-nvml (it loads the NVIDIA library at run
+# The commands of the README. CGO is needed by go-nvml (it loads the NVIDIA library at run
 # time, so it builds without a GPU); the flag quiets its deprecation warnings.
 export CGO_CFLAGS ?= -Wno-deprecated-declarations
 GOTESTSUM := go run gotest.tools/gotestsum@v1.13.0
+STATICCHECK := go run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: demo test build
+.PHONY: demo test check bench-smoke build install
 
 # The main job on embedded defaults: example tasks x baseline agents, signed, verified, ranked.
 demo:
 	go run ./cmd/evalmesh demo
 
-# Every test, under the race detector; ends with gotestsum's summary.
-test:
+# Every check, then every bench/ script once on tiny inputs, then every test under the race
+# detector; ends with gotestsum's summary (CI reads the closing lines).
+test: check bench-smoke
 	$(GOTESTSUM) --format pkgname-and-test-fails -- -race -count=1 -timeout 20m ./...
+
+# Static checks: gofmt (fails on any unformatted file), go vet, staticcheck (staticcheck.conf),
+# and no fused multiply-add in package scoring on any architecture (ledgers must be bit-equal).
+check:
+	@echo "== gofmt"; out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt: these files are not formatted (run gofmt -w on them):"; echo "$$out"; exit 1; fi
+	@echo "== go vet"; go vet ./...
+	@echo "== staticcheck"; $(STATICCHECK) ./...
+	@bench/crossarch.sh --fma-only
+
+# Each bench/ script once on tiny inputs, so none rots; the figures mean nothing at this size.
+BENCH_WORK := $(or $(TMPDIR),/tmp)/evalmesh-bench-smoke
+bench-smoke:
+	@echo "== bench smoke: pack"; bench/pack.sh -count 1 -pack.bigmib 2 -pack.largemib 1 -pack.small 20 >/dev/null
+	@echo "== bench smoke: score"; bench/score.sh -count 1 -score.maxresults 4000 >/dev/null
+	@echo "== bench smoke: transfer"; rm -rf $(BENCH_WORK); WORK=$(BENCH_WORK) RUNS=1 bench/transfer.sh -sets tiny -peers 1 -stores mem >/dev/null 2>$(BENCH_WORK).log || { cat $(BENCH_WORK).log; exit 1; }; rm -rf $(BENCH_WORK) $(BENCH_WORK).log
+	@echo "== bench smoke: verify"; go run ./bench/verify -n 200 -cores 1 -batch 64 -rounds 1 >/dev/null
+	@echo "== bench smoke: start"; go test -run '^$$' -bench . -benchtime 1x ./bench/start/ >/dev/null
+	@echo "== bench smoke: crossarch (native)"; bench/crossarch.sh $$(go env GOHOSTARCH) >/dev/null
+	@echo "== bench smoke: gpu-check (exit 2 means no GPU here, as expected without one)"; rc=0; OUT=$(BENCH_WORK)-gpu bench/gpu-check.sh >/dev/null 2>&1 || rc=$$?; rm -rf $(BENCH_WORK)-gpu; [ $$rc = 0 ] || [ $$rc = 2 ] || { echo "bench/gpu-check.sh failed with exit $$rc"; exit 1; }
 
 # The git revision is passed in as well: the go command stamps vcs.revision itself only in a
 # plain checkout (not a git worktree) and not under GOFLAGS=-buildvcs=false.
@@ -19,5 +40,10 @@ REVISION := $(shell git rev-parse HEAD 2>/dev/null)
 MODIFIED := $(shell git diff --quiet HEAD -- 2>/dev/null || echo true)
 LDFLAGS := -X github.com/evalmesh/evalmesh/runner.buildRevision=$(REVISION) -X github.com/evalmesh/evalmesh/runner.buildModified=$(MODIFIED)
 
+# The evalmesh binary in the current folder (`evalmesh version` names its git revision).
 build:
 	@go build -ldflags "$(LDFLAGS)" -o evalmesh ./cmd/evalmesh
+
+# evalmesh into $(go env GOPATH)/bin (or GOBIN), quietly: the same build as `build`.
+install:
+	@go install -ldflags "$(LDFLAGS)" ./cmd/evalmesh

@@ -1,15 +1,22 @@
 package attest
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/evalmesh/evalmesh/scoring"
 )
 
-// certifyWindow re-certifies f's node for [from, to) and signs run seed with the claimed
-// end (start an hour earlier) under that certificate.
+// signRunUnder re-certifies f's node for [from, to) and signs run seed claiming the one
+// instant end (start = end) under that certificate.
 func (f *fixture) signRunUnder(t *testing.T, from, to, end time.Time, seed int) []byte {
+	t.Helper()
+	return f.signRunSpan(t, from, to, end, end, seed)
+}
+
+// signRunSpan is signRunUnder for a run claiming [start, end].
+func (f *fixture) signRunSpan(t *testing.T, from, to, start, end time.Time, seed int) []byte {
 	t.Helper()
 	cert, err := f.lab.Certify(f.nodeID, from, to.Sub(from))
 	if err != nil {
@@ -17,7 +24,7 @@ func (f *fixture) signRunUnder(t *testing.T, from, to, end time.Time, seed int) 
 	}
 	f.cert = cert
 	p := runPredicate(f.nodeID, f.lab.ID, seed, 0.5)
-	p.Start, p.End = end.Add(-time.Hour), end
+	p.Start, p.End = start, end
 	st, err := NewStatement(runSubjects("sub"+end.String()), PredicateRunV1, p)
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +99,37 @@ func TestClaimedTimeOutsideWindow(t *testing.T) {
 				}
 			} else if len(rep.Refused) != 1 || rep.Refused[0].Reason != string(tc.want) {
 				t.Fatalf("report %+v, want the run refused as %q", rep, tc.want)
+			}
+		})
+	}
+}
+
+// Both ends of a run must lie in its certificate's window: a node cannot date a run's start
+// into an expired certificate's window, nor its end into a future one.
+func TestClaimedRunSpanInsideCertificate(t *testing.T) {
+	from, to := t0, t0.Add(time.Hour)
+	for _, tc := range []struct {
+		name       string
+		start, end time.Time
+		want       Reason
+		detail     string
+	}{
+		{"inside", t0.Add(time.Minute), t0.Add(59 * time.Minute), "", ""},
+		{"the whole window", t0, t0.Add(time.Hour - time.Second), "", ""},
+		{"starts before not_before", t0.Add(-time.Minute), t0.Add(30 * time.Minute), ReasonCertNotYetValid, "claimed start"},
+		{"ends at not_after", t0.Add(30 * time.Minute), t0.Add(time.Hour), ReasonCertExpired, "claimed end"},
+		{"spans the window", t0.Add(-time.Hour), t0.Add(2 * time.Hour), ReasonCertNotYetValid, "claimed start"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			env := f.signRunSpan(t, from, to, tc.start, tc.end, 0)
+			_, err := VerifyWith(env, f.trust, atClaim)
+			if ReasonOf(err) != tc.want || (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.detail)) {
+				t.Fatalf("VerifyWith at claimed time: %v, want %q saying %q", err, tc.want, tc.detail)
+			}
+			_, errs := VerifyBatchWith([][]byte{env}, f.trust, atClaim)
+			if ReasonOf(errs[0]) != tc.want {
+				t.Fatalf("VerifyBatchWith: %v, want %q", errs[0], tc.want)
 			}
 		})
 	}

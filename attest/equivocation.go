@@ -10,12 +10,14 @@ import (
 type AgreeFunc func(metric string, a, b float64) bool
 
 // Evidence proves equivocation: one principal (lab, or directly trusted node) signed two run
-// attestations for the same slot with different submissions. Both envelopes are kept so
-// anyone can re-verify the proof; neither run counts.
+// attestations for the same slot and attempt with different submissions. Both envelopes are
+// kept so anyone can re-verify the proof; no run of that slot by that principal counts, in
+// any attempt.
 type Evidence struct {
 	Slot        Slot   `json:"slot"`
 	Principal   string `json:"principal"`
-	A           string `json:"a"` // envelope IDs, A < B
+	Attempt     int    `json:"attempt"` // RunPredicate.AttemptNumber of both`
+	A           string `json:"a"`       // envelope IDs, A < B
 	B           string `json:"b"`
 	SubmissionA string `json:"submission_a"` // sha256 of each submission ("" for none)
 	SubmissionB string `json:"submission_b"`
@@ -49,9 +51,16 @@ type Outcome struct {
 	Equivocations []Evidence
 	// Disagreements are re-scores that contradict the run they name.
 	Disagreements []Disagreement
-	// Duplicates are further run attestations of a slot by the same principal with the same
-	// submission as a counted run (re-signed, re-published): not counted twice.
+	// Duplicates are further run attestations of a slot and attempt by the same principal
+	// with the same submission as a counted run (re-signed, re-published): not counted twice.
 	Duplicates []*Verified
+	// LaterAttempts are runs of a slot by a principal that also has a run of a lower attempt
+	// of it: only the lowest attempt counts (see Reconcile), so re-running cannot pick the
+	// best of several tries.
+	LaterAttempts []*Verified
+	// Forfeited are runs of a slot whose principal equivocated in another attempt of it: an
+	// equivocation forfeits the whole slot, or equivocating on attempt 1 would buy a re-roll.
+	Forfeited []*Verified
 	// Orphans are re-scores of runs not in the set, or excluded by equivocation.
 	Orphans []*Verified
 	// Other holds statements that verified but do not count for the ledger.
@@ -60,6 +69,15 @@ type Outcome struct {
 
 // Reconcile sorts verified envelopes into counted runs, agreeing re-scores, equivocation
 // evidence and disagreements. It is a pure function of its inputs.
+//
+// The run attestations of one slot by one principal (lab, or directly trusted node) are
+// resolved so that the principal cannot steer which one counts
+// (docs/attestation-format.md, "Attempts"):
+//   - two with the same attempt (RunPredicate.AttemptNumber) and different submissions are
+//     equivocation: Evidence, and no run of that slot by that principal counts;
+//   - otherwise the lowest attempt counts, whatever its outcome (an agent that failed is a
+//     result, not a reason to retry), the lowest envelope ID among its copies; the copies are
+//     Duplicates and higher attempts LaterAttempts.
 func Reconcile(vs []*Verified, agree AgreeFunc) Outcome {
 	vs = slices.Clone(vs)
 	slices.SortFunc(vs, func(a, b *Verified) int { return cmp.Compare(a.ID, b.ID) })
@@ -92,31 +110,61 @@ func Reconcile(vs []*Verified, agree AgreeFunc) Outcome {
 	// duplicates) to the counted run.
 	runOf := map[string]*Verified{}
 	for _, k := range keys {
-		g := groups[k] // sorted by ID
-		first := g[0]
-		d0 := first.Statement.SubmissionDigest()
+		g := groups[k]
+		// By attempt, then ID: g[0] is the candidate, each attempt's first its reference.
+		slices.SortStableFunc(g, func(a, b *Verified) int {
+			return cmp.Or(cmp.Compare(a.Run.AttemptNumber(), b.Run.AttemptNumber()), cmp.Compare(a.ID, b.ID))
+		})
 		equivocal := false
-		for _, v := range g[1:] {
-			if d := v.Statement.SubmissionDigest(); d != d0 {
-				equivocal = true
-				out.Equivocations = append(out.Equivocations, Evidence{
-					Slot: k.slot, Principal: k.principal, A: first.ID, B: v.ID,
-					SubmissionA: d0, SubmissionB: d, EnvelopeA: first.Envelope, EnvelopeB: v.Envelope,
-				})
+		for i := 0; i < len(g); {
+			j := i + 1
+			for j < len(g) && g[j].Run.AttemptNumber() == g[i].Run.AttemptNumber() {
+				j++
 			}
+			first := g[i]
+			d0 := first.Statement.SubmissionDigest()
+			for _, v := range g[i+1 : j] {
+				if d := v.Statement.SubmissionDigest(); d != d0 {
+					equivocal = true
+					out.Equivocations = append(out.Equivocations, Evidence{
+						Slot: k.slot, Principal: k.principal, Attempt: first.Run.AttemptNumber(), A: first.ID, B: v.ID,
+						SubmissionA: d0, SubmissionB: d, EnvelopeA: first.Envelope, EnvelopeB: v.Envelope,
+					})
+				}
+			}
+			i = j
 		}
 		if equivocal {
+			// The runs the evidence names are listed there; the others of the slot forfeit.
+			named := map[string]bool{}
+			for _, e := range out.Equivocations {
+				if e.Slot == k.slot && e.Principal == k.principal {
+					named[e.A], named[e.B] = true, true
+				}
+			}
+			for _, v := range g {
+				if !named[v.ID] {
+					out.Forfeited = append(out.Forfeited, v)
+				}
+			}
 			continue
 		}
+		first := g[0]
 		out.Runs = append(out.Runs, first)
 		runOf[first.ID] = first
 		for _, v := range g[1:] {
+			if v.Run.AttemptNumber() != first.Run.AttemptNumber() {
+				out.LaterAttempts = append(out.LaterAttempts, v)
+				continue
+			}
 			out.Duplicates = append(out.Duplicates, v)
 			runOf[v.ID] = first
 		}
 	}
 	slices.SortFunc(out.Runs, func(a, b *Verified) int { return cmp.Compare(a.ID, b.ID) })
-	slices.SortFunc(out.Duplicates, func(a, b *Verified) int { return cmp.Compare(a.ID, b.ID) })
+	for _, l := range [][]*Verified{out.Duplicates, out.LaterAttempts, out.Forfeited} {
+		slices.SortFunc(l, func(a, b *Verified) int { return cmp.Compare(a.ID, b.ID) })
+	}
 	slices.SortFunc(out.Equivocations, func(a, b Evidence) int {
 		return cmp.Or(cmp.Compare(a.A, b.A), cmp.Compare(a.B, b.B))
 	})
@@ -156,7 +204,7 @@ func confirms(run *RunPredicate, rs *RescorePredicate, agree AgreeFunc) bool {
 
 // Replicators returns, sorted, the principals other than the run's own that re-scored the
 // counted run id to the same value and never also contradicted it: the labs that count
-// toward the acceptance policy's `replication` (DESIGN §7, "other labs"). A lab re-scoring
+// toward the acceptance policy's `replication` (docs/design.md §7, "other labs"). A lab re-scoring
 // its own run, re-scoring twice, or both confirming and contradicting it (hedging) adds
 // nothing; Rescores still lists every agreeing re-score for the record.
 func (o Outcome) Replicators(id string) []string {

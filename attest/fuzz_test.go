@@ -72,13 +72,17 @@ func FuzzDecodeStatement(f *testing.F) {
 	rp.Telemetry = map[string]any{"gpu_util": []any{0.5, 0.9}, "peak_mem": 1e9, "x": nil}
 	rp.Exit = ExitStatus{Code: 137, Signal: 9, OOMKilled: true, TimedOut: true, Reason: "oom"}
 	rp.Valid, rp.Score, rp.InvalidReason = false, nil, "no submission"
+	rp.Attempt = 2
+	rp.Executor = &ExecutorInfo{Name: "docker", Isolation: IsolationContainer, Limits: "cgroup2", SeparateUID: true}
+	rp.Build = &BuildInfo{Module: "github.com/evalmesh/evalmesh", Version: "(devel)", Revision: "abc", Modified: true}
 	if st, err := NewStatement(runSubjects("x"), PredicateRunV1, rp); err == nil {
 		f.Add(st)
 		// Case-folded, repeated and escaped keys, exotic numbers: the fast path must decline
 		// or agree.
 		for _, r := range [][2]string{{`"metric"`, `"METRIC"`}, {`"seed":1`, `"seed":1,"seed":2`}, {`"node"`, `"no\u0064e"`},
 			{`"wall_seconds":3600`, `"wall_seconds":3.6e3`}, {`"code":137`, `"code":137.0`}, {`"gpu_count":1`, `"gpu_count":-0`},
-			{`"start"`, `"Start"`}, {`"slot":{`, `"slot":{"extra":[{}],`}} {
+			{`"start"`, `"Start"`}, {`"slot":{`, `"slot":{"extra":[{}],`}, {`"attempt":2`, `"attempt":-1`},
+			{`"executor":{`, `"executor":null,"x":{`}, {`"isolation"`, `"Isolation"`}, {`"modified":true`, `"modified":1`}} {
 			f.Add(bytes.Replace(st, []byte(r[0]), []byte(r[1]), 1))
 		}
 	}

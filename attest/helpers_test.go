@@ -74,6 +74,7 @@ func runPredicate(node, lab string, seed int, score float64) RunPredicate {
 		Start:    t0.Add(-2 * time.Hour), End: t0.Add(-time.Hour),
 		WallSeconds: 3600, GPUSeconds: 3500, EnergyJoules: 2.1e6,
 		Valid: true, Score: ptr(score), Metric: "accuracy", Evaluator: "builtin:accuracy",
+		Executor: &ExecutorInfo{Name: "docker", Isolation: IsolationContainer, Limits: "cgroup2"},
 	}
 }
 

@@ -56,7 +56,7 @@ type LedgerReport struct {
 	Duplicates    int        `json:"duplicate_ids"` // the same bytes given more than once
 }
 
-// LedgerInput is everything the ledger is a function of (DESIGN §7): the envelopes, the
+// LedgerInput is everything the ledger is a function of (docs/design.md §7): the envelopes, the
 // trust store they are verified under, the tasks' metadata, the acceptance policy and the
 // scoring options. Not the clock: each certificate is checked at the time its statement
 // claims (VerifyOptions.AtClaimedTime), so honest nodes agree on the root whenever they
@@ -73,6 +73,11 @@ type LedgerInput struct {
 	Tasks   []scoring.TaskInfo
 	Policy  AcceptPolicy
 	Scoring scoring.Options
+	// Campaigns, when not nil, are the windows of the campaigns the ledger knows (by
+	// campaign ID): a run counts only inside its campaign's window, and a run of a campaign
+	// not listed does not count. It overrides Policy.Campaigns. nil checks no windows
+	// (results of slots that name no signed campaign, as the tests and the demo have).
+	Campaigns map[string]CampaignWindow
 }
 
 // BuildLedger verifies the envelopes (in one batch, each certificate at the time its
@@ -121,9 +126,34 @@ func BuildLedger(in LedgerInput) (*scoring.Ledger, *LedgerReport, error) {
 		ok = append(ok, v)
 	}
 	sortRefusals(rep.Refused)
+	return ledgerOf(ok, rep, in)
+}
 
+// LedgerFromVerified is BuildLedger over envelopes verified earlier (a node's store, which
+// verified each once on arrival and restored it with Restore): nothing is verified again.
+// in.Envelopes and in.Cache are not used.
+func LedgerFromVerified(vs []*Verified, in LedgerInput) (*scoring.Ledger, *LedgerReport, error) {
+	rep := &LedgerReport{Read: len(vs)}
+	ok := make([]*Verified, 0, len(vs))
+	ids := make(map[string]bool, len(vs))
+	for _, v := range vs {
+		if ids[v.ID] {
+			rep.Duplicates++
+			continue
+		}
+		ids[v.ID] = true
+		ok = append(ok, v)
+	}
+	return ledgerOf(ok, rep, in)
+}
+
+// ledgerOf reconciles verified envelopes, applies the acceptance policy and scores.
+func ledgerOf(ok []*Verified, rep *LedgerReport, in LedgerInput) (*scoring.Ledger, *LedgerReport, error) {
 	o := Reconcile(ok, Agree)
 	p := in.Policy
+	if in.Campaigns != nil {
+		p.Campaigns = in.Campaigns
+	}
 	known := make(map[string]bool, len(in.Tasks))
 	for _, t := range in.Tasks {
 		known[t.Name] = true

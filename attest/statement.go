@@ -55,7 +55,7 @@ type Statement struct {
 	Predicate     json.RawMessage `json:"predicate,omitempty"`
 }
 
-// Slot is one cell of a campaign (DESIGN §1): campaign, task bundle and agent CIDs, seed index.
+// Slot is one cell of a campaign (docs/design.md §1): campaign, task bundle and agent CIDs, seed index.
 type Slot struct {
 	Campaign string `json:"campaign"`
 	Task     string `json:"task"`
@@ -86,7 +86,7 @@ type ExitStatus struct {
 	Reason    string `json:"reason,omitempty"`
 }
 
-// RunPredicate is the predicate of a run attestation (DESIGN §5).
+// RunPredicate is the predicate of a run attestation (docs/design.md §5).
 type RunPredicate struct {
 	Slot          Slot       `json:"slot"`
 	Node          string     `json:"node"` // peer ID of the signing node
@@ -141,6 +141,14 @@ type BuildInfo struct {
 	Version  string `json:"version"`            // module version, "(devel)" for a local build
 	Revision string `json:"revision,omitempty"` // vcs.revision
 	Modified bool   `json:"modified,omitempty"` // vcs.modified: built from a dirty tree
+}
+
+// AttemptNumber is the run's attempt, with an absent attempt read as 1.
+func (p *RunPredicate) AttemptNumber() int {
+	if p.Attempt <= 0 {
+		return 1
+	}
+	return p.Attempt
 }
 
 // RescorePredicate is a lab's independent re-check of another run's submission.
@@ -303,6 +311,8 @@ func (p *RunPredicate) validate() error {
 		return errors.New("wall_seconds, gpu_seconds and energy_joules must not be negative")
 	case p.Hardware.GPUCount < 0:
 		return errors.New("hardware gpu_count is negative")
+	case p.Attempt < 0:
+		return fmt.Errorf("attempt %d is negative; attempts count from 1 (absent means 1)", p.Attempt)
 	case p.Metric == "":
 		return errors.New("metric is missing")
 	case p.Evaluator == "":

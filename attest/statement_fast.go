@@ -319,9 +319,27 @@ func fastRun(b []byte) (*RunPredicate, bool) {
 				return false
 			}
 			r.Telemetry, ok = p.anyValue()
+		case "attempt":
+			if !once32(&seen, 1<<16) {
+				return false
+			}
+			r.Attempt, ok = p.integer()
+		case "executor":
+			if !once32(&seen, 1<<17) || !p.eat('{') { // null (nil) goes to the reference
+				return false
+			}
+			r.Executor = &ExecutorInfo{}
+			return p.executor(r.Executor)
+		case "build":
+			if !once32(&seen, 1<<18) || !p.eat('{') {
+				return false
+			}
+			r.Build = &BuildInfo{}
+			return p.build(r.Build)
 		default:
 			return !foldsTo(key, "slot", "node", "lab", "hardware", "start", "end", "wall_seconds", "gpu_seconds",
-				"energy_joules", "exit", "valid", "invalid_reason", "score", "metric", "evaluator", "telemetry") && p.skip(0)
+				"energy_joules", "exit", "valid", "invalid_reason", "score", "metric", "evaluator", "telemetry",
+				"attempt", "executor", "build") && p.skip(0)
 		}
 		return ok
 	})
@@ -408,6 +426,70 @@ func (p *fastParser) hardware(h *Hardware) bool {
 			}
 		default:
 			return !foldsTo(key, "gpu_model", "driver", "gpu_count", "gpu_uuid_hashes") && p.skip(0)
+		}
+		return ok
+	})
+}
+
+func (p *fastParser) executor(e *ExecutorInfo) bool {
+	var seen uint8
+	return p.object(func(key []byte) bool {
+		var ok bool
+		switch string(key) {
+		case "name":
+			if !once(&seen, 1) {
+				return false
+			}
+			e.Name, ok = p.str()
+		case "isolation":
+			if !once(&seen, 2) {
+				return false
+			}
+			e.Isolation, ok = p.str()
+		case "limits":
+			if !once(&seen, 4) {
+				return false
+			}
+			e.Limits, ok = p.str()
+		case "separate_uid":
+			if !once(&seen, 8) {
+				return false
+			}
+			e.SeparateUID, ok = p.boolean()
+		default:
+			return !foldsTo(key, "name", "isolation", "limits", "separate_uid") && p.skip(0)
+		}
+		return ok
+	})
+}
+
+func (p *fastParser) build(b *BuildInfo) bool {
+	var seen uint8
+	return p.object(func(key []byte) bool {
+		var ok bool
+		switch string(key) {
+		case "module":
+			if !once(&seen, 1) {
+				return false
+			}
+			b.Module, ok = p.str()
+		case "version":
+			if !once(&seen, 2) {
+				return false
+			}
+			b.Version, ok = p.str()
+		case "revision":
+			if !once(&seen, 4) {
+				return false
+			}
+			b.Revision, ok = p.str()
+		case "modified":
+			if !once(&seen, 8) {
+				return false
+			}
+			b.Modified, ok = p.boolean()
+		default:
+			return !foldsTo(key, "module", "version", "revision", "modified") && p.skip(0)
 		}
 		return ok
 	})

@@ -112,10 +112,10 @@ func (v *Verified) Principal() string {
 type VerifyOptions struct {
 	// Now is the time a certificate must be valid at, unless AtClaimedTime.
 	Now time.Time
-	// AtClaimedTime checks each certificate's window at the time the signed statement
-	// itself claims (Verified.ClaimedTime: a run's end, a re-score's time) instead of Now,
+	// AtClaimedTime checks each certificate's window at the times the signed statement
+	// itself claims (a run's start and end, both; a re-score's time) instead of Now,
 	// so the verdict is a function of the bytes and the trust store alone: the ledger's mode
-	// (DESIGN §7: no wall clock may reach the output). A certificate that has expired since
+	// (docs/design.md §7: no wall clock may reach the output). A certificate that has expired since
 	// still vouches for what its node signed while it was valid. Revocations are then
 	// absolute: a revoked certificate or node refuses every attestation signed under it,
 	// whatever time it claims, because a compromised key can backdate its claims. Now is
@@ -342,6 +342,21 @@ func (t *TrustStore) certStanding(c *NodeCert, o VerifyOptions) error {
 	return nil
 }
 
+// CheckNodeCert parses a node certificate envelope, verifies its lab's signature (once per
+// distinct bytes, cached) and applies the trust policy at now: lab trusted, inside its
+// validity window, not revoked. For callers that see a certificate outside an attestation
+// (the claim validator in protocol); the error is a *VerifyError with its Reason.
+func (t *TrustStore) CheckNodeCert(raw []byte, now time.Time) (*NodeCert, error) {
+	c, err := t.checkCert(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.certPolicy(c, now); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // certPolicy applies the trust store to a signature-checked certificate at time now.
 func (t *TrustStore) certPolicy(c *NodeCert, now time.Time) error {
 	if _, ok := t.labs[c.Lab]; !ok {
@@ -375,6 +390,14 @@ func certWindow(c *NodeCert, at time.Time, what string) error {
 func (t *TrustStore) claimedPolicy(v *Verified, o VerifyOptions) error {
 	if !o.AtClaimedTime || v.Cert == nil || !v.Counts {
 		return nil
+	}
+	// A run claims an interval: both ends must lie in the window, or a node could date a
+	// run's start into an expired certificate's window (or its end into a future one).
+	if v.Run != nil {
+		if err := certWindow(v.Cert, v.Run.Start, "claimed start"); err != nil {
+			return err
+		}
+		return certWindow(v.Cert, v.Run.End, "claimed end")
 	}
 	at, ok := v.ClaimedTime()
 	if !ok {

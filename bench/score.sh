@@ -4,13 +4,14 @@
 # rounds, beside the floor — parsing the same JSONL and sorting the results — in the same
 # run. Also a small 4,000-result case. Wall time is the best of N runs (a shared machine
 # only ever slows a run down); cpu is user+system seconds of the process per run.
-# Usage: bench/score.sh [-count N]   (run from anywhere; GOMAXPROCS defaults to 2)
+# Usage: bench/score.sh [-count N] [-score.maxresults N]   (run from anywhere; GOMAXPROCS
+# defaults to 2; -score.maxresults 4000 runs only the small case)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 count=3
 if [[ ${1:-} == -count ]]; then count=$2; shift 2; fi
 export GOMAXPROCS=${GOMAXPROCS:-2}
-out=$(go test ./scoring -run '^$' -bench '^BenchmarkScore$' -benchtime 1x -count "$count" -timeout 30m)
+out=$(go test ./scoring -run '^$' -bench '^BenchmarkScore$' -benchtime 1x -count "$count" -timeout 30m -args "$@")
 echo "$out" | grep -E '^(goos|goarch|cpu):' || true
 echo "GOMAXPROCS=$GOMAXPROCS, best of $count"
 echo "$out" | awk '

@@ -16,7 +16,7 @@
 #
 # Usage: bench/transfer.sh [extra driver flags, e.g. -sets bundle -stores mem]
 # Env: WORK (default /tmp/evalmesh-bench; needs ~4 GiB free), RUNS (default 3), KUBO,
-# STORES (daemons' blockstore kinds, default flat; e.g. STORES=flat,pack measures both).
+# STORES (daemons' blockstore kinds, default pack; e.g. STORES=flat,pack measures both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${WORK:-/tmp/evalmesh-bench}
@@ -26,4 +26,4 @@ export CGO_CFLAGS=${CGO_CFLAGS:--Wno-deprecated-declarations}
 go build -o "$WORK/bin/evalmesh" ./cmd/evalmesh
 go build -o "$WORK/bin/transfer" ./bench/transfer
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-exec "$WORK/bin/transfer" -dir "$WORK" -runs "$RUNS" -daemons "$WORK/bin/evalmesh" -daemon-stores "${STORES:-flat}" ${KUBO:+-kubo "$KUBO"} "$@"
+exec "$WORK/bin/transfer" -dir "$WORK" -runs "$RUNS" -daemons "$WORK/bin/evalmesh" -daemon-stores "${STORES:-pack}" ${KUBO:+-kubo "$KUBO"} "$@"

@@ -2,21 +2,34 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/ipfs/go-cid"
+
+	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/tasks"
 )
 
-// The HTTP API, served on 127.0.0.1 by default (it is not authenticated). Every endpoint is
-// POST, JSON in and out; long operations answer with a stream of Event lines (NDJSON)
-// ending in one with Done or Error set.
+// The HTTP API, served on 127.0.0.1 (by default on a free port, written to HOME/api). It is
+// the owner's alone: every request must carry the token of HOME/api.token (mode 0600, new at
+// each daemon start) as `Authorization: Bearer TOKEN`, name the API's own loopback address in
+// Host, carry no Origin, and send a JSON body (or a CAR on dag/import) within a size bound;
+// guard refuses anything else before a handler runs (docs/api.md). Every endpoint is POST,
+// JSON in and out; long operations answer with a stream of Event lines (NDJSON) ending in
+// one with Done or Error set.
 //
 //	POST /api/v0/id                          → IDInfo
 //	POST /api/v0/peers                       → []PeerInfo
@@ -78,6 +91,10 @@ type importResp struct {
 // Handler returns the node's HTTP API.
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
+	n.meshRoutes(mux)
+	if n.opts.TestControls {
+		n.testRoutes(mux)
+	}
 	mux.HandleFunc("POST "+apiPrefix+"id", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, IDInfo{PeerID: n.ID().String(), Addrs: n.Addrs()})
 	})
@@ -192,7 +209,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("POST "+apiPrefix+"dag/import", func(w http.ResponseWriter, r *http.Request) {
 		roots, err := n.ImportCAR(r.Context(), r.Body)
 		if err != nil {
-			writeErr(w, http.StatusBadRequest, err)
+			writeErr(w, bodyErrStatus(err), err)
 			return
 		}
 		var out importResp
@@ -204,19 +221,122 @@ func (n *Node) Handler() http.Handler {
 	return n.guard(mux)
 }
 
-// guard refuses requests a web page could make: browsers send Origin on cross-site POSTs, the
-// CLI never does. The API is meant for the CLI on the same machine.
-// It also counts requests in flight, so Run closes the stores only after the last returns.
+// maxJSONBody bounds a JSON request body; CAR bodies are bounded by carBodyLimit.
+const maxJSONBody = 1 << 20
+
+// rawBodyRoutes are the endpoints whose body is not JSON: their media type and size bound.
+// Every other endpoint (those added later on the same mux included) takes JSON of at most
+// maxJSONBody bytes.
+var rawBodyRoutes = map[string]struct {
+	mediaType string
+	limit     func(cfg home.Config) int64
+}{
+	"dag/import": {"application/vnd.ipld.car", carBodyLimit},
+}
+
+// carBodyLimit is the largest CAR dag/import reads: a bundle of max_bundle_size bytes plus
+// its CAR framing (a CID and a length per block: well under 1/64 of 256 KiB blocks).
+func carBodyLimit(cfg home.Config) int64 {
+	max := cfg.MaxBundleSize
+	if max <= 0 {
+		max = tasks.DefaultMaxSize
+	}
+	return max + max/64 + 1<<20
+}
+
+// guard wraps the whole mux: it refuses, before any handler runs, every request the owner's
+// CLI would not send. Another local account can reach a loopback port but cannot read
+// HOME/api.token; a web page (any site, or one reached through DNS rebinding) can make the
+// browser send requests but not read the token, set Authorization without a preflight, or
+// hide its Origin. It also counts requests in flight, so Run closes the stores only after
+// the last returns.
 func (n *Node) guard(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.inflight.Add(1)
 		defer n.inflight.Done()
 		if r.Header.Get("Origin") != "" {
-			writeErr(w, http.StatusForbidden, errors.New("requests from web pages are refused"))
+			writeErr(w, http.StatusForbidden, errors.New("requests from web pages are refused: the API is for the evalmesh CLI on this machine"))
+			return
+		}
+		if !allowedHost(r) {
+			writeErr(w, http.StatusForbidden, fmt.Errorf("Host %q is not this API's own address: only requests to the loopback address in HOME/api (or localhost with its port) are served", r.Host))
+			return
+		}
+		if !n.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="evalmesh"`)
+			writeErr(w, http.StatusUnauthorized, fmt.Errorf("missing or wrong API token: send `Authorization: Bearer TOKEN` with the token in %s (readable only by the account that runs the daemon; the evalmesh CLI sends it)", APITokenPath(n.home)))
+			return
+		}
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeErr(w, http.StatusMethodNotAllowed, fmt.Errorf("%s %s: every API endpoint is POST", r.Method, r.URL.Path))
+			return
+		}
+		mediaType, limit := "application/json", int64(maxJSONBody)
+		if raw, ok := rawBodyRoutes[strings.TrimPrefix(r.URL.Path, apiPrefix)]; ok {
+			mediaType, limit = raw.mediaType, raw.limit(n.cfg)
+		}
+		if r.ContentLength > limit {
+			writeErr(w, http.StatusRequestEntityTooLarge, fmt.Errorf("request body of %d bytes is over this endpoint's limit of %d bytes", r.ContentLength, limit))
+			return
+		}
+		if r.ContentLength != 0 {
+			got, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+			if err != nil || got != mediaType {
+				writeErr(w, http.StatusUnsupportedMediaType, fmt.Errorf("Content-Type %q refused: this endpoint takes %s", r.Header.Get("Content-Type"), mediaType))
+				return
+			}
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		if err := n.metaFailed(); err != nil && r.URL.Path != apiPrefix+"id" {
+			writeErr(w, http.StatusServiceUnavailable, err)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// allowedHost accepts a Host header naming the address the request came in on, or
+// localhost with its port when that address is loopback. A DNS-rebinding page reaches the
+// port under its own name (evil.example:PORT) and is refused here.
+func allowedHost(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return false
+	}
+	lhost, lport, err := net.SplitHostPort(local.String())
+	if err != nil {
+		return false
+	}
+	host, port, err := net.SplitHostPort(r.Host)
+	if err != nil || port != lport {
+		return false
+	}
+	if host == lhost {
+		return true
+	}
+	ip := net.ParseIP(lhost)
+	return ip != nil && ip.IsLoopback() && (strings.EqualFold(host, "localhost") || host == "127.0.0.1" || host == "::1")
+}
+
+// authorized checks the bearer token in constant time. A node whose API token was never set
+// (Handler used without Run) refuses everything.
+func (n *Node) authorized(r *http.Request) bool {
+	want := n.apiToken
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// APITokenPath is the file holding the API token while the daemon runs (mode 0600).
+func APITokenPath(h home.Home) string { return filepath.Join(h.Dir, "api.token") }
+
+// newAPIToken returns 32 random bytes, hex-encoded.
+func newAPIToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
 }
 
 func orEmpty[T any](s []T) []T {
@@ -236,13 +356,22 @@ func parseCID(w http.ResponseWriter, s string) (cid.Cid, bool) {
 }
 
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec := json.NewDecoder(r.Body) // bounded by guard
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		writeErr(w, http.StatusBadRequest, fmt.Errorf("request body: %w", err))
+		writeErr(w, bodyErrStatus(err), fmt.Errorf("request body: %w", err))
 		return false
 	}
 	return true
+}
+
+// bodyErrStatus is 413 for a body cut at guard's bound, else 400.
+func bodyErrStatus(err error) int {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusBadRequest
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

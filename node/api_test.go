@@ -26,11 +26,16 @@ type daemon struct {
 
 func startDaemon(t *testing.T, h home.Home) *daemon {
 	t.Helper()
+	return startDaemonWith(t, h, testOptions())
+}
+
+func startDaemonWith(t *testing.T, h home.Home, opts Options) *daemon {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &daemon{exited: make(chan error, 1)}
 	ready := make(chan struct{})
 	go func() {
-		d.exited <- Run(ctx, h, testOptions(), func(n *Node, addr string) {
+		d.exited <- Run(ctx, h, opts, func(n *Node, addr string) {
 			d.n = n
 			close(ready)
 		})

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ipfs/boxo/blockservice"
+	"github.com/ipfs/boxo/blockstore"
+	"github.com/ipfs/boxo/ipld/merkledag"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	carv2 "github.com/ipld/go-car/v2"
@@ -26,11 +29,16 @@ type AddOptions struct {
 // Add packs the folder dir into a UnixFS DAG (the CID `ipfs add -r --cid-version=1` gives),
 // stores its blocks, pins it under the folder's name, and returns the root CID.
 func (n *Node) Add(ctx context.Context, dir string, opts AddOptions) (cid.Cid, error) {
-	root, err := tasks.Pack(ctx, dir, n.dag, tasks.PackOptions{Unchecked: opts.Unchecked, Progress: opts.Progress})
+	var root cid.Cid
+	err := n.staged(ctx, func(bs blockstore.Blockstore) error {
+		dag := merkledag.NewDAGService(blockservice.New(bs, n.bswap))
+		var err error
+		if root, err = tasks.Pack(ctx, dir, dag, tasks.PackOptions{Unchecked: opts.Unchecked, Progress: opts.Progress}); err != nil {
+			return err
+		}
+		return n.pinLocal(ctx, root, filepath.Base(dir), true)
+	})
 	if err != nil {
-		return cid.Undef, err
-	}
-	if err := n.pinLocal(ctx, root, filepath.Base(dir), true); err != nil {
 		return cid.Undef, err
 	}
 	return root, nil
@@ -48,6 +56,12 @@ type GetOptions struct {
 // pins it, and unpacks it into dir with the safe unpacker (no absolute paths, no "..", no
 // links leaving the bundle, nothing over max_bundle_size). dir must not exist or be empty.
 func (n *Node) Get(ctx context.Context, root cid.Cid, dir string, opts GetOptions) error {
+	unlock := n.gcl.PinLock(ctx) // until pinned: GC must not take what was fetched
+	defer func() {
+		if unlock != nil {
+			unlock.Unlock(ctx)
+		}
+	}()
 	t0 := time.Now()
 	var size int64
 	if err := n.Fetch(ctx, root, func(d, t int64) {
@@ -62,6 +76,8 @@ func (n *Node) Get(ctx context.Context, root cid.Cid, dir string, opts GetOption
 	if err := n.pinLocal(ctx, root, "", true); err != nil {
 		return err
 	}
+	unlock.Unlock(ctx)
+	unlock = nil
 	t2 := time.Now()
 	if opts.Unpacking != nil {
 		opts.Unpacking()
@@ -93,14 +109,21 @@ func (n *Node) ExportCAR(ctx context.Context, root cid.Cid, w io.Writer) error {
 // ImportCAR stores every block of a CAR (v1 or v2) read from r, each checked against its CID,
 // then pins each of its roots; every root's DAG must be complete. It returns the roots.
 func (n *Node) ImportCAR(ctx context.Context, r io.Reader) ([]cid.Cid, error) {
-	roots, err := readCAR(r, func(b blocks.Block) error { return n.bstore.Put(ctx, b) })
+	var roots []cid.Cid
+	err := n.staged(ctx, func(bs blockstore.Blockstore) error {
+		var err error
+		if roots, err = readCAR(r, func(b blocks.Block) error { return bs.Put(ctx, b) }); err != nil {
+			return err
+		}
+		for _, root := range roots {
+			if err := n.pinLocal(ctx, root, "import-car", false); err != nil {
+				return fmt.Errorf("CAR root %s is incomplete: %w", root, err)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	for _, root := range roots {
-		if err := n.pinLocal(ctx, root, "import-car", false); err != nil {
-			return nil, fmt.Errorf("CAR root %s is incomplete: %w", root, err)
-		}
 	}
 	return roots, nil
 }

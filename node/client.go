@@ -25,19 +25,26 @@ import (
 // ErrNoDaemon is wrapped when no daemon answers for a home.
 var ErrNoDaemon = errors.New("no evalmesh daemon is running")
 
+// ErrUnauthorized is wrapped when the daemon refuses the client's token (401).
+var ErrUnauthorized = errors.New("the daemon refused this client's API token")
+
 // Client talks to a running daemon's HTTP API. The CLI uses it; so can scripts and tests.
+// Every request goes through do, which sends the API token: a method added for a new
+// endpoint calls Call, call, streamCall or do and is authorised with no more code.
 //
-//	c, err := node.NewClient(h)          // reads HOME/api
+//	c, err := node.NewClient(h)          // reads HOME/api and HOME/api.token
 //	root, err := c.Add(ctx, "/abs/dir", false, nil)
 //	err = c.Get(ctx, root, "/abs/out", func(done, total int64) { ... })
 type Client struct {
-	base string
-	home home.Home
-	hc   *http.Client
+	base  string
+	token string
+	home  home.Home
+	hc    *http.Client
 }
 
-// NewClient reads the API address the daemon of home h wrote to HOME/api. It does not
-// contact the daemon; the first call does, and fails with ErrNoDaemon if none answers.
+// NewClient reads the API address and token the daemon of home h wrote to HOME/api and
+// HOME/api.token. It does not contact the daemon; the first call does, and fails with
+// ErrNoDaemon if none answers.
 func NewClient(h home.Home) (*Client, error) {
 	raw, err := os.ReadFile(h.APIPath())
 	if errors.Is(err, fs.ErrNotExist) {
@@ -46,25 +53,37 @@ func NewClient(h home.Home) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewClientAddr(h, strings.TrimSpace(string(raw))), nil
+	token, err := os.ReadFile(APITokenPath(h))
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("cannot read the API token %s: %w (only the account that runs the daemon of home %s may use its API)", APITokenPath(h), err, h.Dir)
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	// A missing token file (a daemon still starting, or one of an older version) is sent
+	// as no token: the daemon's 401 then says what to do.
+	return NewClientAddr(h, strings.TrimSpace(string(raw)), strings.TrimSpace(string(token))), nil
 }
 
-// NewClientAddr talks to the API at host:port.
-func NewClientAddr(h home.Home, addr string) *Client {
-	return &Client{base: "http://" + addr + strings.TrimSuffix(apiPrefix, "/"), home: h, hc: &http.Client{}}
+// NewClientAddr talks to the API at host:port with the bearer token.
+func NewClientAddr(h home.Home, addr, token string) *Client {
+	return &Client{base: "http://" + addr + strings.TrimSuffix(apiPrefix, "/"), token: token, home: h, hc: &http.Client{}}
 }
 
 func noDaemon(h home.Home) error {
 	return fmt.Errorf("%w for home %s: start it with `evalmesh daemon --home %s`", ErrNoDaemon, h.Dir, h.Dir)
 }
 
-func (c *Client) post(ctx context.Context, path string, body io.Reader, ctype string) (*http.Response, error) {
+// do POSTs body (of media type ctype) to the endpoint path with the API token and returns
+// the answer when it is 200; any other status becomes an error with the daemon's message.
+func (c *Client) do(ctx context.Context, path string, body io.Reader, ctype string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/"+path, body)
 	if err != nil {
 		return nil, err
 	}
-	if ctype != "" {
-		req.Header.Set("Content-Type", ctype)
+	req.Header.Set("Content-Type", ctype)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -79,11 +98,20 @@ func (c *Client) post(ctx context.Context, path string, body io.Reader, ctype st
 		var e apiError
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
+			if resp.StatusCode == http.StatusUnauthorized {
+				return nil, fmt.Errorf("%w: %s", ErrUnauthorized, e.Error)
+			}
 			return nil, errors.New(e.Error)
 		}
 		return nil, fmt.Errorf("daemon answered %s: %s", resp.Status, bytes.TrimSpace(raw))
 	}
 	return resp, nil
+}
+
+// Call POSTs in as JSON to the endpoint path (relative to /api/v0/, e.g. "pin/ls") and
+// decodes the JSON answer into out (nil: discard it).
+func (c *Client) Call(ctx context.Context, path string, in, out any) error {
+	return c.call(ctx, path, in, out)
 }
 
 func (c *Client) call(ctx context.Context, path string, in, out any) error {
@@ -95,7 +123,7 @@ func (c *Client) call(ctx context.Context, path string, in, out any) error {
 		}
 		body = bytes.NewReader(raw)
 	}
-	resp, err := c.post(ctx, path, body, "application/json")
+	resp, err := c.do(ctx, path, body, "application/json")
 	if err != nil {
 		return err
 	}
@@ -113,7 +141,7 @@ func (c *Client) streamCall(ctx context.Context, path string, in any, on func(Ev
 	if err != nil {
 		return "", err
 	}
-	resp, err := c.post(ctx, path, bytes.NewReader(raw), "application/json")
+	resp, err := c.do(ctx, path, bytes.NewReader(raw), "application/json")
 	if err != nil {
 		return "", err
 	}
@@ -215,7 +243,7 @@ func (c *Client) Get(ctx context.Context, root cid.Cid, dir string, progress fun
 
 // ExportCAR writes root's DAG (which the daemon must hold) to w as a CARv1.
 func (c *Client) ExportCAR(ctx context.Context, root cid.Cid, w io.Writer) error {
-	resp, err := c.post(ctx, "dag/export?cid="+url.QueryEscape(root.String()), nil, "")
+	resp, err := c.do(ctx, "dag/export?cid="+url.QueryEscape(root.String()), nil, "application/json")
 	if err != nil {
 		return err
 	}
@@ -234,7 +262,7 @@ func (c *Client) ExportCAR(ctx context.Context, root cid.Cid, w io.Writer) error
 
 // ImportCAR sends a CAR to the daemon, which stores its blocks and pins its roots.
 func (c *Client) ImportCAR(ctx context.Context, r io.Reader) ([]cid.Cid, error) {
-	resp, err := c.post(ctx, "dag/import", r, "application/vnd.ipld.car")
+	resp, err := c.do(ctx, "dag/import", r, "application/vnd.ipld.car")
 	if err != nil {
 		return nil, err
 	}

@@ -121,6 +121,9 @@ func (s *flatStore) Put(_ context.Context, b blocks.Block) error {
 	if fi, err := os.Lstat(final); err == nil && fi.Size() == int64(len(data)) {
 		return nil
 	}
+	if err := checkSpace(s.dir, int64(len(data))); err != nil {
+		return s.writeErr(b.Cid(), err)
+	}
 	if err := s.shard(dir); err != nil {
 		return s.writeErr(b.Cid(), err)
 	}

@@ -18,7 +18,7 @@ import (
 // relay, no hole punching, no AutoNAT probing (reachability is forced private so the AutoNAT
 // client never dials out). A private-network key restricts the host to TCP, because QUIC
 // cannot carry a pre-shared key.
-func newHost(key crypto.PrivKey, listen []string, pskPath string) (host.Host, error) {
+func newHost(key crypto.PrivKey, listen []string, pskPath string, extra ...libp2p.Option) (host.Host, error) {
 	opts := []libp2p.Option{
 		libp2p.Identity(key),
 		libp2p.DisableRelay(),
@@ -52,7 +52,7 @@ func newHost(key crypto.PrivKey, listen []string, pskPath string) (host.Host, er
 	} else {
 		opts = append(opts, libp2p.ListenAddrStrings(listen...))
 	}
-	h, err := libp2p.New(opts...)
+	h, err := libp2p.New(append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("start libp2p host (listen %v): %w", listen, err)
 	}

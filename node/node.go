@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -24,12 +26,14 @@ import (
 	"github.com/ipfs/go-cid"
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	ipld "github.com/ipfs/go-ipld-format"
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/node/xfer"
 )
@@ -54,6 +58,21 @@ type Options struct {
 	BitswapOnly bool
 	// Logf receives the node's log lines (default: discard).
 	Logf func(format string, args ...any)
+	// Trust is what the attestation store verifies under; nil loads HOME/trust.yaml when
+	// it exists, else an empty trust store (every attestation refused as from an unknown
+	// lab).
+	Trust *attest.TrustStore
+	// VerifyCampaign verifies campaign envelopes for the store; nil refuses them.
+	VerifyCampaign CampaignVerifier
+	// Sync tunes anti-entropy (zero value: defaults).
+	Sync SyncOptions
+	// TestControls serves /api/v0/test/partition and /test/heal, which cut this node off
+	// from given peers inside evalmesh (connection gater + closing connections) for fault
+	// tests. Never on in production (daemon --test-controls).
+	TestControls bool
+	// Mesh, when set, is called by Run once the node is up; a non-nil answer joins the
+	// node to its network (StartMesh) before the API answers. nil runs the node alone.
+	Mesh func(n *Node) (*MeshOptions, error)
 }
 
 // Node is a running evalmesh node: libp2p host, blockstore, bitswap, pinner.
@@ -66,6 +85,7 @@ type Node struct {
 	store   syncStore // flat or pack: what Sync is called on before a pin is recorded
 	bstore  blockstore.Blockstore
 	writes  *latchStore
+	gcl     blockstore.GCLocker // PinLock: puts that end in a pin; GCLock: deleting blocks
 	meta    *pebbleds.Datastore
 	bswap   *bitswap.Bitswap
 	bserv   blockservice.BlockService
@@ -75,8 +95,15 @@ type Node struct {
 	mdnsSvc mdns.Service
 	xsrv    *xfer.Server
 	cancel  context.CancelFunc
+	vstore  *Store
+	syncer  *Syncer
+	meshMu  sync.Mutex
+	mesh    *Mesh // nil while the node runs alone
+	gater   *partitionGater
 
-	inflight  sync.WaitGroup // API requests being served
+	apiToken  string                // the bearer token guard requires; set by Run before serving
+	inflight  sync.WaitGroup        // API requests being served
+	metaErr   atomic.Pointer[error] // set once a metadata write failed fatally (guardMeta)
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -113,20 +140,40 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 		}
 	}()
 
+	if opts.Blockstore != "" {
+		cfg.Blockstore = opts.Blockstore
+		n.cfg.Blockstore = opts.Blockstore
+	}
+	// The block store first: opening it cuts the unsynced tail a killed add or fetch left,
+	// which on a full disk is the space the metadata store needs to open at all.
+	if n.store, err = openStore(h, cfg.Blockstore); err != nil {
+		return nil, err
+	}
 	// Pins and other metadata are small and must survive a crash once acknowledged, so
 	// that store syncs every write.
-	n.meta, err = pebbleds.NewDatastore(h.DatastoreDir(), pebbleds.WithPebbleWriteOptions(pebble.Sync))
-	if err != nil {
+	if err := n.guardMeta(func() error {
+		var err error
+		n.meta, err = pebbleds.NewDatastore(h.DatastoreDir(),
+			pebbleds.WithPebbleWriteOptions(pebble.Sync),
+			pebbleds.WithPebbleOpts(&pebble.Options{Logger: pebbleLogger{n.opts.Logf}}))
+		return err
+	}); err != nil {
 		if strings.Contains(err.Error(), "lock") {
 			return nil, fmt.Errorf("datastore %s is locked: another evalmesh daemon uses home %s (stop it first): %w", h.DatastoreDir(), h.Dir, err)
 		}
 		return nil, fmt.Errorf("open datastore %s: %w", h.DatastoreDir(), err)
 	}
-	if opts.Blockstore != "" {
-		cfg.Blockstore = opts.Blockstore
-		n.cfg.Blockstore = opts.Blockstore
+	trust := opts.Trust
+	if trust == nil {
+		if trust, err = loadHomeTrust(h); err != nil {
+			return nil, err
+		}
 	}
-	if n.store, err = openStore(h, cfg.Blockstore); err != nil {
+	vc := opts.VerifyCampaign
+	if vc == nil {
+		vc = n.verifyStoredCampaign
+	}
+	if n.vstore, err = OpenStore(StoreDir(h), StoreOptions{Trust: trust, VerifyCampaign: vc}); err != nil {
 		return nil, err
 	}
 	n.bstore = n.store
@@ -135,8 +182,10 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	}
 	n.writes = &latchStore{Blockstore: n.bstore}
 	n.bstore = n.writes
+	n.gcl = blockstore.NewGCLocker()
 
-	if n.host, err = newHost(key, cfg.Listen, cfg.PrivateNetworkKey); err != nil {
+	n.gater = &partitionGater{cut: map[peer.ID]bool{}}
+	if n.host, err = newHost(key, cfg.Listen, cfg.PrivateNetworkKey, libp2p.ConnectionGater(n.gater)); err != nil {
 		return nil, err
 	}
 	nctx, cancel := context.WithCancel(context.Background())
@@ -146,10 +195,15 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	n.bserv = blockservice.New(n.bstore, n.bswap)
 	n.dag = merkledag.NewDAGService(n.bserv)
 	n.local = merkledag.NewDAGService(blockservice.New(n.bstore, offline.Exchange(n.bstore)))
-	if n.pinner, err = dspinner.New(ctx, n.meta, pinDAG{n.local, n.bstore}); err != nil {
+	if err = n.guardMeta(func() error {
+		var err error
+		n.pinner, err = dspinner.New(ctx, n.meta, pinDAG{n.local, n.bstore})
+		return err
+	}); err != nil {
 		return nil, fmt.Errorf("open pins in %s: %w", h.DatastoreDir(), err)
 	}
 	n.xsrv = xfer.NewServer(n.host, n.bstore)
+	n.syncer = NewSyncer(n.host, n.vstore, cfg.Network, opts.Sync)
 
 	for _, a := range cfg.Bootstrap {
 		if err := n.Connect(ctx, a); err != nil {
@@ -191,6 +245,9 @@ func (n *Node) close() error {
 	if n.xsrv != nil {
 		errs = append(errs, n.xsrv.Close())
 	}
+	if n.syncer != nil {
+		n.syncer.Close()
+	}
 	if n.mdnsSvc != nil {
 		errs = append(errs, n.mdnsSvc.Close())
 	}
@@ -200,8 +257,9 @@ func (n *Node) close() error {
 	if n.cancel != nil {
 		n.cancel()
 	}
-	if n.pinner != nil {
-		errs = append(errs, n.pinner.Flush(context.Background()))
+	metaOK := n.metaFailed() == nil
+	if n.pinner != nil && metaOK {
+		errs = append(errs, n.guardMeta(func() error { return n.pinner.Flush(context.Background()) }))
 	}
 	if n.store != nil {
 		if c, ok := n.store.(interface{ Close() error }); ok {
@@ -210,8 +268,13 @@ func (n *Node) close() error {
 			errs = append(errs, n.store.Sync())
 		}
 	}
-	if n.meta != nil {
+	// A metadata store whose commit failed cannot be closed (its commit pipeline is stuck);
+	// what it acknowledged is in its WAL, which the next start replays.
+	if n.meta != nil && metaOK {
 		errs = append(errs, n.meta.Close())
+	}
+	if n.vstore != nil {
+		errs = append(errs, n.vstore.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -297,11 +360,17 @@ type PinInfo struct {
 // Pins lists the recursive pins, sorted by CID.
 func (n *Node) Pins(ctx context.Context) ([]PinInfo, error) {
 	var out []PinInfo
-	for sp := range n.pinner.RecursiveKeys(ctx, true) {
-		if sp.Err != nil {
-			return nil, sp.Err
+	err := n.guardMeta(func() error {
+		for sp := range n.pinner.RecursiveKeys(ctx, true) {
+			if sp.Err != nil {
+				return sp.Err
+			}
+			out = append(out, PinInfo{CID: sp.Pin.Key.String(), Name: sp.Pin.Name})
 		}
-		out = append(out, PinInfo{CID: sp.Pin.Key.String(), Name: sp.Pin.Name})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CID < out[j].CID })
 	return out, nil
@@ -309,6 +378,7 @@ func (n *Node) Pins(ctx context.Context) ([]PinInfo, error) {
 
 // Pin fetches the whole DAG under root (from peers if needed) and pins it recursively.
 func (n *Node) Pin(ctx context.Context, root cid.Cid, name string, progress func(done, total int64)) error {
+	defer n.gcl.PinLock(ctx).Unlock(ctx)
 	if err := n.Fetch(ctx, root, progress); err != nil {
 		return err
 	}
@@ -328,6 +398,10 @@ func (n *Node) pinLocal(ctx context.Context, root cid.Cid, name string, complete
 	if err := n.store.Sync(); err != nil {
 		return err
 	}
+	return n.guardMeta(func() error { return n.recordPin(ctx, root, name, complete) })
+}
+
+func (n *Node) recordPin(ctx context.Context, root cid.Cid, name string, complete bool) error {
 	if complete {
 		if err := n.pinner.PinWithMode(ctx, root, pin.Recursive, name); err != nil {
 			return fmt.Errorf("pin %s: %w", root, err)
@@ -346,6 +420,10 @@ func (n *Node) pinLocal(ctx context.Context, root cid.Cid, name string, complete
 
 // Unpin removes the recursive pin on root. Blocks stay until garbage collection.
 func (n *Node) Unpin(ctx context.Context, root cid.Cid) error {
+	return n.guardMeta(func() error { return n.unpin(ctx, root) })
+}
+
+func (n *Node) unpin(ctx context.Context, root cid.Cid) error {
 	if err := n.pinner.Unpin(ctx, root, true); err != nil {
 		if errors.Is(err, pin.ErrNotPinned) {
 			return fmt.Errorf("%s is not pinned (see `evalmesh pin ls`)", root)
@@ -356,8 +434,11 @@ func (n *Node) Unpin(ctx context.Context, root cid.Cid) error {
 }
 
 // IsPinned reports whether root is pinned recursively.
-func (n *Node) IsPinned(ctx context.Context, root cid.Cid) (bool, error) {
-	_, ok, err := n.pinner.IsPinnedWithType(ctx, root, pin.Recursive)
+func (n *Node) IsPinned(ctx context.Context, root cid.Cid) (ok bool, err error) {
+	err = n.guardMeta(func() error {
+		_, ok, err = n.pinner.IsPinnedWithType(ctx, root, pin.Recursive)
+		return err
+	})
 	return ok, err
 }
 
@@ -475,4 +556,59 @@ func (d pinDAG) Get(ctx context.Context, c cid.Cid) (ipld.Node, error) {
 	}
 	stub, _ := blocks.NewBlockWithCid(nil, c)
 	return merkledag.DecodeRawBlock(stub)
+}
+
+// pebbleLogger sends pebble's errors to the node's log. Its Fatalf panics with a metaFatal
+// instead of exiting the process (the default logger's way): pebble calls it when a commit
+// cannot be written (a full disk), and guardMeta turns it into an error for the request
+// that caused it, so the daemon keeps answering and says what to do. Fatalf on one of
+// pebble's own goroutines (flush, compaction) still ends the process; the block stores'
+// free-space reserve (checkSpace) is what keeps the disk from getting that full.
+type pebbleLogger struct{ logf func(string, ...any) }
+
+func (pebbleLogger) Infof(string, ...any) {}
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.logf("datastore: "+format, args...)
+}
+func (pebbleLogger) Fatalf(format string, args ...any) {
+	panic(metaFatal{fmt.Errorf(format, args...)})
+}
+
+type metaFatal struct{ err error }
+
+// ErrMetadataFailed is wrapped once the metadata store could not write (a full disk).
+var ErrMetadataFailed = errors.New("the metadata store failed")
+
+// guardMeta runs f, which may call into the metadata store, and turns a fatal pebble error
+// raised in it into an error. The store is unusable after one: every later guardMeta (and
+// every API request, see guard) fails at once with the same error.
+func (n *Node) guardMeta(f func() error) (err error) {
+	if ferr := n.metaFailed(); ferr != nil {
+		return ferr
+	}
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		mf, ok := r.(metaFatal)
+		if !ok {
+			panic(r)
+		}
+		err = fmt.Errorf("%w (%v): free space on the filesystem of %s, then restart the daemon; pins and blocks acknowledged before are intact", ErrMetadataFailed, mf.err, n.home.DatastoreDir())
+		if errors.Is(mf.err, syscall.ENOSPC) || strings.Contains(mf.err.Error(), "no space left") {
+			err = fmt.Errorf("%w: %w", ErrDiskFull, err)
+		}
+		n.metaErr.CompareAndSwap(nil, &err)
+		n.opts.Logf("%v", err)
+	}()
+	return f()
+}
+
+// metaFailed returns the error that broke the metadata store, or nil.
+func (n *Node) metaFailed() error {
+	if p := n.metaErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }

@@ -331,6 +331,9 @@ func (s *packStore) Put(_ context.Context, b blocks.Block) error {
 	if ok, _ := s.Has(context.Background(), b.Cid()); ok {
 		return nil
 	}
+	if err := checkSpace(s.dir, int64(len(data))); err != nil {
+		return s.writeErr(b.Cid(), err)
+	}
 	if s.end > 0 && s.end+int64(len(data)) > packSegmentSize {
 		if err := s.newSegment(s.cur + 1); err != nil {
 			return s.writeErr(b.Cid(), err)
@@ -340,8 +343,10 @@ func (s *packStore) Put(_ context.Context, b blocks.Block) error {
 	f := s.segs[s.cur]
 	s.mu.RUnlock()
 	if _, err := f.WriteAt(data, s.end); err != nil {
-		// s.end is not advanced: the next write overwrites whatever part of this one landed,
-		// and no index record points at it.
+		// s.end is not advanced and no index record points past it. Whatever part of the
+		// block landed is cut off now: on a full disk those bytes are the space the
+		// metadata store needs next.
+		_ = f.Truncate(s.end)
 		return s.writeErr(b.Cid(), err)
 	}
 	if len(data) > 0 {
@@ -374,15 +379,29 @@ func (s *packStore) PutMany(ctx context.Context, bs []blocks.Block) error {
 	return nil
 }
 
-// DeleteBlock forgets the block; its bytes stay in the segment (no compaction yet).
+// DeleteBlock forgets the block. Its bytes stay in the segment until compaction, except for
+// a block at the end of the current segment that was never synced (no index record on disk
+// names it): then the segment is cut back at once, so a refused operation that removes
+// what it put, newest first, gives its space back.
 func (s *packStore) DeleteBlock(_ context.Context, c cid.Cid) error {
 	key := c.Hash()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.index[string(key)]; !ok {
+	loc, ok := s.index[string(key)]
+	if !ok {
 		return nil
 	}
 	delete(s.index, string(key))
+	if n := len(s.pending); n > 0 && !s.pending[n-1].del && string(s.pending[n-1].mh) == string(key) &&
+		loc.seg == s.cur && loc.off+int64(loc.len) == s.end && !s.closed.Load() {
+		if err := s.segs[s.cur].Truncate(loc.off); err == nil {
+			s.pending = s.pending[:n-1]
+			s.end = loc.off
+			return nil
+		}
+	}
 	s.pending = append(s.pending, packRecord{del: true, mh: key})
 	return nil
 }
@@ -496,4 +515,28 @@ func (s *packStore) closeFiles() {
 	if s.idx != nil {
 		s.idx.Close()
 	}
+}
+
+// maxSpaceReserve is the most free space a block store leaves for the rest of the node.
+const maxSpaceReserve = 64 << 20
+
+// errReserve is the cause checkSpace reports; writeErr files it under ErrDiskFull.
+var errReserve = fmt.Errorf("%w: the block store leaves the last %d MiB (or 5%%) of the filesystem to the node's metadata", syscall.ENOSPC, maxSpaceReserve>>20)
+
+// checkSpace refuses a block write of need bytes that would leave less free space on dir's
+// filesystem than the reserve: min(64 MiB, 5% of the filesystem). Blocks are the node's
+// bulk; the metadata store (pins) must always find room for its next write, because a
+// metadata write that fails is fatal to it while a refused block is only a failed request.
+// One statfs per block costs ~1 µs against the block's 256 KiB write.
+func checkSpace(dir string, need int64) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return nil // cannot tell: let the write itself report
+	}
+	total := int64(st.Blocks) * st.Bsize
+	avail := int64(st.Bavail) * st.Bsize
+	if avail-need < min(maxSpaceReserve, total/20) {
+		return errReserve
+	}
+	return nil
 }

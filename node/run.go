@@ -12,18 +12,27 @@ import (
 	"github.com/evalmesh/evalmesh/internal/home"
 )
 
-// Run is the daemon: it starts a node for home h, serves the HTTP API, writes the API's
-// address to HOME/api (as kubo does, so the CLI finds it), and runs until ctx ends. Then it
-// stops taking requests, lets running ones finish for a few seconds, removes HOME/api and
-// closes the stores, so nothing acknowledged is lost. ready, if set, is called once the API
-// answers.
+// Run is the daemon: it starts a node for home h, serves the HTTP API, writes a fresh API
+// token to HOME/api.token (0600) and the API's address to HOME/api (as kubo does, so the CLI
+// finds it), and runs until ctx ends. Then it stops taking requests, lets running ones finish
+// for a few seconds, removes both files and closes the stores, so nothing acknowledged is
+// lost. ready, if set, is called once the API answers.
+//
+// HOME/api and HOME/api.token left by a daemon that was killed are removed before the
+// stores are opened, so a start that fails (a full disk, a bad config) leaves no address
+// that the CLI would try.
 func Run(ctx context.Context, h home.Home, opts Options, ready func(n *Node, apiAddr string)) error {
 	if c, err := NewClient(h); err == nil {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := c.ID(pctx)
 		cancel()
-		if err == nil {
+		if err == nil || errors.Is(err, ErrUnauthorized) {
 			return fmt.Errorf("a daemon already runs for home %s (API in %s)", h.Dir, h.APIPath())
+		}
+	}
+	for _, p := range []string{h.APIPath(), APITokenPath(h)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove the stale %s: %w", p, err)
 		}
 	}
 	n, err := New(ctx, h, opts)
@@ -31,10 +40,36 @@ func Run(ctx context.Context, h home.Home, opts Options, ready func(n *Node, api
 		return err
 	}
 	defer n.Close()
+	if opts.Mesh != nil {
+		mo, err := opts.Mesh(n)
+		if err != nil {
+			return err
+		}
+		if mo != nil {
+			m, err := StartMesh(ctx, n, *mo)
+			if err != nil {
+				return err
+			}
+			n.setMesh(m)
+			defer m.Close()
+		}
+	}
 	ln, err := net.Listen("tcp", n.cfg.API)
 	if err != nil {
 		return fmt.Errorf("API address %s: %w (set another with --api HOST:PORT; port 0 picks a free one)", n.cfg.API, err)
 	}
+	token, err := newAPIToken()
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	// Written before the address: a client that finds HOME/api finds the token too.
+	if err := home.WriteFileAtomic(APITokenPath(h), []byte(token+"\n"), 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("write %s: %w", APITokenPath(h), err)
+	}
+	defer os.Remove(APITokenPath(h))
+	n.apiToken = token
 	srv := &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -59,5 +94,8 @@ func Run(ctx context.Context, h home.Home, opts Options, ready func(n *Node, api
 	}
 	srv.Close() // cancels the requests still running; wait for their handlers to return
 	n.inflight.Wait()
+	if m := n.Mesh(); m != nil {
+		m.Close() // releases its claims while the host still runs
+	}
 	return n.Close()
 }

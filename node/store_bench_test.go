@@ -41,7 +41,7 @@ func BenchmarkBlockstore(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			return store{blockstore.NewBlockstoreNoPrefix(d), func() error { return d.Sync(context.Background(), dsKey("/")) }, d.Close}
+			return store{blockstore.NewBlockstore(d, blockstore.NoPrefix()), func() error { return d.Sync(context.Background(), dsKey("/")) }, d.Close}
 		}},
 		{"flat", func(dir string) store {
 			s, err := openFlatStore(dir)

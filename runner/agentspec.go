@@ -17,7 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// AgentSpec describes an agent (DESIGN.md §4; docs/agent-spec.md). Its identity is the CID
+// AgentSpec describes an agent (docs/design.md §4; docs/agent-spec.md). Its identity is the CID
 // of its canonical JSON (AgentSpec.CID), so two labs holding the same spec name the same agent.
 type AgentSpec struct {
 	Name    string `json:"name" yaml:"name"`

@@ -100,21 +100,7 @@ func (r *Runner) evaluate(ctx context.Context, ex Executor, st *RunState, b *tas
 		return invalidResult(evaluator, why, nil), nil
 	}
 	if builtin {
-		labels, err := os.ReadFile(b.LabelsPath())
-		if err != nil {
-			return nil, fmt.Errorf("task %s: labels for the built-in metric: %w (set evaluator.labels in task.yaml)", m.Name, err)
-		}
-		score, err := scoring.ScoreCSV(metric, sub, labels, scoring.CSVSpec{
-			Task: m.Name, Header: m.Submission.Header, Rows: m.Submission.Rows, ScoringColumns: m.ScoringColumn,
-		})
-		var inv *scoring.InvalidSubmission
-		if errors.As(err, &inv) {
-			return invalidResult(evaluator, inv.Error(), sub), nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("task %s: built-in metric %s: %w", m.Name, metric, err)
-		}
-		return &evalResult{valid: true, score: &score, evaluator: evaluator, submission: sub}, nil
+		return scoreBuiltin(b, metric, evaluator, sub)
 	}
 	return r.evaluateInTask(ctx, ex, st, b, evaluator, sub)
 }
@@ -234,3 +220,24 @@ func readAtMost(path string, n int64) ([]byte, error) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// scoreBuiltin scores sub with the task's built-in metric against its private labels: the
+// one path a run's evaluation and a re-score of another lab's submission share.
+func scoreBuiltin(b *tasks.Bundle, metric, evaluator string, sub []byte) (*evalResult, error) {
+	m := b.Meta
+	labels, err := os.ReadFile(b.LabelsPath())
+	if err != nil {
+		return nil, fmt.Errorf("task %s: labels for the built-in metric: %w (set evaluator.labels in task.yaml)", m.Name, err)
+	}
+	score, err := scoring.ScoreCSV(metric, sub, labels, scoring.CSVSpec{
+		Task: m.Name, Header: m.Submission.Header, Rows: m.Submission.Rows, ScoringColumns: m.ScoringColumn,
+	})
+	var inv *scoring.InvalidSubmission
+	if errors.As(err, &inv) {
+		return invalidResult(evaluator, inv.Error(), sub), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("task %s: built-in metric %s: %w", m.Name, metric, err)
+	}
+	return &evalResult{valid: true, score: &score, evaluator: evaluator, submission: sub}, nil
+}

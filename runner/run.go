@@ -88,6 +88,9 @@ type Request struct {
 	Seed    int
 	// Campaign is the campaign CID, or "" for LocalCampaign.
 	Campaign string
+	// Attempt is the attempt number signed into the attestation (0 means 1): the claim
+	// machine numbers a slot's runs so a retry is never read as equivocation.
+	Attempt int
 }
 
 // Outcome is a finished run.
@@ -194,6 +197,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Outcome, error) {
 		ID: newRunID(start), Phase: PhaseStarting, Executor: r.Executor,
 		TaskDir: taskDir, TaskCID: taskCID, Campaign: campaign,
 		Agent: *req.Agent, AgentCID: req.Agent.CID(), Seed: req.Seed, Start: start,
+		Attempt: req.Attempt,
 	}
 	// Allocate under the home's lock, and record the GPUs before releasing it.
 	unlock, err := lockRuns(r.Home)
@@ -205,7 +209,9 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Outcome, error) {
 		st.GPUs, err = gpu.Allocate(inv, r.AllowedGPUs, busyGPUs(runs), need)
 	}
 	if err == nil {
-		st.Attempt = r.nextAttempt(runs, attest.Slot{Campaign: campaign, Task: taskCID, Agent: st.AgentCID, Seed: st.Seed})
+		// The claim machine's number, unless this node already signed that attempt (or a
+		// later one) of the slot: a second attestation of one attempt reads as equivocation.
+		st.Attempt = max(req.Attempt, r.nextAttempt(runs, attest.Slot{Campaign: campaign, Task: taskCID, Agent: st.AgentCID, Seed: st.Seed}))
 	}
 	if err == nil {
 		err = r.makeRunDir(st)

@@ -52,3 +52,6 @@ func ForHome(h home.Home, executors map[string]Executor, executor string, log io
 	}
 	return r, nil
 }
+
+// Inventory is the node's GPU inventory as runs see it (NVML, read once).
+func (r *Runner) Inventory() (gpu.Inventory, error) { return r.inventory() }

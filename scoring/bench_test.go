@@ -3,6 +3,7 @@ package scoring
 import (
 	"bytes"
 	"cmp"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -67,6 +68,9 @@ func resultsJSONL(rs []Result) []byte {
 
 var benchSizes = []struct{ agents, tasks, seeds int }{{20, 20, 10}, {200, 100, 50}}
 
+// benchMaxResults skips the larger sizes (CI's smoke run of bench/score.sh passes 4000).
+var benchMaxResults = flag.Int("score.maxresults", 0, "score benchmark: skip sizes with more results than this (0: none skipped)")
+
 // cpuSeconds is this process's user+system CPU time: on a shared machine the wall clock
 // says how busy the neighbours were, the CPU time what the work cost.
 func cpuSeconds() float64 {
@@ -82,6 +86,9 @@ func cpuSeconds() float64 {
 // computes the whole ledger with 100 bootstrap rounds. bench/score.sh prints the ratio.
 func BenchmarkScore(b *testing.B) {
 	for _, sz := range benchSizes {
+		if n := sz.agents * sz.tasks * sz.seeds; *benchMaxResults > 0 && n > *benchMaxResults {
+			continue
+		}
 		rs, ti := synthResults(sz.agents, sz.tasks, sz.seeds, 1)
 		data := resultsJSONL(rs)
 		rs = nil

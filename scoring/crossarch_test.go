@@ -114,7 +114,7 @@ func mustParse(s string) float64 {
 // TestLedgerGoldenRoot pins the ledger root of goldenResults under both worst anchors.
 // bench/crossarch.sh runs this test natively and, cross-compiled, under qemu for arm64,
 // ppc64le and s390x (the architectures where Go may fuse multiply-adds and where math's
-// Exp/Log are different code): DESIGN §7 requires every honest node to produce the same
+// Exp/Log are different code): docs/design.md §7 requires every honest node to produce the same
 // bytes. Regenerate with -update-golden only on a deliberate change of the ledger.
 func TestLedgerGoldenRoot(t *testing.T) {
 	rs, ti := goldenResults()

@@ -2,7 +2,7 @@ package scoring
 
 import "math"
 
-// Deterministic floating point for the ledger (DESIGN §7: honest nodes must produce the
+// Deterministic floating point for the ledger (docs/design.md §7: honest nodes must produce the
 // same bytes). Two things would otherwise let the architecture reach the output:
 //
 //   - math.Exp has assembly on amd64, arm64, loong64 and s390x, math.Log on amd64 and

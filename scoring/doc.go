@@ -11,8 +11,9 @@
 //     direction, optimum and re-score tolerance). A malformed submission is an
 //     *InvalidSubmission naming the row and column — an invalid run, never a score.
 //     CSVSpec.Task (the AIRS-Bench task name) turns on the answer rules a few upstream
-//     evaluators have of their own (FinQA, SVAMP/WSC/Winogrande, ZINC; DuoRC is
-//     recognised by its has_answer,answer columns); callers should set it.
+//     evaluators have of their own (taskRules in csv_tasks.go, by task name; DuoRC is
+//     recognised by its has_answer,answer columns); callers should set it. csv.go
+//     dispatches, csv_table.go reads cells, csv_scorers.go holds the generic rules.
 //   - ParseResultsJSONL: a results file (one JSON object a line) into []Result.
 //   - ComputeLedger: results + task metadata + policy → *Ledger; Canonical() is its
 //     canonical JSON (floats at 9 significant digits) and Root() that JSON's sha256.
@@ -25,7 +26,7 @@
 // across cores without changing a single draw. Integer game counts are summed across
 // goroutines; floating sums are done in a fixed order.
 //
-// Elo follows AIRS-Bench (AIRS-BENCH.md): every seed-vs-seed game per task between every
+// Elo follows AIRS-Bench (docs/scoring.md): every seed-vs-seed game per task between every
 // pair of players, the sota player holding 10 runs at the task's SOTA; a win weighs 2 and
 // a tie 1 each way; maximum-likelihood Bradley–Terry at 400 points per factor 10, mean
 // 1000. Games are aggregated into per-pair win/tie counts (counted by two pointers over

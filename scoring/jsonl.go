@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+
+	"github.com/evalmesh/evalmesh/internal/jsonkeys"
 )
 
 // resultLine is one line of a results file. Pointers tell a missing field from a zero.
@@ -247,7 +249,7 @@ func fastResultLine(b []byte, in interner) (r Result, score float64, hasScore, o
 		case 2:
 			j := i
 			if j < len(b) && b[j] == '-' {
-				j++
+				return r, 0, false, false // negative (or -0): the slow path decides and words it
 			}
 			d := j
 			for j < len(b) && b[j] >= '0' && b[j] <= '9' {
@@ -353,6 +355,11 @@ func parseResultLine(raw []byte) (Result, error) {
 	if dec.More() {
 		return Result{}, fmt.Errorf("more than one JSON value on the line")
 	}
+	// encoding/json took the last of two "score"s, or "Score" for "score"; other tools
+	// read such a line otherwise, so it has no one meaning.
+	if err := jsonkeys.Check(raw); err != nil {
+		return Result{}, err
+	}
 	switch {
 	case l.Task == nil || *l.Task == "":
 		return Result{}, fmt.Errorf("missing \"task\"")
@@ -370,6 +377,9 @@ func parseResultLine(raw []byte) (Result, error) {
 	if err != nil || seed < math.MinInt32 || seed > math.MaxInt32 || !jsonNumber(*l.Seed) {
 		return Result{}, fmt.Errorf("\"seed\" %s is not an integer in 32-bit range", clip(string(*l.Seed)))
 	}
+	if seed < 0 {
+		return Result{}, fmt.Errorf("\"seed\" %d is negative: seeds number a slot's runs from 0", seed)
+	}
 	r := Result{Task: *l.Task, Agent: *l.Agent, Seed: int(seed), Status: *l.Status, AttestationID: l.AttestationID}
 	if l.Score != nil && string(*l.Score) != "null" {
 		// A quoted number would decode into json.Number too; the format says NUMBER.
@@ -384,4 +394,40 @@ func parseResultLine(raw []byte) (Result, error) {
 		r.Score = &f
 	}
 	return r, nil
+}
+
+// ScoreRange is the interval a task's scores can take. The task's optimum bounds the better
+// end whatever its metric; when metric (the task metadata's metric name) is one LookupMetric
+// knows, the metric's range (MetricInfo.Range) bounds the other end, widened by the metric's
+// tolerance. An unknown metric is unbounded at the worse end.
+func ScoreRange(t TaskInfo, metric string) (lo, hi float64) {
+	lo, hi = math.Inf(-1), math.Inf(1)
+	tol := 0.0
+	if m, ok := LookupMetric(metric); ok && m.LowerIsBetter == t.LowerIsBetter {
+		lo, hi = m.Range()
+		tol = m.Tolerance
+	}
+	if t.LowerIsBetter {
+		lo = t.Optimum
+	} else {
+		hi = t.Optimum
+	}
+	return lo - tol, hi + tol
+}
+
+// CheckScoreRanges finds the first result whose score lies outside its task's ScoreRange
+// (ranges by task name; tasks not in it are not checked) and returns its index and an error
+// naming the score, the task and the range; -1 and nil when every score is in range.
+func CheckScoreRanges(results []Result, ranges map[string][2]float64) (int, error) {
+	for i, r := range results {
+		rg, ok := ranges[r.Task]
+		if !ok || r.Score == nil {
+			continue
+		}
+		if s := *r.Score; s < rg[0] || s > rg[1] {
+			return i, fmt.Errorf("score %v of agent %q seed %d is outside task %q's range [%v, %v]: a metric cannot take it; fix the evaluator or the task's metric.optimal_score",
+				s, r.Agent, r.Seed, r.Task, rg[0], rg[1])
+		}
+	}
+	return -1, nil
 }

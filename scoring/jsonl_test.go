@@ -12,7 +12,7 @@ import (
 func TestParseResultsJSONL(t *testing.T) {
 	in := `{"task":"T","agent":"a","seed":3,"status":"SUCCESS","score":0.5}
 
-{"task": "T", "agent": "b", "seed": -1, "status": "FAILED", "score": null}
+{"task": "T", "agent": "b", "seed": -0, "status": "FAILED", "score": null}
 {"agent":"c","task":"T\u00e9","seed":0,"status":"SUCCESS","score":1e-3,"attestation_id":"bafyX"}
 {"task":"T","agent":"d","seed":0,"status":"TIMEOUT"}
 `
@@ -22,7 +22,7 @@ func TestParseResultsJSONL(t *testing.T) {
 	}
 	want := []Result{
 		{Task: "T", Agent: "a", Seed: 3, Status: "SUCCESS", Score: fp(0.5)},
-		{Task: "T", Agent: "b", Seed: -1, Status: "FAILED"},
+		{Task: "T", Agent: "b", Seed: 0, Status: "FAILED"},
 		{Task: "Té", Agent: "c", Seed: 0, Status: "SUCCESS", Score: fp(1e-3), AttestationID: "bafyX"},
 		{Task: "T", Agent: "d", Seed: 0, Status: "TIMEOUT"},
 	}
@@ -47,6 +47,11 @@ func TestParseResultsJSONLErrors(t *testing.T) {
 		{`{"task":"T","agent":"a","seed":1,"status":"SUCCESS","extra":1}`, `unknown field`},
 		{`{"task":"T","agent":"a","seed":1,"status":"SUCCESS"} {}`, `more than one`},
 		{`[1,2]`, `not a results object`},
+		{`{"task":"T","agent":"a","seed":-1,"status":"SUCCESS","score":0.5}`, `"seed" -1 is negative`},
+		{`{"task":"T","agent":"a","seed":1,"status":"SUCCESS","score":0.5,"score":1}`, `"score" appears twice`},
+		{`{"task":"T","agent":"a","seed":1,"status":"SUCCESS","score":0.5,"Score":1}`, `differ only in case`},
+		{`{"task":"T","agent":"a","Agent":"b","seed":1,"status":"SUCCESS","score":0.5}`, `differ only in case`},
+		{`{"task":"T","agent":"a","seed":1,"status":"SUCCESS","sc\u006fre":0.5,"score":1}`, `appears twice`},
 		{`not json`, `not a results object`},
 	} {
 		data := good + good + c.line + "\n" + good
@@ -98,6 +103,8 @@ func FuzzParseResultsJSONL(f *testing.F) {
 		`{"task":"T","agent":"a","seed":1,"status":"SUCCESS","score":1e400}`,
 		`{"task":"T","task":"U","agent":"a","seed":1,"status":"S"}`,
 		`{"Task":"T","agent":"a","seed":1,"status":"S"}`,
+		`{"task":"T","agent":"a","seed":-3,"status":"S"}`,
+		`{"task":"T","agent":"a","seed":1,"status":"S","score":1,"SCORE":2}`,
 		"{\"task\":\"T\\n\",\"agent\":\"a\",\"seed\":1,\"status\":\"S\"}\n\n{}",
 	} {
 		f.Add([]byte(s))
@@ -133,6 +140,9 @@ func FuzzParseResultsJSONL(f *testing.F) {
 		for _, r := range rs {
 			if r.Task == "" || r.Agent == "" || r.Status == "" || r.Agent == SOTAPlayer {
 				t.Fatalf("accepted an incomplete result %+v", r)
+			}
+			if r.Seed < 0 {
+				t.Fatalf("accepted a negative seed %+v", r)
 			}
 			if r.Score != nil && (math.IsNaN(*r.Score) || math.IsInf(*r.Score, 0)) {
 				t.Fatalf("accepted a non-finite score %+v", r)
@@ -236,4 +246,30 @@ func FuzzScoreCSV(f *testing.F) {
 			t.Fatalf("%s: non-finite score %v for %q", tk.metric, v, sub)
 		}
 	})
+}
+
+func TestScoreRange(t *testing.T) {
+	acc := TaskInfo{Name: "A", Optimum: 1}
+	mae := TaskInfo{Name: "M", LowerIsBetter: true, Optimum: 0}
+	rho := TaskInfo{Name: "S", Optimum: 1}
+	odd := TaskInfo{Name: "X", Optimum: 50}
+	for _, tc := range []struct {
+		t      TaskInfo
+		metric string
+		score  float64
+		ok     bool
+	}{
+		{acc, "Accuracy", 0, true}, {acc, "Accuracy", 1, true}, {acc, "Accuracy", 1.5, false},
+		{acc, "accuracy", -0.1, false}, {acc, "Accuracy", 1 + 1e-12, true}, // within tolerance
+		{mae, "MAE", 1e9, true}, {mae, "MAE", -1, false},
+		{rho, "SpearmanCorrelation", -1, true}, {rho, "SpearmanCorrelation", -1.5, false},
+		{odd, "SomeNewMetric", -1e9, true}, {odd, "SomeNewMetric", 51, false}, // unknown: the optimum bounds
+	} {
+		lo, hi := ScoreRange(tc.t, tc.metric)
+		rs := []Result{{Task: tc.t.Name, Agent: "a", Seed: 2, Status: "SUCCESS", Score: fp(tc.score)}}
+		i, err := CheckScoreRanges(rs, map[string][2]float64{tc.t.Name: {lo, hi}})
+		if (err == nil) != tc.ok || (err != nil && (i != 0 || !strings.Contains(err.Error(), "outside task"))) {
+			t.Errorf("%s %s score %v (range [%v, %v]): %d %v, want ok=%v", tc.t.Name, tc.metric, tc.score, lo, hi, i, err, tc.ok)
+		}
+	}
 }

@@ -80,6 +80,10 @@ type Ledger struct {
 
 	canonical []byte
 	root      string
+	// provisional lists, in leaderboard order, the agents that ran fewer than all the
+	// ledger's tasks. It is a reading aid, outside the canonical bytes (the root does not
+	// depend on it).
+	provisional []string
 }
 
 // Policy records the options the ledger was computed with.
@@ -123,12 +127,23 @@ func (l *Ledger) Canonical() []byte { return slices.Clone(l.canonical) }
 // Root is the hex sha256 of Canonical().
 func (l *Ledger) Root() string { return l.root }
 
-// MarshalJSON prints {"ledger_root": …} followed by the canonical fields.
+// Provisional lists, in leaderboard order, the agents that ran only some of the ledger's
+// tasks: their Elo and normalized score rest on fewer tasks than the others', so a reader
+// should not take their place above an agent that ran everything at face value. Never nil.
+func (l *Ledger) Provisional() []string {
+	return append([]string{}, l.provisional...)
+}
+
+// MarshalJSON prints {"ledger_root": …, "provisional": […]} followed by the canonical
+// fields; neither of the first two is part of the canonical bytes.
 func (l *Ledger) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(`{"ledger_root":`)
 	rb, _ := json.Marshal(l.root)
 	b.Write(rb)
+	b.WriteString(`,"provisional":`)
+	pb, _ := json.Marshal(l.Provisional())
+	b.Write(pb)
 	b.WriteByte(',')
 	b.Write(l.canonical[1:])
 	return b.Bytes(), nil
@@ -146,21 +161,72 @@ func (l *Ledger) MarshalJSON() ([]byte, error) {
 // seed), an agent called "sota", an unknown opts.Worst, or "estimated" for a task without
 // an estimated worst score.
 func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, error) {
-	worstMode := opts.Worst
+	worstMode, rounds, err := resolvePolicy(opts)
+	if err != nil {
+		return nil, err
+	}
+	in, err := sortInputs(results, tasks, worstMode)
+	if err != nil {
+		return nil, err
+	}
+	digest := inputsDigest(in.rs, in.tasks, worstMode, rounds)
+	l := &Ledger{
+		InputsDigest: hex.EncodeToString(digest[:]),
+		Policy:       Policy{Worst: worstMode, BootstrapRounds: rounds, Tie: "symmetric isclose: atol 1e-6, rtol 1e-5 of max(|a|,|b|)"},
+	}
+	var scores agentScores
+	l.Tasks, scores = scoreTasks(in, worstMode)
+	// The bootstrap is seeded from the inputs without the worst-anchor choice: the games
+	// do not depend on it, so switching --worst must not move the Elo intervals or ranks.
+	gameDigest := inputsDigest(in.rs, in.tasks, "", rounds)
+	seed := sha256.Sum256(append([]byte("evalmesh ledger bootstrap v2\x00"), gameDigest[:]...))
+	l.Agents, l.EloFit, l.EloBootstrapRegularised = fitElo(in, rounds, seed)
+	scores.fill(l.Agents, rounds, seed)
+	rankAndSort(l.Agents)
+	l.provisional = scores.provisional(l.Agents, in, len(in.tasks))
+	if err := l.seal(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// resolvePolicy applies the defaults of opts and checks them.
+func resolvePolicy(opts Options) (worstMode string, rounds int, err error) {
+	worstMode = opts.Worst
 	if worstMode == "" {
 		worstMode = "population"
 	}
 	if worstMode != "population" && worstMode != "estimated" {
-		return nil, fmt.Errorf("unknown worst anchor %q: use \"population\" or \"estimated\"", opts.Worst)
+		return "", 0, fmt.Errorf("unknown worst anchor %q: use \"population\" or \"estimated\"", opts.Worst)
 	}
-	rounds := opts.BootstrapRounds
+	rounds = opts.BootstrapRounds
 	if rounds == 0 {
 		rounds = 100
 	}
 	if rounds < 0 || rounds > 100000 {
-		return nil, fmt.Errorf("bootstrap rounds %d out of range 1..100000", opts.BootstrapRounds)
+		return "", 0, fmt.Errorf("bootstrap rounds %d out of range 1..100000", opts.BootstrapRounds)
 	}
+	return worstMode, rounds, nil
+}
 
+// ledgerInputs are the results in the order every later phase (and the inputs digest)
+// relies on, whatever order they came in: sorted by (task, agent, seed).
+type ledgerInputs struct {
+	rs         []Result
+	tasks      []TaskInfo // the tasks the results name, sorted by name
+	agentNames []string   // sorted; player p < len(agentNames) is agentNames[p], the last player is sota
+	agentIdx   map[string]int
+	spans      []span // spans[t]: rs[lo:hi] are task t's results
+}
+
+type span struct{ lo, hi int }
+
+// players is the number of Elo players: every agent, then sota.
+func (in *ledgerInputs) players() int { return len(in.agentNames) + 1 }
+
+// sortInputs checks the results against the task metadata, interns names and sorts on
+// integer keys.
+func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerInputs, error) {
 	taskByName := make(map[string]*TaskInfo, len(tasks))
 	for i := range tasks {
 		t := &tasks[i]
@@ -169,9 +235,6 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 		}
 		taskByName[t.Name] = t
 	}
-
-	// Intern names, then sort by (task, agent, seed) on integer keys: the order every
-	// later step (and the inputs digest) relies on, whatever order the results came in.
 	taskIdx := map[string]int{}
 	agentIdx := map[string]int{}
 	for i := range results {
@@ -216,10 +279,6 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 			return nil, fmt.Errorf("two results for task %q agent %q seed %d: keep one per slot", rs[i].Task, rs[i].Agent, rs[i].Seed)
 		}
 	}
-	keys = nil
-
-	A := len(agentNames)
-	P := A + 1 // players: agents, then sota
 	usedTasks := make([]TaskInfo, len(taskNames))
 	for i, n := range taskNames {
 		usedTasks[i] = *taskByName[n]
@@ -227,79 +286,58 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 			return nil, fmt.Errorf("task %q has no estimated_worst_score; use the population worst or add it to the metadata", n)
 		}
 	}
-
-	digest := inputsDigest(rs, usedTasks, worstMode, rounds)
-	l := &Ledger{
-		InputsDigest: hex.EncodeToString(digest[:]),
-		Policy:       Policy{Worst: worstMode, BootstrapRounds: rounds, Tie: "symmetric isclose: atol 1e-6, rtol 1e-5 of max(|a|,|b|)"},
-	}
-
-	// Group runs per task (rs is sorted by task, then agent).
-	type span struct{ lo, hi int }
-	taskSpans := make([]span, len(taskNames))
+	spans := make([]span, len(taskNames))
 	for ti, lo := 0, 0; ti < len(taskNames); ti++ {
 		hi := lo
 		for hi < len(rs) && rs[hi].Task == taskNames[ti] {
 			hi++
 		}
-		taskSpans[ti] = span{lo, hi}
+		spans[ti] = span{lo, hi}
 		lo = hi
 	}
+	return &ledgerInputs{rs: rs, tasks: usedTasks, agentNames: agentNames, agentIdx: agentIdx, spans: spans}, nil
+}
 
-	// Per-task anchors, per-run normalized scores, per-(agent, task) validity.
-	nsSum := make([]float64, A)
-	linSum := make([]float64, A)
-	runs := make([]int, A)
-	vsrSum := make([]float64, A)
-	vsrTasks := make([]int, A)
-	nsByAgent := make([][]float64, A)
-	// nsTasks[a] holds where each task's runs start in nsByAgent[a] (runs arrive grouped by
-	// task), so the bootstrap can resample within tasks.
-	nsTasks := make([][]int, A)
-	for ti, t := range usedTasks {
-		sp := taskSpans[ti]
+// agentScores accumulates, per agent, the normalized and linear scores of its runs and
+// its valid-submission rate over the tasks it ran.
+type agentScores struct {
+	nsSum, linSum, vsrSum []float64
+	runs, vsrTasks        []int
+	nsByAgent             [][]float64
+	// nsTasks[a] holds where each task's runs start in nsByAgent[a] (runs arrive grouped
+	// by task), so the bootstrap can resample within tasks.
+	nsTasks [][]int
+}
+
+// scoreTasks fixes each task's worst anchor and scores every run against it.
+func scoreTasks(in *ledgerInputs, worstMode string) ([]TaskRow, agentScores) {
+	A := len(in.agentNames)
+	sc := agentScores{
+		nsSum: make([]float64, A), linSum: make([]float64, A), vsrSum: make([]float64, A),
+		runs: make([]int, A), vsrTasks: make([]int, A),
+		nsByAgent: make([][]float64, A), nsTasks: make([][]int, A),
+	}
+	var rows []TaskRow
+	for ti, t := range in.tasks {
+		sp := in.spans[ti]
 		row := TaskRow{Task: t.Name, LowerIsBetter: t.LowerIsBetter, Optimum: t.Optimum, SOTA: t.SOTA, Runs: sp.hi - sp.lo}
-		var worst float64
-		haveWorst := false
-		if worstMode == "estimated" {
-			worst, haveWorst = *t.EstimatedWorst, true
-			row.WorstSource = "estimated"
-		} else {
-			for i := sp.lo; i < sp.hi; i++ {
-				r := &rs[i]
-				if !r.valid() {
-					continue
-				}
-				s := *r.Score
-				if !haveWorst || (t.LowerIsBetter && s > worst) || (!t.LowerIsBetter && s < worst) {
-					worst, haveWorst = s, true
-				}
-			}
-			row.WorstSource = "population"
-			if !haveWorst {
-				row.WorstSource = "none"
-			}
-		}
-		if haveWorst {
-			w := worst
-			row.Worst = &w
-		}
+		worst, haveWorst := taskWorst(in.rs[sp.lo:sp.hi], &t, worstMode, &row)
 		prevAgent := -1
 		var seeds, valid int
 		flush := func() {
 			if prevAgent >= 0 && seeds > 0 {
-				vsrSum[prevAgent] += float64(valid) / float64(seeds)
-				vsrTasks[prevAgent]++
+				sc.vsrSum[prevAgent] += float64(valid) / float64(seeds)
+				sc.vsrTasks[prevAgent]++
 				row.Agents++
 			}
 		}
 		for i := sp.lo; i < sp.hi; i++ {
-			r := &rs[i]
-			ai := agentIdx[r.Agent]
+			r := &in.rs[i]
+			ai := in.agentIdx[r.Agent]
 			if ai != prevAgent {
 				flush()
 				prevAgent, seeds, valid = ai, 0, 0
-				nsTasks[ai] = append(nsTasks[ai], len(nsByAgent[ai]))
+				sc.nsTasks[ai] = append(sc.nsTasks[ai], len(sc.nsByAgent[ai]))
 			}
 			seeds++
 			ok := r.valid()
@@ -312,39 +350,67 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 					lin = LinearScore(*r.Score, t.SOTA, worst, true)
 				}
 			}
-			nsSum[ai] += ns
-			linSum[ai] += lin
-			runs[ai]++
-			nsByAgent[ai] = append(nsByAgent[ai], ns)
+			sc.nsSum[ai] += ns
+			sc.linSum[ai] += lin
+			sc.runs[ai]++
+			sc.nsByAgent[ai] = append(sc.nsByAgent[ai], ns)
 		}
 		flush()
-		l.Tasks = append(l.Tasks, row)
+		rows = append(rows, row)
 	}
+	return rows, sc
+}
 
-	// Games, aggregated per task into win/tie counts; tasks in parallel, integer sums.
-	games := aggregateGames(rs, usedTasks, func(ti int) (int, int) { return taskSpans[ti].lo, taskSpans[ti].hi }, agentIdx, P)
+// taskWorst is the task's worst anchor (estimated, or the worst valid score of its runs)
+// and records it and its source in row.
+func taskWorst(runs []Result, t *TaskInfo, worstMode string, row *TaskRow) (worst float64, ok bool) {
+	if worstMode == "estimated" {
+		worst, ok = *t.EstimatedWorst, true
+		row.WorstSource = "estimated"
+	} else {
+		for i := range runs {
+			r := &runs[i]
+			if !r.valid() {
+				continue
+			}
+			s := *r.Score
+			if !ok || (t.LowerIsBetter && s > worst) || (!t.LowerIsBetter && s < worst) {
+				worst, ok = s, true
+			}
+		}
+		row.WorstSource = "population"
+		if !ok {
+			row.WorstSource = "none"
+		}
+	}
+	if ok {
+		w := worst
+		row.Worst = &w
+	}
+	return worst, ok
+}
 
-	// The bootstrap is seeded from the inputs without the worst-anchor choice: the games
-	// do not depend on it, so switching --worst must not move the Elo intervals or ranks.
-	gameDigest := inputsDigest(rs, usedTasks, "", rounds)
-	seed := sha256.Sum256(append([]byte("evalmesh ledger bootstrap v2\x00"), gameDigest[:]...))
+// fitElo aggregates the games (per task into win/tie counts; tasks in parallel, integer
+// sums), fits the Bradley–Terry ratings and bootstraps their intervals: one Agent per
+// player with its Elo fields, in player order.
+func fitElo(in *ledgerInputs, rounds int, seed [32]byte) (agents []Agent, fit string, bootRegularised int) {
+	P := in.players()
+	games := aggregateGames(in.rs, in.tasks, func(ti int) (int, int) { return in.spans[ti].lo, in.spans[ti].hi }, in.agentIdx, P)
 	// The fit sees upstream's battle table — every game and its swapped copy, 2N rows — as
 	// each bootstrap round does; the pure MLE does not depend on the doubling, and a
 	// regularised fit then weighs its pseudo-ties against the same counts in both.
 	theta, regularised := fitGames(games.doubled(), nil)
-	l.EloFit = EloFitMLE
+	fit = EloFitMLE
 	if regularised {
-		l.EloFit = EloFitRegularised
+		fit = EloFitRegularised
 	}
 	mle := ToElo(theta)
 	boot, bootRegularised := bootstrapElo(games, theta, rounds, seed)
-	l.EloBootstrapRegularised = bootRegularised
-
-	agents := make([]Agent, P)
+	agents = make([]Agent, P)
 	for p := 0; p < P; p++ {
 		name := SOTAPlayer
-		if p < A {
-			name = agentNames[p]
+		if p < len(in.agentNames) {
+			name = in.agentNames[p]
 		}
 		col := make([]float64, rounds)
 		for r := 0; r < rounds; r++ {
@@ -358,19 +424,41 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 			EloCI:  [2]float64{round9(quantile(col, 0.025)), round9(quantile(col, 0.975))},
 		}
 	}
-	nsCI := bootstrapMeans(nsByAgent, nsTasks, rounds, seed)
-	for p := 0; p < A; p++ {
-		ns := round9(nsSum[p] / float64(runs[p]))
-		lin := round9(linSum[p] / float64(runs[p]))
-		vsr := round9(vsrSum[p] / float64(vsrTasks[p]))
+	return agents, fit, bootRegularised
+}
+
+// fill sets each agent's normalized score (with its bootstrap interval), linear score,
+// valid-submission rate and run count; agents are in player order, sota last.
+func (sc *agentScores) fill(agents []Agent, rounds int, seed [32]byte) {
+	nsCI := bootstrapMeans(sc.nsByAgent, sc.nsTasks, rounds, seed)
+	for p := range sc.runs {
+		ns := round9(sc.nsSum[p] / float64(sc.runs[p]))
+		lin := round9(sc.linSum[p] / float64(sc.runs[p]))
+		vsr := round9(sc.vsrSum[p] / float64(sc.vsrTasks[p]))
 		ci := [2]float64{round9(nsCI[p][0]), round9(nsCI[p][1])}
 		agents[p].NormalizedScore = &ns
 		agents[p].NormalizedScoreCI = &ci
 		agents[p].LinearScore = &lin
 		agents[p].ValidSubmissionRate = &vsr
-		agents[p].Runs = runs[p]
+		agents[p].Runs = sc.runs[p]
 	}
-	// Rank: 1 + players whose lower bound is above this one's upper bound.
+}
+
+// provisional names the agents, in the order of agents, that ran fewer than tasks tasks.
+func (sc *agentScores) provisional(agents []Agent, in *ledgerInputs, tasks int) []string {
+	out := []string{}
+	for _, a := range agents {
+		if p, ok := in.agentIdx[a.Agent]; ok && a.Agent != SOTAPlayer && sc.vsrTasks[p] < tasks {
+			out = append(out, a.Agent)
+		}
+	}
+	return out
+}
+
+// rankAndSort ranks each player 1 + the players whose lower Elo bound is above its upper
+// bound (Chatbot Arena's convention, so overlapping intervals tie), then orders the rows
+// best Elo first.
+func rankAndSort(agents []Agent) {
 	for p := range agents {
 		rank := 1
 		for q := range agents {
@@ -389,8 +477,10 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 		}
 		return cmp.Compare(a.Agent, b.Agent)
 	})
-	l.Agents = agents
+}
 
+// seal rounds the task rows' floats and encodes the canonical JSON and its root.
+func (l *Ledger) seal() error {
 	for i := range l.Tasks {
 		t := &l.Tasks[i]
 		t.Optimum, t.SOTA = round9(t.Optimum), round9(t.SOTA)
@@ -409,12 +499,12 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 	}
 	b, err := json.Marshal(body{l.InputsDigest, l.Policy, l.EloFit, l.EloBootstrapRegularised, l.Agents, l.Tasks})
 	if err != nil {
-		return nil, fmt.Errorf("scoring: encoding the ledger: %v", err)
+		return fmt.Errorf("scoring: encoding the ledger: %v", err)
 	}
 	l.canonical = b
 	sum := sha256.Sum256(b)
 	l.root = hex.EncodeToString(sum[:])
-	return l, nil
+	return nil
 }
 
 func sortedKeys(m map[string]int) []string {
@@ -706,7 +796,7 @@ func quantile(v []float64, q float64) float64 {
 	return v[lo] + float64((v[hi]-v[lo])*(pos-float64(lo)))
 }
 
-// round9 rounds to 9 significant digits (DESIGN §7) and folds −0 and non-finite values
+// round9 rounds to 9 significant digits (docs/design.md §7) and folds −0 and non-finite values
 // so the JSON is always valid and stable.
 func round9(x float64) float64 {
 	if math.IsNaN(x) || math.IsInf(x, 0) {

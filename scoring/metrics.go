@@ -432,3 +432,18 @@ func bitsCount(v uint8) int {
 	}
 	return n
 }
+
+// Range is the interval the metric's values can take: the optimum at the better end, and
+// at the other the worst value the metric can reach (0 for rates and errors, -1 for a
+// correlation, +Inf for an unbounded error). Results outside it are not honest
+// computations of the metric.
+func (m MetricInfo) Range() (lo, hi float64) {
+	switch {
+	case m.LowerIsBetter:
+		return m.Optimum, math.Inf(1)
+	case m.Name == "SpearmanCorrelation":
+		return -1, m.Optimum
+	default:
+		return 0, m.Optimum
+	}
+}

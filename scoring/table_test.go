@@ -78,6 +78,14 @@ func TestLedgerText(t *testing.T) {
 			got.WriteString("error: " + err.Error() + "\n")
 		} else if err := l.WriteTable(&got); err != nil {
 			t.Fatal(err)
+		} else {
+			// Every table ends with the same legend (TestTableLegend); keep it out of the cases.
+			table, ok := strings.CutSuffix(got.String(), "\n"+TableLegend)
+			if !ok {
+				t.Fatalf("case %q: the table does not end with TableLegend:\n%s", name, got.String())
+			}
+			got.Reset()
+			got.WriteString(table)
 		}
 		if ci > 0 || strings.HasPrefix(string(data), "\n") {
 			out.WriteString("\n")
@@ -90,6 +98,15 @@ func TestLedgerText(t *testing.T) {
 	if *rewrite {
 		if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// The legend names every term the table prints that a reader could misread.
+func TestTableLegend(t *testing.T) {
+	for _, term := range []string{"elo ", "elo (MLE)", "worst anchor", "regularised", "tied ranks", "above 1", "prov."} {
+		if !strings.Contains(TableLegend, term) {
+			t.Errorf("TableLegend does not explain %q", term)
 		}
 	}
 }

@@ -177,7 +177,7 @@ func ParseAIRSMetadata(data []byte) (*AIRSMetadata, error) {
 // AIRSDefaultWallClockSeconds is AIRS-Bench's budget per run (24 h on one GPU).
 const AIRSDefaultWallClockSeconds = 86400
 
-// ToMeta maps the upstream fields onto task.yaml (AIRS-BENCH.md). What has no evalmesh
+// ToMeta maps the upstream fields onto task.yaml (docs/bundle-format.md). What has no evalmesh
 // field (input columns, requirements, output type, …) is kept under the `airs` key.
 func (a *AIRSMetadata) ToMeta() (*Meta, error) {
 	li := a.LoggingInfo
@@ -283,7 +283,7 @@ func (a *AIRSMetadata) ToMeta() (*Meta, error) {
 }
 
 // airsSubmissionColumns returns the header a submission must have and the columns scored,
-// as the task's upstream evaluate.py reads them (AIRS-BENCH.md, "Submission headers vary").
+// as the task's upstream evaluate.py reads them (docs/scoring.md §6, "Submission headers vary").
 // Most tasks' submission is the single scoring column (Answer, label, label_target, …),
 // but three are not: Pass@k tasks (APPS) submit one outcome column per attempt,
 // code1..codeK, scored against the labels' test cases (scoring_column input_output);

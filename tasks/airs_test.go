@@ -11,7 +11,7 @@ import (
 )
 
 // Every real AIRS-Bench metadata.yaml imports, and the converted task.yaml carries the
-// values the leaderboard needs (AIRS-BENCH.md's table).
+// values the leaderboard needs (docs/scoring.md §6).
 func TestAIRSAllTwentyFixtures(t *testing.T) {
 	want := map[string]struct {
 		metric string
@@ -146,7 +146,7 @@ func TestAIRSMissingFields(t *testing.T) {
 	}
 }
 
-// The imported submission header is what the upstream evaluate.py reads (AIRS-BENCH.md:
+// The imported submission header is what the upstream evaluate.py reads (docs/scoring.md §6:
 // APPS code1..code5, CodeXGlue query,rankings, DuoRC has_answer,answer; else the scoring
 // column), and where upstream's shape has a second dimension it is the header's width.
 func TestAIRSSubmissionHeaders(t *testing.T) {

@@ -327,7 +327,13 @@ func Unpack(ctx context.Context, dag ipld.NodeGetter, root cid.Cid, dir string, 
 			}
 			dst := filepath.Join(tmp, filepath.FromSlash(e.path))
 			if e.dir {
-				if err := os.Mkdir(dst, 0o755); err != nil {
+				// private/ (labels, the scorer's inputs) stays the owner's: everything under
+				// it is out of other accounts' reach whatever the files' own modes.
+				mode := os.FileMode(0o755)
+				if e.path == "private" {
+					mode = 0o700
+				}
+				if err := os.Mkdir(dst, mode); err != nil {
 					return err
 				}
 				continue

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,16 +30,17 @@ func startDaemon(home, store string) (*daemon, error) {
 	if out, err := exec.Command(daemonBin, "init", "--home", home).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("evalmesh init: %v: %s", err, out)
 	}
-	// The blockstore kind is a config field; init wrote the default (flat).
+	// The blockstore kind is a config field; init wrote the default (pack at this writing).
 	cfgPath := filepath.Join(home, "config.yaml")
 	cfg, err := os.ReadFile(cfgPath)
 	if err != nil {
 		return nil, err
 	}
-	if !bytes.Contains(cfg, []byte("\nblockstore: flat\n")) {
-		return nil, fmt.Errorf("%s has no `blockstore: flat` line to change to %s", cfgPath, store)
+	line := regexp.MustCompile(`(?m)^blockstore: *[a-z]+$`)
+	if !line.Match(cfg) {
+		return nil, fmt.Errorf("%s has no `blockstore: KIND` line to change to %s", cfgPath, store)
 	}
-	cfg = bytes.Replace(cfg, []byte("\nblockstore: flat\n"), []byte("\nblockstore: "+store+"\n"), 1)
+	cfg = line.ReplaceAll(cfg, []byte("blockstore: "+store))
 	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
 		return nil, err
 	}

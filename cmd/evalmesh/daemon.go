@@ -2,17 +2,22 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/runner"
 )
 
@@ -21,6 +26,8 @@ func init() { register(newDaemonCmd) }
 func newDaemonCmd(g *globals) *cobra.Command {
 	var listen []string
 	var api string
+	var claims protocol.ClaimConfig
+	var testControls bool
 	cmd := &cobra.Command{
 		Use:   "daemon [--listen MULTIADDR]... [--api HOST:PORT]",
 		Short: "Run this node: hold, pin and exchange task bundles with other labs",
@@ -35,6 +42,14 @@ addresses, bootstrap peers, mdns).
 At start it also recovers the runs a killed node left unfinished (as evalmesh run --recover
 does): it re-attaches to agents still running, enforcing their wall-clock limits, and
 attests each run once; runs whose task is gone are attested as failed and free their GPUs.
+
+In a network: when HOME/trust.yaml lists the network's labs and HOME/node-cert.json
+certifies this node for one of them, the daemon also joins the network's gossip topics
+(/evalmesh/<network>/campaigns, /claims, /attestations, /heads), claims slots of the
+campaigns it verified within its capacity (one run per allowed GPU, or runner.max_parallel
+on a CPU-only node), fetches their bundles from peers, runs them, gossips the signed
+attestations, re-scores the runs of other labs it is chosen for, and recomputes the ledger
+as attestations arrive. See evalmesh campaign --help.
 
 Stopping it (Ctrl-C) finishes running requests for a few seconds, then closes the stores:
 nothing written is lost. Re-attached agents keep running and are recovered again at the
@@ -52,10 +67,15 @@ Example:
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			errw := cmd.ErrOrStderr()
+			logf := func(format string, args ...any) { fmt.Fprintf(errw, format+"\n", args...) }
 			opts := node.Options{
-				Listen: listen,
-				API:    api,
-				Logf:   func(format string, args ...any) { fmt.Fprintf(errw, format+"\n", args...) },
+				Listen:       listen,
+				API:          api,
+				Logf:         logf,
+				TestControls: testControls,
+				Mesh: func(n *node.Node) (*node.MeshOptions, error) {
+					return meshOptions(h, n, claims, errw)
+				},
 			}
 			defer fmt.Fprintln(errw, "daemon stopped")
 			var recovering sync.WaitGroup
@@ -65,6 +85,14 @@ Example:
 				go func() {
 					defer recovering.Done()
 					recoverAtStart(ctx, h, errw)
+					// Runs signed before a crash, or just recovered, reach the network.
+					if m := n.Mesh(); m != nil {
+						if k, err := m.ImportLocal(ctx); err != nil {
+							fmt.Fprintf(errw, "import local attestations: %v\n", err)
+						} else if k > 0 {
+							fmt.Fprintf(errw, "imported %d local attestation(s) into the store\n", k)
+						}
+					}
 				}()
 				out := cmd.OutOrStdout()
 				if g.jsonOut {
@@ -82,6 +110,10 @@ Example:
 	}
 	cmd.Flags().StringArrayVar(&listen, "listen", nil, "libp2p listen multiaddr (repeatable; default: config listen)")
 	cmd.Flags().StringVar(&api, "api", "", "HTTP API host:port (default: config api; port 0 picks one)")
+	cmd.Flags().DurationVar(&claims.Lease, "lease", protocol.DefaultLease, "how long other nodes hold a slot for this node after each claim or renewal (pick it with `evalmesh sim`)")
+	cmd.Flags().BoolVar(&testControls, "test-controls", false, "serve the fault-test partition controls on the API (tests only)")
+	_ = cmd.Flags().MarkHidden("test-controls")
+	cmd.Flags().DurationVar(&claims.Heartbeat, "heartbeat", 0, "how often live claims are renewed and re-announced (default lease/3)")
 	return cmd
 }
 
@@ -111,4 +143,49 @@ func recoverAtStart(ctx context.Context, h home.Home, log io.Writer) {
 	if _, _, err := recoverRuns(ctx, r, log); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(log, "run recovery: %v\n", err)
 	}
+}
+
+// meshOptions decides whether the daemon of h joins a network, and how: it needs a trust
+// file listing the network's labs and a lab certificate for this node. Without either the
+// node runs alone (bundles, pins, transfer) and says why.
+func meshOptions(h home.Home, n *node.Node, claims protocol.ClaimConfig, log io.Writer) (*node.MeshOptions, error) {
+	net, err := loadNetworkPolicy(h, n.Config().Network)
+	if err != nil {
+		return nil, err
+	}
+	trust := net.Trust
+	if trust == nil {
+		trustPath := filepath.Join(h.Dir, "trust.yaml")
+		if _, err := os.Stat(trustPath); errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(log, "not joining a network: no %s or %s (list the network's labs in one of them)\n", filepath.Join(h.Dir, NetworkDocFile), trustPath)
+			return nil, nil
+		}
+		if trust, err = attest.LoadTrust(trustPath); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := os.Stat(h.CertPath()); errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(log, "not joining a network: no lab certificate %s (ask your lab: evalmesh lab certify --node %s)\n", h.CertPath(), n.ID())
+		return nil, nil
+	}
+	r, err := nodeRunner(h, "", log)
+	if err != nil {
+		return nil, err
+	}
+	r.Trust = trust // each run's preflight checks the certificate against the network's labs
+	capacity := n.Config().Runner.MaxParallel
+	if inv, err := r.Inventory(); err == nil && !inv.CPUOnly && len(inv.GPUs) > 0 {
+		capacity = len(inv.GPUs)
+		if allowed := n.Config().Runner.GPUs; len(allowed) > 0 {
+			capacity = len(allowed)
+		}
+	}
+	counts := "isolated (container) runs only"
+	if net.Policy.AllowProcessRuns {
+		counts = "process-executor runs too (agents not isolated)"
+	}
+	fmt.Fprintf(log, "joining network %s: %d trusted lab(s), capacity %d run(s), executor %s; the ledger counts %s, replication %d\n",
+		n.Config().Network, len(trust.Labs()), max(capacity, 1), r.Executor, counts, net.Policy.Replication)
+	return &node.MeshOptions{Trust: trust, Runner: r, Capacity: capacity, Claims: claims,
+		Policy: net.Policy, Scoring: net.Scoring, NetworkDoc: net.Doc}, nil
 }

@@ -16,68 +16,135 @@ import (
 func init() { register(newDemoCmd) }
 
 func newDemoCmd(g *globals) *cobra.Command {
-	var seeds int
+	var seeds, nodes int
+	var keep bool
 	var agentNames, taskNames []string
 	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Run the example agents on the example tasks and print the leaderboard (no downloads)",
-		Long: `Run the whole pipeline on embedded defaults: create a node home (a temporary one unless
---home is given), generate the three example tasks (arithmetic word problems / Accuracy,
-a regression / MAE, review sentiment / Accuracy), run every baseline agent on every task for
-a few seeds with the process executor, and print the leaderboard exactly as
-"evalmesh ledger" computes it (Elo with the human SOTA as a player, normalized score,
-valid-submission rate).
+		Use:   "demo [--nodes N] [--keep]",
+		Short: "Run a network of labs on this machine: a campaign, runs, re-scores, one ledger root",
+		Long: `Run the network on embedded defaults, with no downloads, Docker or GPUs: by default three
+labs on this machine, each with its own lab key, node home and daemon on 127.0.0.1 (real
+libp2p, real gossipsub, real bundle transfer), and a trust file listing the three labs.
 
-The trust chain is the real one: the demo creates a lab (HOME/demo-lab), the lab certifies
-the demo node (HOME/node-cert.json), every run attestation is signed by the node with that
-certificate inside, and HOME/trust.yaml lists only the lab's key. The leaderboard is
-computed from the attestation files in HOME/attestations verified under that trust file,
-with tasks named by bundle CID (HOME/examples/tasks) and agents by spec
-(HOME/examples/agents). The last lines print the ledger root and the "evalmesh ledger"
-command that recomputes it from those files; edit an attestation and that command
-refuses it by name.
+The example tasks (arithmetic word problems / Accuracy, a regression / MAE, review
+sentiment / Accuracy) are added on the first lab's node only and reach the others over the
+network. A campaign of the baseline agents x tasks x 3 seeds with replication 1, signed by
+the second lab, is published on the second lab's node. The slots spread across every node
+(claims over gossip, rendezvous order); each run is signed by the node that ran it under its
+lab's certificate and gossiped; every run is re-scored by another lab, which fetches the
+submission by CID and scores it against its own copy of the bundle. Each node computes the
+ledger from what it verified. The demo prints the leaderboard, who ran and who re-scored
+what, each node's ledger root (equal), and the evalmesh ledger command that recomputes the
+root from the files it exported.
 
-No Docker, GPU or network is needed. The home keeps the tasks, the runs, the submissions
-and logs (objects/) and the attestations for a closer look. A home that already holds a
-certificate from another lab is refused: run the demo in a fresh home.
+This network counts process-executor runs, which a real network's default policy does not:
+the demo agents run as plain processes, without a container's isolation.
+
+--nodes 1 runs the single-node pipeline instead (one lab, no network). --keep leaves the
+daemons running until Ctrl-C and prints each node's home and addresses, so you can try
+evalmesh --home HOME campaign ls, campaign status ID, ledger status, rescore ID.
 
 Examples:
   evalmesh demo
-  evalmesh demo --home /tmp/lab --seeds 5 --json`,
+  evalmesh demo --nodes 4 --json
+  evalmesh demo --keep`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			opts := demo.Options{Home: g.homeFlag, Seeds: seeds, Agents: agentNames, Tasks: taskNames}
+			if nodes == 1 {
+				return runSingleDemo(cmd, g, demo.Options{Home: g.homeFlag, Seeds: seeds, Agents: agentNames, Tasks: taskNames})
+			}
+			opts := demo.NetOptions{Dir: g.homeFlag, Nodes: nodes, Seeds: seeds, Agents: agentNames, Tasks: taskNames, Keep: keep}
 			if !g.jsonOut {
 				opts.Log = cmd.ErrOrStderr()
 			}
-			res, err := demo.Execute(ctx, opts)
+			w := cmd.OutOrStdout()
+			if keep {
+				opts.Ready = func(res *demo.NetResult) {
+					printNetDemo(w, g.jsonOut, res)
+					fmt.Fprintln(w, "\ndaemons keep running; Ctrl-C stops them. Try:")
+					for _, n := range res.Nodes {
+						fmt.Fprintf(w, "  %s  home %s  api %s\n", n.Lab, n.Home, n.API)
+						for _, a := range n.Addrs {
+							fmt.Fprintf(w, "      %s\n", a)
+						}
+					}
+					fmt.Fprintf(w, "  evalmesh --home %s campaign status %s\n", res.Nodes[0].Home, res.Campaign)
+				}
+			}
+			res, err := demo.ExecuteNetwork(ctx, opts)
 			if err != nil {
 				return err
 			}
-			if g.jsonOut {
-				return printJSON(cmd.OutOrStdout(), res)
+			if !keep {
+				printNetDemo(w, g.jsonOut, res)
 			}
-			w := cmd.OutOrStdout()
-			valid := 0
-			for _, r := range res.Runs {
-				if r.Valid {
-					valid++
-				}
-			}
-			fmt.Fprintf(w, "\n%d runs (%d valid) signed by node %s under certificate %s of lab %s in %.1f s; home %s\n\n",
-				len(res.Runs), valid, res.Node, res.CertID, res.LabName, res.Seconds, res.Home)
-			if err := res.Ledger.WriteTable(w); err != nil {
-				return err
-			}
-			return printDemoLedger(w, cmd.ErrOrStderr(), res)
+			return nil
 		},
 	}
+	cmd.Flags().IntVar(&nodes, "nodes", 3, "labs in the demo network, one node each (1: the single-node pipeline)")
+	cmd.Flags().BoolVar(&keep, "keep", false, "leave the daemons running until interrupted, printing each node's home and addresses")
 	cmd.Flags().IntVar(&seeds, "seeds", 3, "seeds per (task, agent)")
 	cmd.Flags().StringSliceVar(&agentNames, "agents", nil, "example agents to run (default: constant,heuristic,flaky,solver)")
 	cmd.Flags().StringSliceVar(&taskNames, "tasks", nil, "example tasks to run (default: arithmetic,regression,sentiment)")
 	return cmd
+}
+
+// printNetDemo prints the network demo's result: the leaderboard, who ran and re-scored
+// what, each node's root, and the command that recomputes it.
+func printNetDemo(w io.Writer, asJSON bool, res *demo.NetResult) {
+	if asJSON {
+		printJSON(w, res)
+		return
+	}
+	fmt.Fprintf(w, "\nnetwork %s: %d labs, campaign %s, %d runs in %.1f s\npolicy: %s\n\n", res.Network, len(res.Nodes), res.Campaign, len(res.Runs), res.Seconds, res.Policy)
+	res.Ledger.WriteTable(w)
+	fmt.Fprintln(w, "\nwho ran and who re-scored each run:")
+	for _, r := range res.Runs {
+		score := "invalid"
+		if r.Valid && r.Score != nil {
+			score = fmt.Sprintf("%.4g", *r.Score)
+		}
+		fmt.Fprintf(w, "  %-12s %-10s seed %d  %-8s ran by %s, re-scored by %s\n", r.Task, r.Agent, r.Seed, score, r.RanBy, strings.Join(r.RescoredBy, ","))
+	}
+	fmt.Fprintln(w, "\nledger root of each node:")
+	for _, n := range res.Nodes {
+		fmt.Fprintf(w, "  %s  %s  %s  (signed %d runs, %d re-scores)\n", n.Lab, n.PeerID, n.LedgerRoot, n.Runs, n.Rescores)
+	}
+	q := make([]string, len(res.LedgerCommand))
+	for i, a := range res.LedgerCommand {
+		q[i] = shellQuote(a)
+	}
+	fmt.Fprintf(w, "all %d roots equal: %s\nrecompute it from the exported files:\n  %s\n", len(res.Nodes), res.LedgerRoot, strings.Join(q, " "))
+}
+
+// runSingleDemo is `demo --nodes 1`: one lab, one node, no network.
+func runSingleDemo(cmd *cobra.Command, g *globals, opts demo.Options) error {
+	ctx := cmd.Context()
+	if !g.jsonOut {
+		opts.Log = cmd.ErrOrStderr()
+	}
+	res, err := demo.Execute(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if g.jsonOut {
+		return printJSON(cmd.OutOrStdout(), res)
+	}
+	w := cmd.OutOrStdout()
+	valid := 0
+	for _, r := range res.Runs {
+		if r.Valid {
+			valid++
+		}
+	}
+	fmt.Fprintf(w, "\n%d runs (%d valid) signed by node %s under certificate %s of lab %s in %.1f s; home %s\n\n",
+		len(res.Runs), valid, res.Node, res.CertID, res.LabName, res.Seconds, res.Home)
+	if err := res.Ledger.WriteTable(w); err != nil {
+		return err
+	}
+	return printDemoLedger(w, cmd.ErrOrStderr(), res)
 }
 
 // printDemoLedger says how the table was reached: how many attestation files verified under

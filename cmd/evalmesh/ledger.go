@@ -64,7 +64,10 @@ does, with an "attestations" object holding the counts, refusals and exclusions.
 Examples:
   evalmesh ledger --trust trust.yaml --tasks bundles/
   evalmesh ledger --trust trust.yaml --tasks bundles/ --attestations inbox/ \
-      --agents agents/ --replication 1 --worst estimated --json`,
+      --agents agents/ --replication 1 --worst estimated --json
+
+The table's terms (docs/scoring.md has the formulas; docs/cli-json.md the JSON):
+` + scoring.TableLegend,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.Trust == "" || o.Tasks == "" {

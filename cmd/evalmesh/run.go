@@ -152,7 +152,7 @@ The agent spec format is in docs/agent-spec.md.
 
 Example (no Docker, no GPU; the demo makes a home with a lab certificate and the example
 tasks):
-  evalmesh demo --home /tmp/lab --seeds 1
+  evalmesh demo --home /tmp/lab --nodes 1 --seeds 1
   cat > solver.yaml <<'Y'
   name: solver
   version: "1.0.0"

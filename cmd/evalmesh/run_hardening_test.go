@@ -10,7 +10,7 @@ import (
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
 )
 
-// `run --help`'s example works as printed: the demo makes the home (with a lab certificate
+// `run --help`'s example works as printed: the single-node demo makes the home (with a lab certificate
 // and the example tasks) and run signs in it without --self-signed. Today's example ran
 // `evalmesh init` first, which the demo refuses.
 func TestRunHelpExampleWorks(t *testing.T) {
@@ -18,7 +18,7 @@ func TestRunHelpExampleWorks(t *testing.T) {
 	if code != 0 {
 		t.Fatal("run --help failed")
 	}
-	for _, want := range []string{"evalmesh demo --home /tmp/lab --seeds 1\n", "evalmesh run --home /tmp/lab --task /tmp/lab/examples/tasks/arithmetic"} {
+	for _, want := range []string{"evalmesh demo --home /tmp/lab --nodes 1 --seeds 1\n", "evalmesh run --home /tmp/lab --task /tmp/lab/examples/tasks/arithmetic"} {
 		if !strings.Contains(help, want) {
 			t.Fatalf("run --help lacks %q:\n%s", want, help)
 		}
@@ -27,7 +27,7 @@ func TestRunHelpExampleWorks(t *testing.T) {
 		t.Fatal("run --help still inits the home the demo then refuses")
 	}
 	lab := filepath.Join(t.TempDir(), "lab") // stands for /tmp/lab
-	if _, e, code := runE2(t, "demo", "--home", lab, "--seeds", "1", "--agents", "solver", "--tasks", "arithmetic"); code != 0 {
+	if _, e, code := runE2(t, "demo", "--home", lab, "--nodes", "1", "--seeds", "1", "--agents", "solver", "--tasks", "arithmetic"); code != 0 {
 		t.Fatalf("demo: %s", e)
 	}
 	spec := filepath.Join(t.TempDir(), "solver.yaml")

@@ -30,6 +30,11 @@ Any status other than SUCCESS, or "score": null, is an invalid run (normalized s
 loses every game against a valid run). DIR holds one folder per task with an AIRS-Bench
 metadata.yaml or an evalmesh task.yaml; results are matched to them by task name.
 
+A line is refused, naming its number, when it repeats a key or has two keys that differ
+only in case ("score" and "Score": tools disagree on which counts), when its seed is
+negative, or when its score lies outside what the task's metric can take (better than
+metric.optimal_score, or past the metric's worst value, e.g. an accuracy below 0).
+
 The output is deterministic: the same results in any order give the same ledger root,
 the sha256 of the canonical ledger JSON that nodes announce to each other.
 
@@ -69,9 +74,16 @@ func printLedger(w io.Writer, l *scoring.Ledger, asJSON bool) error {
 // scoreFile reads a results file and the task folders, checks that every result names a
 // known task (the error names the line), and computes the ledger.
 func scoreFile(resultsPath, tasksDir string, opts scoring.Options) (*scoring.Ledger, error) {
-	infos, err := loadTaskInfos(tasksDir)
+	folders, err := loadTaskFolders(tasksDir)
 	if err != nil {
 		return nil, err
+	}
+	infos := make([]scoring.TaskInfo, len(folders))
+	ranges := make(map[string][2]float64, len(folders))
+	for i, f := range folders {
+		infos[i] = f.Info
+		lo, hi := scoring.ScoreRange(f.Info, f.Metric)
+		ranges[f.Info.Name] = [2]float64{lo, hi}
 	}
 	data, err := os.ReadFile(resultsPath)
 	if err != nil {
@@ -93,6 +105,9 @@ func scoreFile(resultsPath, tasksDir string, opts scoring.Options) (*scoring.Led
 			return nil, fmt.Errorf("%s: results line %d: unknown task %q: %s has no task folder with that name (%s)",
 				resultsPath, lines[i], r.Task, tasksDir, knownList(infos))
 		}
+	}
+	if i, err := scoring.CheckScoreRanges(results, ranges); err != nil {
+		return nil, fmt.Errorf("%s: results line %d: %w", resultsPath, lines[i], err)
 	}
 	l, err := scoring.ComputeLedger(results, infos, opts)
 	if err != nil {

@@ -41,6 +41,12 @@ func scoreAIRSResults(t *testing.T, infos []scoring.TaskInfo, seed uint64) []str
 				}
 				frac := 1.1 - 0.3*float64(ai) - 0.2*rng.Float64() // fraction of the way from worst to SOTA
 				v := worst + frac*(ti.SOTA-worst)
+				// No better than the optimum: score refuses what no metric can reach.
+				if ti.LowerIsBetter {
+					v = max(v, ti.Optimum)
+				} else {
+					v = min(v, ti.Optimum)
+				}
 				lines = append(lines, fmt.Sprintf(`{"task":%q,"agent":%q,"seed":%d,"status":"SUCCESS","score":%v}`, ti.Name, a, s, v))
 			}
 		}
@@ -145,6 +151,11 @@ func TestScoreErrorsNameTheLine(t *testing.T) {
 		{[]string{good, `{"task":"NoSuchTask","agent":"a","seed":1,"status":"SUCCESS","score":0.5}`}, `results line 2: unknown task "NoSuchTask"`},
 		{[]string{good, "", `{"task":"MathQuestionAnsweringSVAMPAccuracy","agent":"a","seed":1,"status":"SUCCESS","score":"x"}`}, `results line 3: "score"`},
 		{[]string{good, `{"task":`}, "results line 2:"},
+		{[]string{good, `{"task":"MathQuestionAnsweringSVAMPAccuracy","agent":"a","seed":-1,"status":"SUCCESS","score":0.5}`}, `results line 2: "seed" -1 is negative`},
+		{[]string{good, `{"task":"MathQuestionAnsweringSVAMPAccuracy","agent":"a","seed":1,"status":"SUCCESS","score":0.5,"score":0.9}`}, `results line 2: key "score" appears twice`},
+		{[]string{good, `{"task":"MathQuestionAnsweringSVAMPAccuracy","agent":"a","seed":1,"status":"SUCCESS","score":0.5,"Score":0.9}`}, `results line 2: keys "score" and "Score"`},
+		{[]string{good, `{"task":"MathQuestionAnsweringSVAMPAccuracy","agent":"a","seed":1,"status":"SUCCESS","score":1.5}`}, `results line 2: score 1.5 of agent "a" seed 1 is outside task "MathQuestionAnsweringSVAMPAccuracy"'s range`},
+		{[]string{good, `{"task":"MathQuestionAnsweringSVAMPAccuracy","agent":"a","seed":1,"status":"SUCCESS","score":-0.5}`}, `results line 2: score -0.5`},
 		{[]string{}, "no results"},
 		{[]string{good, `{"task":"MathQuestionAnsweringSVAMPAccuracy","agent":"a","seed":1,"status":"FAILED","score":null}`, good}, `results lines 1 and 3 are both task "MathQuestionAnsweringSVAMPAccuracy" agent "a" seed 0`},
 	} {

@@ -18,6 +18,8 @@ type taskFolder struct {
 	// Bundle is true for an evalmesh bundle (task.yaml), which runs name by its CID; an
 	// AIRS-Bench metadata.yaml folder is only ever named by its task name.
 	Bundle bool
+	// Metric is the metric's name as the metadata spells it (score checks its range).
+	Metric string
 }
 
 // loadTaskInfos reads every task folder directly under dir (dir itself may be one task).
@@ -64,7 +66,7 @@ func loadTaskFolders(dir string) ([]taskFolder, error) {
 		}
 		seen[m.Name] = d
 		_, statErr := os.Stat(filepath.Join(d, tasks.MetaFile))
-		out = append(out, taskFolder{Dir: d, Bundle: statErr == nil, Info: scoring.TaskInfo{
+		out = append(out, taskFolder{Dir: d, Bundle: statErr == nil, Metric: m.Metric.Name, Info: scoring.TaskInfo{
 			Name:           m.Name,
 			LowerIsBetter:  m.Metric.LowerIsBetter,
 			Optimum:        m.Metric.OptimalScore,

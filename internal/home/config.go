@@ -43,6 +43,9 @@ type RunnerConfig struct {
 	AllowNetwork bool `yaml:"allow_network"`
 	// GPUs lists GPU UUIDs evalmesh may use; empty means all that NVML reports.
 	GPUs []string `yaml:"gpus"`
+	// MaxParallel is how many runs a node takes on at once when it has no GPU (a GPU node
+	// takes one run per free GPU); 0 means 1.
+	MaxParallel int `yaml:"max_parallel"`
 }
 
 // DefaultConfigYAML is what `evalmesh init` writes; it is also parsed for the defaults, so
@@ -58,8 +61,9 @@ listen:
   - /ip4/127.0.0.1/tcp/4201
   - /ip4/127.0.0.1/udp/4201/quic-v1
 
-# Local HTTP API the CLI talks to. Keep it on 127.0.0.1: it is not authenticated.
-api: 127.0.0.1:5201
+# Local HTTP API the CLI talks to (docs/api.md). Port 0: a free port at each start, written
+# to HOME/api. Only the account that can read HOME/api.token may use it; keep it on loopback.
+api: 127.0.0.1:0
 
 # Peers to dial at start, as multiaddrs ending in /p2p/PEER_ID. Empty: talk to nobody.
 bootstrap: []
@@ -86,6 +90,8 @@ runner:
   allow_network: false
   # GPU UUIDs evalmesh may use; empty: every GPU NVML reports.
   gpus: []
+  # Runs at once on a node without GPUs (a GPU node takes one run per allowed GPU).
+  max_parallel: 1
 `
 
 // DefaultConfig returns the defaults.

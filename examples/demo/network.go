@@ -1,0 +1,437 @@
+package demo
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/examples/agents"
+	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
+	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/protocol"
+	"github.com/evalmesh/evalmesh/protocol/recon"
+	"github.com/evalmesh/evalmesh/runner"
+	"github.com/evalmesh/evalmesh/runner/process"
+	"github.com/evalmesh/evalmesh/scoring"
+)
+
+// The network demo: several labs on one machine, each with its own lab key, node home and
+// daemon on 127.0.0.1 (real libp2p, gossipsub and transfer). The example tasks are added on
+// the first lab's node only and reach the others over the network; a campaign signed by the
+// second lab is published on its node; the slots spread over all nodes, every run is
+// re-scored by another lab, and every node computes the same ledger root.
+
+// NetworkName is the demo network's name (its pubsub topics are /evalmesh/<name>/...).
+const NetworkName = "evalmesh-demo"
+
+// NetOptions tune the network demo. The zero value runs three labs.
+type NetOptions struct {
+	// Dir holds the labs and node homes; "" means a new temporary folder (kept, printed).
+	Dir string
+	// Nodes is the number of labs, one node each; 0 means 3.
+	Nodes int
+	// Seeds per (task, agent); 0 means 3.
+	Seeds int
+	// Agents and Tasks restrict the grid; empty means all baselines / all example tasks.
+	Agents, Tasks []string
+	// SelfExe is the evalmesh binary the agents run as; "" means os.Executable().
+	SelfExe string
+	// Keep leaves the daemons running after the result until ctx ends (`demo --keep`);
+	// Ready, if set, is called with the result first.
+	Keep  bool
+	Ready func(*NetResult)
+	// Timeout bounds the wait for the campaign to finish everywhere (default 5 minutes).
+	Timeout time.Duration
+	// Log receives progress lines; nil discards.
+	Log io.Writer
+}
+
+// NetNode is one lab's node in the result.
+type NetNode struct {
+	Lab        string   `json:"lab"`
+	LabID      string   `json:"lab_id"`
+	PeerID     string   `json:"peer_id"`
+	Home       string   `json:"home"`
+	Addrs      []string `json:"addrs"`
+	API        string   `json:"api"`
+	LedgerRoot string   `json:"ledger_root"`
+	// Runs and Rescores count the run and re-score attestations this node signed.
+	Runs     int `json:"runs"`
+	Rescores int `json:"rescores"`
+}
+
+// NetRun is one counted run: who ran it, who re-scored it.
+type NetRun struct {
+	Task       string   `json:"task"`
+	Agent      string   `json:"agent"`
+	Seed       int      `json:"seed"`
+	ID         string   `json:"attestation_id"`
+	RanBy      string   `json:"ran_by"`
+	RescoredBy []string `json:"rescored_by"`
+	Valid      bool     `json:"valid"`
+	Score      *float64 `json:"score"`
+}
+
+// NetResult is what the network demo did.
+type NetResult struct {
+	Dir      string    `json:"dir"`
+	Network  string    `json:"network"`
+	Campaign string    `json:"campaign"`
+	Nodes    []NetNode `json:"nodes"`
+	Runs     []NetRun  `json:"runs"`
+	// LedgerRoot is the root every node computed (the demo fails if they differ).
+	LedgerRoot string          `json:"ledger_root"`
+	Ledger     *scoring.Ledger `json:"ledger"`
+	// Policy says what the network counts; the demo counts process-executor runs, which a
+	// real network's default policy does not.
+	Policy string `json:"policy"`
+	// LedgerCommand recomputes LedgerRoot from the files the demo exported.
+	LedgerCommand []string `json:"ledger_command"`
+	Seconds       float64  `json:"seconds"`
+}
+
+type demoNode struct {
+	name  string
+	lab   *attest.Lab
+	h     home.Home
+	n     *node.Node
+	api   string
+	done  chan error
+	ready chan struct{}
+}
+
+// ExecuteNetwork runs the network demo.
+func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err error) {
+	start := time.Now()
+	log := opts.Log
+	if log == nil {
+		log = io.Discard
+	}
+	if opts.Nodes <= 0 {
+		opts.Nodes = 3
+	}
+	if opts.Nodes < 2 {
+		return nil, errors.New("the network demo needs at least 2 nodes (re-scores come from another lab)")
+	}
+	if opts.Seeds <= 0 {
+		opts.Seeds = 3
+	}
+	if len(opts.Agents) == 0 {
+		opts.Agents = agents.Baselines
+	}
+	if len(opts.Tasks) == 0 {
+		opts.Tasks = exampletasks.Names
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Minute
+	}
+	dir := opts.Dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "evalmesh-demo-net-"); err != nil {
+			return nil, err
+		}
+	} else if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+		return nil, fmt.Errorf("%s is not empty: the network demo makes its labs and node homes in a new folder (omit --home or pass a new one)", dir)
+	}
+	res = &NetResult{Dir: dir, Network: NetworkName}
+
+	// Labs, node homes, certificates and one trust file listing every lab.
+	trust := attest.NewTrustStore()
+	nodes := make([]*demoNode, opts.Nodes)
+	for i := range nodes {
+		name := fmt.Sprintf("lab%d", i+1)
+		lab, err := attest.InitLab(filepath.Join(dir, "labs", name), name)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := trust.AddLab(name, lab.Pub); err != nil {
+			return nil, err
+		}
+		h := home.Home{Dir: filepath.Join(dir, "nodes", name)}
+		if _, err := h.Init(); err != nil {
+			return nil, err
+		}
+		cfg := home.DefaultConfig()
+		cfg.Network = NetworkName
+		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+		cfg.API = "127.0.0.1:0"
+		cfg.Runner.Executor = "process"
+		cfg.Runner.MaxParallel = 2
+		raw, err := yaml.Marshal(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if err := home.WriteFileAtomic(h.ConfigPath(), raw, 0o644); err != nil {
+			return nil, err
+		}
+		key, err := h.Identity()
+		if err != nil {
+			return nil, err
+		}
+		pid, err := peerIDOfKey(key)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := certifyNode(h, lab, pid, time.Now()); err != nil {
+			return nil, err
+		}
+		nodes[i] = &demoNode{name: name, lab: lab, h: h, done: make(chan error, 1), ready: make(chan struct{})}
+	}
+	doc, err := demoNetworkDoc(nodes)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range nodes {
+		if err := trust.Save(filepath.Join(d.h.Dir, TrustFile)); err != nil {
+			return nil, err
+		}
+		if err := home.WriteFileAtomic(filepath.Join(d.h.Dir, NetworkDocFile), doc.Canonical(), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Fprintf(log, "%d labs, one node each, in %s; trust file lists all %d labs; this network counts process-executor runs (a real network's default counts only isolated runs)\n", opts.Nodes, dir, opts.Nodes)
+	res.Policy = "replication 1; process-executor runs counted (demo opt-in: agents are not isolated)"
+
+	// Daemons, in this process, each with its own home, host, store and API.
+	dctx, stopDaemons := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() {
+		if opts.Keep && err == nil {
+			<-ctx.Done()
+		}
+		stopDaemons()
+		wg.Wait()
+	}()
+	pol := attest.AcceptPolicy{Replication: doc.Ledger.Replication, AllowProcessRuns: doc.CountsExecutor(attest.IsolationProcess)}
+	sc := doc.ScoringOptions()
+	for _, d := range nodes {
+		d := d
+		r, err := runner.ForHome(d.h, map[string]runner.Executor{"process": process.New(process.Options{})}, "process", io.Discard)
+		if err != nil {
+			return nil, err
+		}
+		r.SelfExe = opts.SelfExe
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.done <- node.Run(dctx, d.h, node.Options{
+				Mesh: func(n *node.Node) (*node.MeshOptions, error) {
+					return &node.MeshOptions{Trust: trust, Runner: r, Capacity: 2, Policy: pol, Scoring: sc, NetworkDoc: doc,
+						RescoreTimeout: 20 * time.Second,
+						Claims:         protocol.ClaimConfig{Lease: 30 * time.Second, Settle: 150 * time.Millisecond}}, nil
+				},
+			}, func(n *node.Node, api string) {
+				d.n, d.api = n, api
+				close(d.ready)
+			})
+		}()
+	}
+	for _, d := range nodes {
+		select {
+		case <-d.ready:
+		case err := <-d.done:
+			return nil, fmt.Errorf("daemon of %s: %w", d.name, err)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	// A full mesh of connections on loopback.
+	for i, d := range nodes {
+		for _, o := range nodes[:i] {
+			if err := d.n.Connect(ctx, o.n.Addrs()[0]); err != nil {
+				return nil, fmt.Errorf("connect %s to %s: %w", d.name, o.name, err)
+			}
+		}
+	}
+	for _, d := range nodes {
+		res.Nodes = append(res.Nodes, NetNode{Lab: d.name, LabID: d.lab.ID, PeerID: d.n.ID().String(), Home: d.h.Dir, Addrs: d.n.Addrs(), API: d.api})
+	}
+
+	// The example tasks, on the first lab's node only.
+	tasksDir := filepath.Join(dir, "examples", "tasks")
+	if _, err := exampletasks.Generate(tasksDir); err != nil {
+		return nil, err
+	}
+	var taskCIDs []string
+	for _, name := range opts.Tasks {
+		c, err := nodes[0].n.Add(ctx, filepath.Join(tasksDir, name), node.AddOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("add task %s on %s: %w", name, nodes[0].name, err)
+		}
+		taskCIDs = append(taskCIDs, c.String())
+		fmt.Fprintf(log, "task %-12s %s added on %s\n", name, c, nodes[0].name)
+	}
+	agentsDir := filepath.Join(dir, "examples", "agents")
+	specs, err := writeAgentSpecs(agentsDir)
+	if err != nil {
+		return nil, err
+	}
+
+	// The campaign: signed by the second lab's key, published on its node.
+	c := &protocol.Campaign{Network: NetworkName, Title: "evalmesh demo: example agents x example tasks",
+		Tasks: taskCIDs, Seeds: opts.Seeds, Replication: 1, Created: time.Now().Add(-time.Minute), Deadline: time.Now().Add(24 * time.Hour)}
+	for _, a := range opts.Agents {
+		c.Agents = append(c.Agents, protocol.NewCampaignAgent(specs[a]))
+	}
+	env, id, err := protocol.SignCampaign(nodes[1].lab, c)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := nodes[1].n.Mesh().PublishCampaign(env); err != nil {
+		return nil, err
+	}
+	res.Campaign = id
+	slots := len(taskCIDs) * len(opts.Agents) * opts.Seeds
+	fmt.Fprintf(log, "campaign %s (%d slots, replication 1) signed by %s, published on its node\n", id, slots, nodes[1].name)
+
+	// Wait until every node has every run re-scored and all roots agree.
+	deadline := time.Now().Add(opts.Timeout)
+	lastDone := -1
+	for {
+		roots := map[string]bool{}
+		counted := 0
+		for _, d := range nodes {
+			l := d.n.Mesh().Ledger()
+			if l == nil || l.Report == nil {
+				roots[""] = true
+				continue
+			}
+			roots[l.Root] = true
+			counted = l.Report.Counted
+		}
+		rep, err := nodes[0].n.Mesh().CampaignStatus(ctx, id)
+		done := 0
+		if err == nil {
+			done = rep.Status.Done
+		}
+		if done != lastDone {
+			fmt.Fprintf(log, "%d/%d slots done, %d runs counted on %s\n", done, slots, counted, nodes[0].name)
+			lastDone = done
+		}
+		if len(roots) == 1 && !roots[""] && counted == slots {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the campaign did not finish with equal roots within %s (%d/%d slots done, roots %v)", opts.Timeout, done, slots, keys(roots))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+
+	// Who ran and who re-scored what, as the first node's store says.
+	peerLab := map[string]string{}
+	for i, d := range nodes {
+		peerLab[d.n.ID().String()] = d.name
+		_ = i
+	}
+	first := nodes[0].n.Mesh()
+	rep, err := first.CampaignStatus(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]string{}
+	for i, t := range taskCIDs {
+		names[t] = opts.Tasks[i]
+	}
+	for _, s := range rep.Slots {
+		for _, r := range s.Runs {
+			nr := NetRun{Task: names[s.Task], Agent: specNameByCID(specs, s.Agent), Seed: s.Seed, ID: r.AttestationID,
+				RanBy: peerLab[r.PeerID], Valid: r.Valid, Score: r.Score, RescoredBy: []string{}}
+			for _, x := range r.Rescores {
+				nr.RescoredBy = append(nr.RescoredBy, peerLab[x.PeerID])
+			}
+			res.Runs = append(res.Runs, nr)
+			for j := range res.Nodes {
+				if res.Nodes[j].PeerID == r.PeerID {
+					res.Nodes[j].Runs++
+				}
+				for _, x := range r.Rescores {
+					if res.Nodes[j].PeerID == x.PeerID {
+						res.Nodes[j].Rescores++
+					}
+				}
+			}
+		}
+	}
+	for i, d := range nodes {
+		l := d.n.Mesh().Ledger()
+		res.Nodes[i].LedgerRoot = l.Root
+		res.LedgerRoot, res.Ledger = l.Root, l.Ledger
+	}
+
+	// The files anyone can recompute the root from: every envelope of the first node's
+	// store, the tasks, the agent specs, the trust file.
+	exportDir := filepath.Join(dir, "ledger-input", "attestations")
+	if err := os.MkdirAll(exportDir, 0o755); err != nil {
+		return nil, err
+	}
+	err = nodes[0].n.Store().Attestations().Each(func(_ recon.ID, env []byte) error {
+		return home.WriteFileAtomic(filepath.Join(exportDir, attest.EnvelopeID(env)+".json"), env, 0o644)
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.LedgerCommand = append([]string{"evalmesh", "ledger", "--trust", filepath.Join(nodes[0].h.Dir, TrustFile),
+		"--tasks", tasksDir, "--agents", agentsDir, "--attestations", exportDir}, demoLedgerFlags...)
+	res.Seconds = time.Since(start).Seconds()
+	if opts.Keep && opts.Ready != nil {
+		opts.Ready(res)
+	}
+	return res, nil
+}
+
+func specNameByCID(specs map[string]*runner.AgentSpec, c string) string {
+	for name, s := range specs {
+		if s.CID() == c {
+			return name
+		}
+	}
+	return c
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// shortList joins names for a table cell.
+func shortList(s []string) string {
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, ",")
+}
+
+// NetworkDocFile is where each demo node keeps the network document.
+const NetworkDocFile = "network.json"
+
+// demoNetworkDoc is the demo network's document: its labs, replication 1, and process runs
+// counted (visibly: the demo has no containers).
+func demoNetworkDoc(nodes []*demoNode) (*protocol.NetworkDoc, error) {
+	d := &protocol.NetworkDoc{Version: protocol.NetworkDocVersion, Network: NetworkName,
+		Ledger: protocol.LedgerPolicy{Worst: Scoring.Worst, BootstrapRounds: Scoring.BootstrapRounds, Replication: 1,
+			Executors: []string{attest.IsolationContainer, attest.IsolationProcess}}}
+	for _, n := range nodes {
+		d.Labs = append(d.Labs, protocol.NetworkLab{Name: n.name, Key: base64.StdEncoding.EncodeToString(n.lab.Pub)})
+	}
+	return protocol.ParseNetworkDoc(d.Canonical())
+}

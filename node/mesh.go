@@ -1,0 +1,1145 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	blocks "github.com/ipfs/go-block-format"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/protocol"
+	"github.com/evalmesh/evalmesh/protocol/recon"
+	"github.com/evalmesh/evalmesh/runner"
+	"github.com/evalmesh/evalmesh/scoring"
+	"github.com/evalmesh/evalmesh/tasks"
+)
+
+// The mesh is the daemon's part in a network (docs/design.md, "the daemon's main loop"):
+// campaigns in, claims out, runs on this node's capacity, attestations and re-scores
+// gossiped, the ledger recomputed from the verified store. The decisions are made in
+// protocol (the claim machine, the re-scorer order), runner (runs and re-scores) and
+// attest/scoring (the ledger); this file only carries them out.
+//
+// Concurrency: one goroutine, the loop, owns the claim machine and every table below it;
+// everything else (subscriptions, runs, re-scores, the API) hands it closures through do
+// and query. Runs, re-scores, fetches and the ledger computation run on their own
+// goroutines, so a slow fetch or a big ledger never stalls ingestion.
+
+// MeshOptions configure a node's part in its network.
+type MeshOptions struct {
+	// Trust lists the network's labs; every message and attestation is checked under it.
+	Trust *attest.TrustStore
+	// Runner runs won slots and signs runs and re-scores with the node key under its lab
+	// certificate (Runner.Cert); it must have one.
+	Runner *runner.Runner
+	// Capacity is how many runs this node holds at once (GPU count, or runner.max_parallel
+	// on a CPU-only node); 0 means 1.
+	Capacity int
+	// Claims tunes leases, heartbeats and settling (zero fields: protocol defaults).
+	Claims protocol.ClaimConfig
+	// RescoreTimeout is how long a chosen re-scorer lab may stay silent before the next lab
+	// in the order steps in (default 2 minutes).
+	RescoreTimeout time.Duration
+	// Policy and Scoring are the network's ledger options (its network document): every
+	// node of the network must use the same, or their roots differ.
+	Policy  attest.AcceptPolicy
+	Scoring scoring.Options
+	// LedgerDebounce is how long after new attestations the ledger is recomputed (default
+	// 250 ms): a burst of arrivals costs one computation.
+	LedgerDebounce time.Duration
+	// NetworkDoc is the network's document; its hash goes into every head, so a peer on
+	// another document is reported as such, never as a disagreeing root. nil: hash "".
+	NetworkDoc *protocol.NetworkDoc
+	// HeadsInterval is how often the node announces its head on /heads (default 5 s) and
+	// SyncInterval how often it reconciles with one random peer (default 30 s).
+	HeadsInterval, SyncInterval time.Duration
+	// PubSub tunes gossipsub's queues (zero: node defaults).
+	PubSub PubSubOptions
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Mesh is a running node's part in its network. Start it with StartMesh; Close stops it.
+type Mesh struct {
+	n     *Node
+	opts  MeshOptions
+	ps    *PubSub
+	store *Store
+	lab   string
+	self  string
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+
+	events  chan func()
+	publish chan protocol.ClaimMessage
+
+	closeOnce sync.Once
+	closeErr  error
+
+	// Owned by the loop goroutine.
+	cm        *protocol.ClaimMachine
+	campaigns map[string]*meshCampaign
+	slots     map[string]slotRef // slot ID -> where it is
+	running   map[string]*activeRun
+	runs      map[string]*runRecord // run attestation ID -> record
+	bySlot    map[string][]string   // slot ID -> run attestation IDs, in arrival order
+	rescores  map[string][]rescoreRecord
+	rescoring map[string]bool      // run IDs this node is re-scoring now
+	labPeers  map[string]time.Time // nodes of our lab heard from, for the re-score split
+	pending   map[string]bool      // campaigns whose bundles are being fetched
+	wake      *time.Timer
+	heads     *protocol.HeadsTracker
+	headSeq   uint64
+	docHash   string
+
+	bundleMu sync.Mutex
+	bundles  map[string]*sync.Mutex // per-CID fetch lock
+
+	ledgerMu    sync.Mutex
+	ledgerDirty bool
+	ledgerTimer *time.Timer
+	ledger      *MeshLedger
+	ledgerCount int // computations, for tests
+}
+
+type meshCampaign struct {
+	v      *protocol.VerifiedCampaign
+	tasks  map[string]tasks.Meta // bundle CID -> metadata (after fetching it)
+	agents map[string]*runner.AgentSpec
+	added  bool // handed to the claim machine
+}
+
+type slotRef struct {
+	campaign string
+	slot     attest.Slot
+}
+
+type activeRun struct {
+	cancel  context.CancelFunc
+	attempt int
+	aborted bool
+}
+
+type runRecord struct {
+	ID, Node, Lab string
+	Slot          attest.Slot
+	SlotID        string
+	Attempt       int
+	Valid         bool
+	Score         *float64
+	Envelope      []byte
+	FirstSeen     time.Time
+}
+
+type rescoreRecord struct {
+	ID, Node, Lab string
+	Score         *float64
+	Valid         bool
+}
+
+// MeshLedger is the last ledger the mesh computed from its store.
+type MeshLedger struct {
+	Ledger       *scoring.Ledger      `json:"ledger"`
+	Report       *attest.LedgerReport `json:"report"`
+	Root         string               `json:"ledger_root"`
+	Attestations int                  `json:"attestations"`
+	At           time.Time            `json:"at"`
+}
+
+// StartMesh joins n to its network: gossipsub with the protocol's validators, the verified
+// store, and the loop. n must have been started with a store (Node.Store).
+func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
+	if opts.Trust == nil {
+		return nil, errors.New("mesh: no trust store: list the network's labs (config trust:)")
+	}
+	if opts.Runner == nil || opts.Runner.Key == nil {
+		return nil, errors.New("mesh: no runner with a signing key")
+	}
+	if opts.Runner.Cert == nil {
+		return nil, fmt.Errorf("mesh: this node has no lab certificate (%s): ask the lab for one with `evalmesh lab certify --node %s`", n.home.CertPath(), n.ID())
+	}
+	if opts.Capacity <= 0 {
+		opts.Capacity = 1
+	}
+	if opts.RescoreTimeout <= 0 {
+		opts.RescoreTimeout = 2 * time.Minute
+	}
+	if opts.LedgerDebounce <= 0 {
+		opts.LedgerDebounce = 250 * time.Millisecond
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.HeadsInterval <= 0 {
+		opts.HeadsInterval = 5 * time.Second
+	}
+	if opts.SyncInterval <= 0 {
+		opts.SyncInterval = 30 * time.Second
+	}
+	st := n.Store()
+	if st == nil {
+		return nil, errors.New("mesh: the node has no attestation store")
+	}
+	st.SetTrust(opts.Trust)
+	cert := opts.Runner.Cert
+	m := &Mesh{
+		n: n, opts: opts, store: st, lab: cert.Lab, self: n.ID().String(),
+		events: make(chan func(), 1024), publish: make(chan protocol.ClaimMessage, 4096),
+		campaigns: map[string]*meshCampaign{}, slots: map[string]slotRef{}, running: map[string]*activeRun{},
+		runs: map[string]*runRecord{}, bySlot: map[string][]string{}, rescores: map[string][]rescoreRecord{},
+		rescoring: map[string]bool{}, labPeers: map[string]time.Time{}, pending: map[string]bool{},
+		bundles: map[string]*sync.Mutex{}, heads: protocol.NewHeadsTracker(), headSeq: uint64(time.Now().UnixNano()),
+	}
+	if opts.NetworkDoc != nil {
+		m.docHash = opts.NetworkDoc.Hash()
+	}
+	cc := opts.Claims
+	cc.Self, cc.Lab, cc.Cert, cc.Capacity = m.self, cert.Lab, cert.Raw(), opts.Capacity
+	m.cm = protocol.NewClaimMachine(cc)
+	m.ctx, m.stop = context.WithCancel(context.Background())
+
+	network := n.cfg.Network
+	trust := opts.Trust
+	validators := map[string]protocol.ValidatorFunc{
+		protocol.TopicCampaigns: protocol.CampaignValidator(trust, network, 0, opts.Now),
+		protocol.TopicClaims: func(from peer.ID, data []byte) protocol.Validation {
+			return protocol.ValidateClaim(data, from.String(), trust, opts.Now())
+		},
+		protocol.TopicAttestations: protocol.AttestationValidator(protocol.AttestationCheck{Trust: trust}),
+		protocol.TopicHeads: func(from peer.ID, data []byte) protocol.Validation {
+			_, v := protocol.ValidateHead(data, from, network)
+			return v
+		},
+	}
+	ps, err := NewPubSub(ctx, n.host, network, validators, opts.PubSub)
+	if err != nil {
+		return nil, err
+	}
+	m.ps = ps
+
+	// What enters the store from any source (gossip, sync, a local run, an import) reaches
+	// the loop once, after it is on disk; what did not come by gossip is gossiped on.
+	st.Attestations().OnNew(func(src Source, envs [][]byte) {
+		for _, env := range envs {
+			env := env
+			if src != SourceGossip {
+				m.gossip(protocol.TopicAttestations, env)
+			}
+			m.do(func() { m.onAttestation(env) })
+		}
+		m.ledgerChanged()
+	})
+	st.Campaigns().OnNew(func(src Source, envs [][]byte) {
+		for _, env := range envs {
+			env := env
+			if src != SourceGossip {
+				m.gossip(protocol.TopicCampaigns, env)
+			}
+			m.do(func() { m.onCampaign(env) })
+		}
+	})
+
+	for _, kind := range []string{protocol.TopicCampaigns, protocol.TopicClaims, protocol.TopicAttestations, protocol.TopicHeads} {
+		msgs, cancel, err := ps.Subscribe(m.ctx, kind)
+		if err != nil {
+			m.stop()
+			ps.Close()
+			return nil, err
+		}
+		m.wg.Add(1)
+		go m.consume(kind, msgs, cancel)
+	}
+	m.wake = time.NewTimer(time.Hour)
+	m.wg.Add(3)
+	go m.loop()
+	go m.publisher()
+	go func() {
+		defer m.wg.Done()
+		if sy := n.Syncer(); sy != nil {
+			sy.Run(m.ctx, opts.SyncInterval)
+		}
+	}()
+
+	// What the store already holds (a restart) is replayed through the loop, so campaigns
+	// resume and finished slots stay finished.
+	_ = st.Campaigns().Each(func(_ recon.ID, env []byte) error {
+		m.do(func() { m.onCampaign(env) })
+		return nil
+	})
+	_ = st.Attestations().Each(func(_ recon.ID, env []byte) error {
+		m.do(func() { m.onAttestation(env) })
+		return nil
+	})
+	m.ledgerChanged()
+	return m, nil
+}
+
+// Close releases this node's claims (so others need not wait for the leases), stops the
+// loop and its runs' contexts, and leaves gossipsub. Runs' state stays on disk: the next
+// start recovers them.
+func (m *Mesh) Close() error {
+	m.closeOnce.Do(func() { m.closeErr = m.close() })
+	return m.closeErr
+}
+
+func (m *Mesh) close() error {
+	done := make(chan struct{})
+	if m.do(func() {
+		m.apply(m.cm.Shutdown(m.opts.Now()))
+		close(done)
+	}) {
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+		}
+	}
+	// Let the releases go out before leaving the topics.
+	deadline := time.Now().Add(time.Second)
+	for len(m.publish) > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	m.stop()
+	m.wg.Wait()
+	m.ledgerMu.Lock()
+	if m.ledgerTimer != nil {
+		m.ledgerTimer.Stop()
+	}
+	m.ledgerMu.Unlock()
+	return m.ps.Close()
+}
+
+// PubSub returns the mesh's gossipsub (counters for metrics and tests).
+func (m *Mesh) PubSub() *PubSub { return m.ps }
+
+// do hands f to the loop; false when the mesh has stopped.
+func (m *Mesh) do(f func()) bool {
+	select {
+	case m.events <- f:
+		return true
+	case <-m.ctx.Done():
+		return false
+	}
+}
+
+// query runs f on the loop and waits for it.
+func (m *Mesh) query(ctx context.Context, f func()) error {
+	done := make(chan struct{})
+	if !m.do(func() { f(); close(done) }) {
+		return errors.New("mesh stopped")
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (m *Mesh) loop() {
+	defer m.wg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	headsTick := time.NewTicker(m.opts.HeadsInterval)
+	defer headsTick.Stop()
+	for {
+		select {
+		case <-m.ctx.Done():
+			for _, r := range m.running {
+				r.cancel()
+			}
+			return
+		case f := <-m.events:
+			f()
+		case <-m.wake.C:
+			m.apply(m.cm.Tick(m.opts.Now()))
+		case <-tick.C:
+			now := m.opts.Now()
+			m.apply(m.cm.Tick(now))
+			m.rescoreDuties(now)
+		case <-headsTick.C:
+			m.announceHead()
+		}
+	}
+}
+
+func (m *Mesh) consume(kind string, msgs <-chan Message, cancel func()) {
+	defer m.wg.Done()
+	defer cancel()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case msg, ok := <-msgs:
+			if !ok {
+				return
+			}
+			if msg.Local {
+				continue
+			}
+			switch kind {
+			case protocol.TopicClaims:
+				c, err := protocol.DecodeClaim(msg.Data)
+				if err != nil {
+					continue
+				}
+				m.do(func() {
+					if c.Lab == m.lab {
+						m.labPeers[c.PeerID] = m.opts.Now()
+					}
+					m.apply(m.cm.Receive(c, m.opts.Now()))
+				})
+			case protocol.TopicAttestations:
+				_, _ = m.store.Attestations().Add([][]byte{msg.Data}, SourceGossip, msg.From.String())
+			case protocol.TopicCampaigns:
+				_, _ = m.store.Campaigns().Add([][]byte{msg.Data}, SourceGossip, msg.From.String())
+			case protocol.TopicHeads:
+				h, err := protocol.DecodeHead(msg.Data)
+				if err != nil {
+					continue
+				}
+				m.do(func() { m.onHead(h) })
+			}
+		}
+	}
+}
+
+// publisher sends the claim machine's messages in order, off the loop.
+func (m *Mesh) publisher() {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case c := <-m.publish:
+			data, err := protocol.EncodeClaim(&c)
+			if err != nil {
+				m.n.opts.Logf("mesh: encode claim: %v", err)
+				continue
+			}
+			if err := m.ps.Publish(m.ctx, protocol.TopicClaims, data); err != nil && m.ctx.Err() == nil {
+				m.n.opts.Logf("mesh: publish claim %s: %v", c.Slot, err)
+			}
+		}
+	}
+}
+
+func (m *Mesh) gossip(kind string, data []byte) {
+	go func() {
+		if err := m.ps.Publish(m.ctx, kind, data); err != nil && m.ctx.Err() == nil {
+			m.n.opts.Logf("mesh: publish on %s: %v", kind, err)
+		}
+	}()
+}
+
+// apply carries out the claim machine's actions: publish, abort, start (in that order).
+func (m *Mesh) apply(a protocol.Actions) {
+	for _, c := range a.Publish {
+		select {
+		case m.publish <- c:
+		default:
+			// A full queue loses a claim message, which the protocol tolerates (claims are
+			// soft state); blocking the loop would not.
+			m.n.opts.Logf("mesh: claim queue full: dropped %s of %s", c.Kind, c.Slot)
+		}
+	}
+	for _, ab := range a.Abort {
+		if r, ok := m.running[ab.SlotID]; ok {
+			r.aborted = true
+			r.cancel()
+			delete(m.running, ab.SlotID)
+			m.n.opts.Logf("mesh: aborted run of slot %s (%s)", ab.SlotID, ab.Reason)
+		}
+	}
+	now := m.opts.Now()
+	for _, s := range a.Start {
+		m.startRun(s, now)
+	}
+	if !a.Wake.IsZero() {
+		d := a.Wake.Sub(now)
+		if d < 0 {
+			d = 0
+		}
+		if !m.wake.Stop() {
+			select {
+			case <-m.wake.C:
+			default:
+			}
+		}
+		m.wake.Reset(d)
+	}
+}
+
+// onCampaign handles a campaign the store accepted: fetch its bundles (their metadata is a
+// ledger input and a node runs only what it holds), then hand it to the claim machine.
+func (m *Mesh) onCampaign(env []byte) {
+	v, err := protocol.VerifyCampaign(env, m.opts.Trust, protocol.CampaignVerifyOptions{Now: m.opts.Now(), Network: m.n.cfg.Network})
+	if err != nil {
+		// Expired since it was stored, say: its runs still count, nothing more is claimed.
+		if protocol.CampaignReasonOf(err) != protocol.CampaignExpired {
+			return
+		}
+		v, err = protocol.VerifyCampaign(env, m.opts.Trust, protocol.CampaignVerifyOptions{Now: m.campaignCreated(env), Network: m.n.cfg.Network})
+		if err != nil {
+			return
+		}
+	}
+	if _, ok := m.campaigns[v.ID]; ok || m.pending[v.ID] {
+		return
+	}
+	m.pending[v.ID] = true
+	go m.prepareCampaign(v, 0)
+}
+
+func (m *Mesh) campaignCreated(env []byte) time.Time {
+	e, err := attest.DecodeEnvelope(env)
+	if err != nil {
+		return time.Time{}
+	}
+	c, err := protocol.DecodeCampaign(e.Payload)
+	if err != nil {
+		return time.Time{}
+	}
+	return c.Created
+}
+
+// prepareCampaign fetches a campaign's bundles and parses its agents, retrying while peers
+// that hold the bundles are not reachable yet.
+func (m *Mesh) prepareCampaign(v *protocol.VerifiedCampaign, try int) {
+	mc := &meshCampaign{v: v, tasks: map[string]tasks.Meta{}, agents: map[string]*runner.AgentSpec{}}
+	for _, a := range v.Campaign.Agents {
+		spec, err := runner.ParseAgentSpec(a.Spec)
+		if err != nil {
+			m.n.opts.Logf("mesh: campaign %s: agent %s: %v", v.ID, a.CID, err)
+			return
+		}
+		mc.agents[a.CID] = spec
+	}
+	for _, t := range v.Campaign.Tasks {
+		ctx, cancel := context.WithTimeout(m.ctx, 2*time.Minute)
+		dir, err := m.BundleDir(ctx, t)
+		cancel()
+		if err == nil {
+			var meta *tasks.Meta
+			if meta, err = tasks.LoadMeta(dir); err == nil {
+				mc.tasks[t] = *meta
+				continue
+			}
+		}
+		if m.ctx.Err() != nil {
+			return
+		}
+		m.n.opts.Logf("mesh: campaign %s: bundle %s: %v (retrying)", v.ID, t, err)
+		delay := min(time.Duration(1<<min(try, 5))*time.Second, 30*time.Second)
+		select {
+		case <-m.ctx.Done():
+		case <-time.After(delay):
+			go m.prepareCampaign(v, try+1)
+		}
+		return
+	}
+	m.do(func() { m.addCampaign(mc) })
+}
+
+func (m *Mesh) addCampaign(mc *meshCampaign) {
+	delete(m.pending, mc.v.ID)
+	c := mc.v.Campaign
+	m.campaigns[mc.v.ID] = mc
+	spec := protocol.CampaignSpec{ID: mc.v.ID, Created: c.Created, Deadline: c.Deadline}
+	for _, s := range c.Slots() {
+		id := protocol.SlotID(s)
+		m.slots[id] = slotRef{campaign: mc.v.ID, slot: s}
+		limit := time.Duration(0)
+		if meta, ok := mc.tasks[s.Task]; ok && meta.Limits.WallClockSeconds > 0 {
+			// The runner enforces the task's own limit; the claim's hard limit adds the
+			// time to fetch, evaluate and sign.
+			limit = time.Duration(meta.Limits.WallClockSeconds)*time.Second + 5*time.Minute
+		}
+		spec.Slots = append(spec.Slots, protocol.SlotSpec{ID: id, Slot: s, HardLimit: limit})
+	}
+	mc.added = true
+	now := m.opts.Now()
+	m.apply(m.cm.AddCampaign(spec, now))
+	// Runs that arrived before the campaign finish their slots now.
+	for id, refs := range m.bySlot {
+		if _, ok := m.slots[id]; ok && len(refs) > 0 {
+			m.apply(m.cm.SlotFinished(id, now))
+		}
+	}
+	m.n.opts.Logf("mesh: campaign %s %q: %d slots", mc.v.ID, c.Title, len(spec.Slots))
+	m.ledgerChanged()
+}
+
+// startRun starts a run the claim machine asked for, on its own goroutine.
+func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
+	mc := m.campaigns[s.Campaign]
+	if mc == nil {
+		m.apply(m.cm.RunEnded(s.Slot.ID, protocol.RunOutcome{Kind: protocol.RunInfraFailed, Detail: "campaign unknown"}, now))
+		return
+	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	ar := &activeRun{cancel: cancel, attempt: s.Attempt}
+	m.running[s.Slot.ID] = ar
+	m.apply(m.cm.RunStarted(s.Slot.ID, now))
+	spec := mc.agents[s.Slot.Slot.Agent]
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer cancel()
+		outcome := m.execute(ctx, s, spec)
+		m.do(func() {
+			if ar.aborted || m.running[s.Slot.ID] != ar {
+				return // the machine already considers the run over
+			}
+			delete(m.running, s.Slot.ID)
+			m.apply(m.cm.RunEnded(s.Slot.ID, outcome, m.opts.Now()))
+		})
+	}()
+}
+
+// execute runs one slot: bundle, agent, evaluation, signature; then the submission and log
+// archive go into the blockstore (peers fetch them by the CIDs in the attestation) and the
+// attestation into the store, which gossips it.
+func (m *Mesh) execute(ctx context.Context, s protocol.StartRun, spec *runner.AgentSpec) protocol.RunOutcome {
+	infra := func(err error) protocol.RunOutcome {
+		m.n.opts.Logf("mesh: run of slot %s failed (infrastructure): %v", s.Slot.ID, err)
+		return protocol.RunOutcome{Kind: protocol.RunInfraFailed, Detail: err.Error()}
+	}
+	if spec == nil {
+		return infra(fmt.Errorf("agent %s is not in campaign %s", s.Slot.Slot.Agent, s.Campaign))
+	}
+	dir, err := m.BundleDir(ctx, s.Slot.Slot.Task)
+	if err != nil {
+		return infra(err)
+	}
+	o, err := m.opts.Runner.Run(ctx, runner.Request{
+		TaskDir: dir, TaskCID: s.Slot.Slot.Task, Agent: spec, Seed: s.Slot.Slot.Seed,
+		Campaign: s.Campaign, Attempt: s.Attempt,
+	})
+	if err != nil {
+		return infra(err)
+	}
+	if err := m.ingestRun(ctx, o.Envelope); err != nil {
+		return infra(err)
+	}
+	if o.Valid {
+		return protocol.RunOutcome{Kind: protocol.RunValid}
+	}
+	return protocol.RunOutcome{Kind: protocol.RunAgentFailed, Detail: o.InvalidReason}
+}
+
+// ingestRun stores the objects a run attestation names (from HOME/objects) as raw blocks,
+// then the attestation itself.
+func (m *Mesh) ingestRun(ctx context.Context, env []byte) error {
+	e, err := attest.DecodeEnvelope(env)
+	if err != nil {
+		return err
+	}
+	st, _, _, err := attest.DecodeStatement(e.Payload)
+	if err != nil {
+		return err
+	}
+	for _, sub := range st.Subject {
+		cs, _ := sub.Annotations[attest.AnnotationCID].(string)
+		if cs == "" {
+			continue
+		}
+		if err := m.putObject(ctx, cs); err != nil {
+			return err
+		}
+	}
+	res, err := m.store.Attestations().Add([][]byte{env}, SourceLocal, "")
+	if err != nil {
+		return err
+	}
+	if len(res) == 1 && res[0].Status == StatusRefused {
+		return fmt.Errorf("own attestation %s refused by the store: %s %s", res[0].ID, res[0].Reason, res[0].Detail)
+	}
+	return nil
+}
+
+func (m *Mesh) putObject(ctx context.Context, cs string) error {
+	c, err := cid.Decode(cs)
+	if err != nil {
+		return fmt.Errorf("object CID %q: %w", cs, err)
+	}
+	data, err := os.ReadFile(filepath.Join(runner.ObjectsDir(m.n.home), cs))
+	if err != nil {
+		return err
+	}
+	b, err := blocks.NewBlockWithCid(data, c)
+	if err != nil {
+		return err
+	}
+	if err := m.n.bstore.Put(ctx, b); err != nil {
+		return err
+	}
+	return m.n.store.Sync()
+}
+
+// BundleDir returns the unpacked bundle of a task CID under HOME/bundles, fetching it from
+// peers first if this node does not have it (one fetch per CID at a time).
+func (m *Mesh) BundleDir(ctx context.Context, cs string) (string, error) {
+	c, err := cid.Decode(cs)
+	if err != nil {
+		return "", fmt.Errorf("task CID %q: %w", cs, err)
+	}
+	dir := filepath.Join(m.n.home.Dir, "bundles", c.String())
+	m.bundleMu.Lock()
+	mu := m.bundles[c.String()]
+	if mu == nil {
+		mu = &sync.Mutex{}
+		m.bundles[c.String()] = mu
+	}
+	m.bundleMu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	if _, err := os.Stat(filepath.Join(dir, tasks.MetaFile)); err == nil {
+		return dir, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".unpack-"+c.String()+"-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	target := filepath.Join(tmp, "b")
+	if err := m.n.Get(ctx, c, target, GetOptions{}); err != nil {
+		return "", err
+	}
+	if err := os.Rename(target, dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// onAttestation records a run or re-score the store accepted.
+func (m *Mesh) onAttestation(env []byte) {
+	e, err := attest.DecodeEnvelope(env)
+	if err != nil {
+		return
+	}
+	_, run, rs, err := attest.DecodeStatement(e.Payload)
+	if err != nil {
+		return
+	}
+	id := attest.EnvelopeID(env)
+	now := m.opts.Now()
+	switch {
+	case run != nil:
+		if _, ok := m.runs[id]; ok {
+			return
+		}
+		slotID := protocol.SlotID(run.Slot)
+		m.runs[id] = &runRecord{ID: id, Node: run.Node, Lab: run.Lab, Slot: run.Slot, SlotID: slotID,
+			Attempt: max(run.Attempt, 1), Valid: run.Valid, Score: run.Score, Envelope: env, FirstSeen: now}
+		m.bySlot[slotID] = append(m.bySlot[slotID], id)
+		if _, ok := m.slots[slotID]; ok {
+			m.apply(m.cm.SlotFinished(slotID, now))
+		}
+		m.rescoreDuty(m.runs[id], now)
+	case rs != nil:
+		for _, r := range m.rescores[rs.Run] {
+			if r.ID == id {
+				return
+			}
+		}
+		m.rescores[rs.Run] = append(m.rescores[rs.Run], rescoreRecord{ID: id, Node: rs.Node, Lab: rs.Lab, Score: rs.Score, Valid: rs.Valid})
+	}
+}
+
+func (m *Mesh) trustedLabs() []string {
+	var out []string
+	for _, l := range m.opts.Trust.Labs() {
+		id := l.ID
+		if id == "" {
+			if pub, err := attest.DecodeBase64(l.Key); err == nil && len(pub) == 32 {
+				id = attest.LabID(pub)
+			}
+		}
+		if id != "" {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+func (m *Mesh) rescoreDuties(now time.Time) {
+	for _, r := range m.runs {
+		m.rescoreDuty(r, now)
+	}
+}
+
+// rescoreDuty starts a re-score of run when this node's lab is among the labs due to
+// re-score it (protocol.RescorersDue) and this node is the one of its lab that does it.
+func (m *Mesh) rescoreDuty(r *runRecord, now time.Time) {
+	if r.Lab == m.lab || m.rescoring[r.ID] {
+		return
+	}
+	ref, ok := m.slots[r.SlotID]
+	if !ok {
+		return
+	}
+	replication := m.campaigns[ref.campaign].v.Campaign.Replication
+	if replication <= 0 {
+		return
+	}
+	done := map[string]bool{}
+	for _, rs := range m.rescores[r.ID] {
+		done[rs.Lab] = true
+	}
+	if done[m.lab] {
+		return
+	}
+	due := protocol.RescorersDue(r.ID, r.Lab, m.trustedLabs(), replication, done, now.Sub(r.FirstSeen), m.opts.RescoreTimeout)
+	if !slices.Contains(due, m.lab) || !m.designated(r.ID, now) {
+		return
+	}
+	m.rescoring[r.ID] = true
+	rec := *r
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		_, err := m.rescore(m.ctx, &rec)
+		if err != nil && m.ctx.Err() == nil {
+			m.n.opts.Logf("mesh: re-score of %s: %v (retried later)", rec.ID, err)
+		}
+		m.do(func() { delete(m.rescoring, rec.ID) })
+	}()
+}
+
+// designated says whether this node is the one of its lab that re-scores runID: the first
+// in rendezvous order among the lab's nodes heard from recently, so a lab of many nodes
+// re-scores each run once.
+func (m *Mesh) designated(runID string, now time.Time) bool {
+	best, bestScore := m.self, protocol.RendezvousScore(runID, m.self)
+	lease := m.cm.Config().Lease
+	for p, seen := range m.labPeers {
+		if p == m.self || now.Sub(seen) > 2*lease {
+			continue
+		}
+		if s := protocol.RendezvousScore(runID, p); s > bestScore || (s == bestScore && p < best) {
+			best, bestScore = p, s
+		}
+	}
+	return best == m.self
+}
+
+// Rescore re-scores the run attestation runID: fetch its submission by CID from peers,
+// score it against this node's copy of the bundle, sign and store (so gossip) a re-score.
+// It returns the re-score's attestation ID.
+func (m *Mesh) Rescore(ctx context.Context, runID string) (string, error) {
+	var rec *runRecord
+	if err := m.query(ctx, func() {
+		if r, ok := m.runs[runID]; ok {
+			c := *r
+			rec = &c
+		}
+	}); err != nil {
+		return "", err
+	}
+	if rec == nil {
+		return "", fmt.Errorf("no run attestation %s in this node's store (see `evalmesh campaign status`)", runID)
+	}
+	return m.rescore(ctx, rec)
+}
+
+func (m *Mesh) rescore(ctx context.Context, r *runRecord) (string, error) {
+	e, err := attest.DecodeEnvelope(r.Envelope)
+	if err != nil {
+		return "", err
+	}
+	st, run, _, err := attest.DecodeStatement(e.Payload)
+	if err != nil || run == nil {
+		return "", fmt.Errorf("%s is not a run attestation", r.ID)
+	}
+	var subName, subCID, subSum string
+	for _, s := range st.Subject {
+		if role, _ := s.Annotations[attest.AnnotationRole].(string); role == attest.RoleSubmission {
+			subName, subSum = s.Name, s.Digest["sha256"]
+			subCID, _ = s.Annotations[attest.AnnotationCID].(string)
+		}
+	}
+	dir, err := m.BundleDir(ctx, run.Slot.Task)
+	if err != nil {
+		return "", err
+	}
+	var sub []byte
+	if subCID != "" {
+		if sub, err = m.fetchObject(ctx, subCID, subSum); err != nil {
+			return "", err
+		}
+	}
+	var out *runner.Rescored
+	if sub == nil {
+		// A run without a submission is re-scored as what it is: invalid, nothing to score.
+		out, err = m.opts.Runner.RescoreMissing(r.ID, run, r.Envelope, dir)
+	} else {
+		out, err = m.opts.Runner.Rescore(r.ID, run, sub, subName, subCID, dir)
+	}
+	if err != nil {
+		return "", err
+	}
+	res, err := m.store.Attestations().Add([][]byte{out.Envelope}, SourceLocal, "")
+	if err != nil {
+		return "", err
+	}
+	if len(res) == 1 && res[0].Status == StatusRefused {
+		return "", fmt.Errorf("own re-score refused by the store: %s %s", res[0].Reason, res[0].Detail)
+	}
+	return out.AttestationID, nil
+}
+
+// fetchObject gets a raw block by CID (locally or from connected peers) and checks it
+// against the attested sha256.
+func (m *Mesh) fetchObject(ctx context.Context, cs, sum string) ([]byte, error) {
+	c, err := cid.Decode(cs)
+	if err != nil {
+		return nil, fmt.Errorf("submission CID %q: %w", cs, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	b, err := m.n.bserv.GetBlock(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("fetch submission %s from peers: %w", cs, err)
+	}
+	got := sha256.Sum256(b.RawData())
+	if sum != "" && hex.EncodeToString(got[:]) != sum {
+		return nil, fmt.Errorf("submission %s does not match its attested sha256", cs)
+	}
+	return b.RawData(), nil
+}
+
+// ledgerChanged schedules a ledger computation after the debounce.
+func (m *Mesh) ledgerChanged() {
+	m.ledgerMu.Lock()
+	defer m.ledgerMu.Unlock()
+	m.ledgerDirty = true
+	if m.ledgerTimer == nil {
+		m.ledgerTimer = time.AfterFunc(m.opts.LedgerDebounce, m.computeLedger)
+	}
+}
+
+func (m *Mesh) computeLedger() {
+	m.ledgerMu.Lock()
+	m.ledgerDirty = false
+	m.ledgerMu.Unlock()
+	if m.ctx.Err() != nil {
+		return
+	}
+	in, ok := m.ledgerInput()
+	var ml *MeshLedger
+	if ok {
+		l, rep, err := m.store.Ledger(in)
+		if err != nil {
+			m.n.opts.Logf("mesh: ledger: %v", err)
+		} else {
+			ml = &MeshLedger{Ledger: l, Report: rep, Root: l.Root(), Attestations: m.store.Attestations().Len(), At: m.opts.Now()}
+		}
+	}
+	if ml != nil {
+		m.do(m.announceHead)
+	}
+	m.ledgerMu.Lock()
+	if ml != nil {
+		m.ledger = ml
+		m.ledgerCount++
+	}
+	m.ledgerTimer = nil
+	if m.ledgerDirty {
+		m.ledgerTimer = time.AfterFunc(m.opts.LedgerDebounce, m.computeLedger)
+	}
+	m.ledgerMu.Unlock()
+}
+
+// ledgerInput gathers the ledger's inputs besides the attestations: the tasks and agents of
+// every campaign this node has prepared, named as the campaigns name them.
+func (m *Mesh) ledgerInput() (attest.LedgerInput, bool) {
+	var in attest.LedgerInput
+	err := m.query(m.ctx, func() {
+		pol := m.opts.Policy
+		pol.Tasks, pol.Agents = map[string]string{}, map[string]string{}
+		seen := map[string]bool{}
+		ids := make([]string, 0, len(m.campaigns))
+		for id := range m.campaigns {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			mc := m.campaigns[id]
+			for c, meta := range mc.tasks {
+				pol.Tasks[c] = meta.Name
+				if !seen[meta.Name] {
+					seen[meta.Name] = true
+					in.Tasks = append(in.Tasks, scoring.TaskInfo{Name: meta.Name, LowerIsBetter: meta.Metric.LowerIsBetter,
+						Optimum: meta.Metric.OptimalScore, SOTA: meta.SOTA.Score, EstimatedWorst: meta.EstimatedWorstScore})
+				}
+			}
+			for c, spec := range mc.agents {
+				pol.Agents[c] = spec.Name
+			}
+		}
+		sort.Slice(in.Tasks, func(i, j int) bool { return in.Tasks[i].Name < in.Tasks[j].Name })
+		in.Policy, in.Scoring, in.Trust, in.Now = pol, m.opts.Scoring, m.opts.Trust, m.opts.Now()
+	})
+	return in, err == nil && len(in.Tasks) > 0
+}
+
+// Ledger returns the last computed ledger, or nil before the first.
+func (m *Mesh) Ledger() *MeshLedger {
+	m.ledgerMu.Lock()
+	defer m.ledgerMu.Unlock()
+	return m.ledger
+}
+
+// PublishCampaign stores a campaign envelope (verifying it) and gossips it; it returns the
+// campaign ID.
+func (m *Mesh) PublishCampaign(env []byte) (string, error) {
+	if _, err := protocol.VerifyCampaign(env, m.opts.Trust, protocol.CampaignVerifyOptions{Now: m.opts.Now(), Network: m.n.cfg.Network}); err != nil {
+		return "", err
+	}
+	res, err := m.store.Campaigns().Add([][]byte{env}, SourceLocal, "")
+	if err != nil {
+		return "", err
+	}
+	if res[0].Status == StatusRefused {
+		return "", fmt.Errorf("campaign refused: %s %s", res[0].Reason, res[0].Detail)
+	}
+	if res[0].Status == StatusKnown {
+		// Already stored: gossip again for peers that missed it.
+		m.gossip(protocol.TopicCampaigns, env)
+	}
+	return attest.EnvelopeID(env), nil
+}
+
+// verifyStoredCampaign is the store's campaign verifier: signature, trusted lab, network and
+// a well-formed body, as of the campaign's own creation time, so a campaign whose deadline
+// has passed still enters the store (its runs count; nobody claims its slots any more).
+// The order key is its creation time.
+func (n *Node) verifyStoredCampaign(env []byte) (uint64, error) {
+	e, err := attest.DecodeEnvelope(env)
+	if err != nil {
+		return 0, err
+	}
+	c, err := protocol.DecodeCampaign(e.Payload)
+	if err != nil {
+		return 0, err
+	}
+	v, err := protocol.VerifyCampaign(env, n.vstore.Trust(), protocol.CampaignVerifyOptions{Now: c.Created, Network: n.cfg.Network})
+	if err != nil {
+		return 0, err
+	}
+	return uint64(max(v.Campaign.Created.Unix(), 0)), nil
+}
+
+// ImportLocal puts the run attestations this node's runner left in HOME/attestations (and
+// the objects they name) into the store, which gossips the new ones: at start, and after
+// the runs a killed daemon left behind have been recovered and attested. It returns how
+// many were new.
+func (m *Mesh) ImportLocal(ctx context.Context) (int, error) {
+	files, refused, err := attest.ReadEnvelopeDir(m.n.home.AttestationsDir())
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	for _, r := range refused {
+		m.n.opts.Logf("mesh: %s", r)
+	}
+	before := m.store.Attestations().Len()
+	for _, f := range files {
+		if err := m.ingestRun(ctx, f.Data); err != nil {
+			m.n.opts.Logf("mesh: import %s: %v", f.Name, err)
+		}
+	}
+	return m.store.Attestations().Len() - before, nil
+}
+
+// ourHead is this node's side of a head comparison: its document, root and set.
+func (m *Mesh) ourHead() protocol.OurHead {
+	fp := m.store.Attestations().Fingerprint()
+	o := protocol.OurHead{Network: m.n.cfg.Network, NetworkDoc: m.docHash, Attestations: m.store.Attestations().Len(),
+		Fingerprint: hex.EncodeToString(fp[:])}
+	if l := m.Ledger(); l != nil {
+		o.LedgerRoot = l.Root
+		if l.Attestations != o.Attestations {
+			// The root is of an older set: say so rather than announce a root for this set.
+			o.LedgerRoot = ""
+		}
+	}
+	return o
+}
+
+// announceHead publishes this node's head on /heads (runs on the loop).
+func (m *Mesh) announceHead() {
+	o := m.ourHead()
+	m.headSeq++
+	h := protocol.Head{Version: protocol.Version, Network: o.Network, NetworkDoc: o.NetworkDoc, PeerID: m.self, Lab: m.lab,
+		LedgerRoot: o.LedgerRoot, Attestations: o.Attestations, Fingerprint: o.Fingerprint, Seq: m.headSeq}
+	data, err := protocol.SignHead(h, m.opts.Runner.Key)
+	if err != nil {
+		m.n.opts.Logf("mesh: sign head: %v", err)
+		return
+	}
+	m.gossip(protocol.TopicHeads, data)
+}
+
+// onHead records a peer's head, and reconciles with it when its set differs from ours.
+func (m *Mesh) onHead(h *protocol.Head) {
+	now := m.opts.Now()
+	if h.Lab == m.lab {
+		m.labPeers[h.PeerID] = now
+	}
+	if !m.heads.Observe(*h, now) {
+		return
+	}
+	if m.heads.NeedsSync(m.ourHead(), h.PeerID) {
+		if p, err := peer.Decode(h.PeerID); err == nil && m.n.Syncer() != nil {
+			m.n.Syncer().Trigger(p)
+		}
+	}
+}
+
+// LedgerStatus is `evalmesh ledger status`: our root and how each peer's head compares.
+type LedgerStatus struct {
+	Network      string              `json:"network"`
+	NetworkDoc   string              `json:"network_doc"`
+	LedgerRoot   string              `json:"ledger_root"`
+	Attestations int                 `json:"attestations"`
+	Fingerprint  string              `json:"fingerprint"`
+	Peers        []protocol.PeerHead `json:"peers"`
+	// Mismatches lists the peers whose root differs from ours over an equal set: a bug or
+	// a cheat, never a sync still under way.
+	Mismatches []string `json:"mismatches"`
+}
+
+// Status compares this node's head with every peer's latest.
+func (m *Mesh) Status(ctx context.Context) (*LedgerStatus, error) {
+	var st *LedgerStatus
+	err := m.query(ctx, func() {
+		o := m.ourHead()
+		st = &LedgerStatus{Network: o.Network, NetworkDoc: o.NetworkDoc, LedgerRoot: o.LedgerRoot,
+			Attestations: o.Attestations, Fingerprint: o.Fingerprint, Peers: m.heads.Compare(o), Mismatches: []string{}}
+		for _, p := range st.Peers {
+			if p.Status == protocol.StatusRootMismatch {
+				st.Mismatches = append(st.Mismatches, p.PeerID)
+			}
+		}
+	})
+	return st, err
+}

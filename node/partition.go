@@ -1,0 +1,112 @@
+package node
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"sync"
+
+	"github.com/libp2p/go-libp2p/core/control"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// Partitions for fault tests are made inside evalmesh, never with firewall rules or other
+// addresses: a connection gater refuses every connection to or from a cut-off peer, and
+// Partition closes the connections already open. Heal lifts the cut; the caller reconnects.
+
+// partitionGater is the host's connection gater; with no peer cut off it admits everything.
+type partitionGater struct {
+	mu  sync.RWMutex
+	cut map[peer.ID]bool
+}
+
+func (g *partitionGater) isCut(p peer.ID) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.cut[p]
+}
+
+func (g *partitionGater) InterceptPeerDial(p peer.ID) bool { return !g.isCut(p) }
+func (g *partitionGater) InterceptAddrDial(p peer.ID, _ ma.Multiaddr) bool {
+	return !g.isCut(p)
+}
+func (g *partitionGater) InterceptAccept(network.ConnMultiaddrs) bool { return true }
+func (g *partitionGater) InterceptSecured(_ network.Direction, p peer.ID, _ network.ConnMultiaddrs) bool {
+	return !g.isCut(p)
+}
+func (g *partitionGater) InterceptUpgraded(c network.Conn) (bool, control.DisconnectReason) {
+	return !g.isCut(c.RemotePeer()), 0
+}
+
+// Partition cuts this node off from peers: no new connection either way, open ones closed.
+func (n *Node) Partition(peers []peer.ID) {
+	n.gater.mu.Lock()
+	for _, p := range peers {
+		n.gater.cut[p] = true
+	}
+	n.gater.mu.Unlock()
+	for _, p := range peers {
+		_ = n.host.Network().ClosePeer(p)
+	}
+}
+
+// Heal lifts every cut made by Partition. Connections are not re-dialled here: the caller
+// (a test) connects again, as an operator would.
+func (n *Node) Heal() {
+	n.gater.mu.Lock()
+	n.gater.cut = map[peer.ID]bool{}
+	n.gater.mu.Unlock()
+}
+
+// CutOff lists the peers this node is partitioned from, sorted.
+func (n *Node) CutOff() []string {
+	n.gater.mu.RLock()
+	defer n.gater.mu.RUnlock()
+	out := make([]string, 0, len(n.gater.cut))
+	for p := range n.gater.cut {
+		out = append(out, p.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+type partitionReq struct {
+	Peers []string `json:"peers"`
+}
+
+// testRoutes adds the fault-test controls to mux (only with Options.TestControls).
+func (n *Node) testRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST "+apiPrefix+"test/partition", func(w http.ResponseWriter, r *http.Request) {
+		var req partitionReq
+		if !readJSON(w, r, &req) {
+			return
+		}
+		var ps []peer.ID
+		for _, s := range req.Peers {
+			p, err := peer.Decode(s)
+			if err != nil {
+				writeErr(w, http.StatusBadRequest, err)
+				return
+			}
+			ps = append(ps, p)
+		}
+		n.Partition(ps)
+		writeJSON(w, partitionReq{Peers: n.CutOff()})
+	})
+	mux.HandleFunc("POST "+apiPrefix+"test/heal", func(w http.ResponseWriter, r *http.Request) {
+		n.Heal()
+		writeJSON(w, partitionReq{Peers: n.CutOff()})
+	})
+}
+
+// Partition asks a daemon started with --test-controls to cut itself off from peers.
+func (c *Client) Partition(ctx context.Context, peers []string) error {
+	return c.call(ctx, "test/partition", partitionReq{Peers: peers}, nil)
+}
+
+// Heal asks a daemon started with --test-controls to lift its partition.
+func (c *Client) Heal(ctx context.Context) error {
+	return c.call(ctx, "test/heal", nil, nil)
+}

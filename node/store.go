@@ -1,0 +1,641 @@
+package node
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/protocol/recon"
+	"github.com/evalmesh/evalmesh/scoring"
+)
+
+// The verified store: every attestation and campaign envelope this node accepted, each
+// verified once on arrival (gossip, sync, a local run, a file import) and kept with its ID,
+// its verdict and an order key from its signed statement; refused envelopes are kept apart
+// with their reason and never served or forwarded.
+//
+// It is its own pebble database under HOME/store, not a prefix of HOME/datastore: that one
+// belongs to the pinner behind go-datastore and syncs every single write, while the store
+// commits a whole sync batch (a thousand envelopes) in one synced pebble batch and reads its
+// order keys by raw prefix iteration when it opens.
+//
+// Keys, per set (set byte 'a' attestations, 'c' campaigns):
+//
+//	set 'e' ID(32)          → time(8, big-endian) source(1) envelope bytes   accepted
+//	set 'o' time(8) ID(32)  → empty                                          order index
+//	set 'r' ID(32)          → JSON refusedRecord                             refused
+//
+// Opening reads only the order index into memory (the reconciliation index): nothing is
+// verified again after a restart.
+
+// Source says where an envelope came from.
+type Source string
+
+const (
+	SourceGossip Source = "gossip"
+	SourceSync   Source = "sync"
+	SourceLocal  Source = "local"
+	SourceImport Source = "import"
+)
+
+// AddStatus is what became of one envelope given to Set.Add.
+type AddStatus string
+
+const (
+	StatusNew     AddStatus = "new"     // verified and stored now
+	StatusKnown   AddStatus = "known"   // already stored
+	StatusRefused AddStatus = "refused" // did not verify (now or before): kept apart, never forwarded
+)
+
+// AddResult is the outcome for one envelope.
+type AddResult struct {
+	ID     string    `json:"id"`
+	Status AddStatus `json:"status"`
+	Reason string    `json:"reason,omitempty"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+// StoredRefusal is one refused envelope as the store keeps it.
+type StoredRefusal struct {
+	ID     string    `json:"id"`
+	Reason string    `json:"reason"`
+	Detail string    `json:"detail,omitempty"`
+	Source Source    `json:"source"`
+	From   string    `json:"from,omitempty"` // peer ID or file it came from
+	Time   time.Time `json:"time"`
+}
+
+type refusedRecord struct {
+	StoredRefusal
+	Envelope []byte `json:"envelope"`
+}
+
+// CampaignVerifier verifies a campaign envelope and returns its order key (a time from its
+// signed body, Unix seconds). The campaign format lives in protocol; the store keeps
+// campaigns as opaque verified envelopes.
+type CampaignVerifier func(envelope []byte) (orderKey uint64, err error)
+
+// StoreOptions configure a Store.
+type StoreOptions struct {
+	// Trust is what attestations are verified under (each certificate at the time its
+	// statement claims, as the ledger does). nil: an empty trust store (everything is
+	// refused as from an unknown lab until SetTrust).
+	Trust *attest.TrustStore
+	// VerifyCampaign verifies campaign envelopes; nil refuses every campaign.
+	VerifyCampaign CampaignVerifier
+	// Clock stamps refusals (default time.Now).
+	Clock func() time.Time
+	// NoSync skips fsync of commits (benchmarks of many homes on one disk only).
+	NoSync bool
+}
+
+// Store holds the node's two verified sets.
+type Store struct {
+	db           *pebble.DB
+	attestations *Set
+	campaigns    *Set
+	wo           *pebble.WriteOptions
+
+	mu    sync.RWMutex
+	trust *attest.TrustStore
+	clock func() time.Time
+}
+
+// SetName names one of the store's sets; it is also the set's name on the sync protocol.
+type SetName string
+
+const (
+	SetAttestations SetName = "attestations"
+	SetCampaigns    SetName = "campaigns"
+)
+
+// OpenStore opens (creating) the store in dir and loads its order index.
+func OpenStore(dir string, o StoreOptions) (*Store, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}})
+	if err != nil {
+		return nil, fmt.Errorf("open attestation store %s: %w (is another evalmesh daemon using this home?)", dir, err)
+	}
+	s := &Store{db: db, trust: o.Trust, clock: o.Clock, wo: pebble.Sync}
+	if o.NoSync {
+		s.wo = pebble.NoSync
+	}
+	if s.trust == nil {
+		s.trust = attest.NewTrustStore()
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	s.attestations = &Set{st: s, name: SetAttestations, prefix: 'a', verify: s.verifyAttestations}
+	vc := o.VerifyCampaign
+	s.campaigns = &Set{st: s, name: SetCampaigns, prefix: 'c', verify: func(envs [][]byte) []verdict {
+		out := make([]verdict, len(envs))
+		for i, e := range envs {
+			if vc == nil {
+				out[i].err = errors.New("this node has no campaign verifier")
+				continue
+			}
+			out[i].time, out[i].err = vc(e)
+		}
+		return out
+	}}
+	for _, set := range []*Set{s.attestations, s.campaigns} {
+		if err := set.load(); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Close closes the database; every Add that returned is on disk.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Attestations is the set of verified attestation envelopes.
+func (s *Store) Attestations() *Set { return s.attestations }
+
+// Campaigns is the set of verified campaign envelopes.
+func (s *Store) Campaigns() *Set { return s.campaigns }
+
+// Set returns the set called name, or nil.
+func (s *Store) Set(name SetName) *Set {
+	switch name {
+	case SetAttestations:
+		return s.attestations
+	case SetCampaigns:
+		return s.campaigns
+	}
+	return nil
+}
+
+// SetTrust replaces the trust store new attestations are verified under. Stored envelopes
+// keep their verdict; the ledger re-applies the trust policy (not the signature check).
+func (s *Store) SetTrust(t *attest.TrustStore) {
+	s.mu.Lock()
+	s.trust = t
+	s.mu.Unlock()
+}
+
+// Trust is the trust store in use.
+func (s *Store) Trust() *attest.TrustStore {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.trust
+}
+
+type verdict struct {
+	time uint64
+	err  error
+}
+
+// verifyAttestations checks a batch at the claimed time (the ledger's mode, a function of
+// the bytes and trust store only), split over the CPUs.
+func (s *Store) verifyAttestations(envs [][]byte) []verdict {
+	trust := s.Trust()
+	out := make([]verdict, len(envs))
+	parts := min(runtime.GOMAXPROCS(0), (len(envs)+63)/64)
+	if parts < 1 {
+		parts = 1
+	}
+	var wg sync.WaitGroup
+	per := (len(envs) + parts - 1) / parts
+	for p := 0; p < parts; p++ {
+		lo, hi := p*per, min(len(envs), (p+1)*per)
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vs, errs := attest.VerifyBatchWith(envs[lo:hi], trust, attest.VerifyOptions{AtClaimedTime: true})
+			for i := range vs {
+				if errs[i] != nil {
+					out[lo+i].err = errs[i]
+					continue
+				}
+				out[lo+i].time = orderTime(vs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// orderTime is an attestation's order key: the time its statement claims, Unix seconds
+// (0 when it claims none or one before 1970).
+func orderTime(v *attest.Verified) uint64 {
+	t, ok := v.ClaimedTime()
+	if !ok || t.Unix() < 0 {
+		return 0
+	}
+	return uint64(t.Unix())
+}
+
+// Ledger computes the ledger from the stored attestations without verifying a signature
+// again (attest.Restore, then attest.LedgerFromVerified). in.Trust, when nil, is the
+// store's. An envelope the trust policy now refuses (a lab removed, a revocation since) is
+// a Refusal in the report, as in attest.BuildLedger.
+func (s *Store) Ledger(in attest.LedgerInput) (*scoring.Ledger, *attest.LedgerReport, error) {
+	if in.Trust == nil {
+		in.Trust = s.Trust()
+	}
+	var vs []*attest.Verified
+	var refused []attest.Refusal
+	err := s.attestations.Each(func(id recon.ID, env []byte) error {
+		v, err := attest.Restore(env, in.Trust)
+		if err != nil {
+			r := attest.Refusal{File: "store", ID: attest.EnvelopeID(env), Reason: err.Error()}
+			var ve *attest.VerifyError
+			if errors.As(err, &ve) {
+				r.Reason, r.Detail = string(ve.Reason), ve.Detail
+			}
+			refused = append(refused, r)
+			return nil
+		}
+		vs = append(vs, v)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	l, rep, err := attest.LedgerFromVerified(vs, in)
+	if rep != nil {
+		rep.Read += len(refused)
+		rep.Refused = append(rep.Refused, refused...)
+	}
+	return l, rep, err
+}
+
+// Set is one verified set of envelopes: its records in pebble and its reconciliation index
+// in memory. Safe for concurrent use.
+type Set struct {
+	st     *Store
+	name   SetName
+	prefix byte
+	verify func([][]byte) []verdict
+
+	mu      sync.RWMutex
+	index   *recon.Index
+	refused int
+	onNew   []func(src Source, envelopes [][]byte)
+	addMu   sync.Mutex // one writer batch at a time (verification runs outside it)
+}
+
+func (set *Set) key(kind byte, rest ...[]byte) []byte {
+	k := []byte{set.prefix, kind}
+	for _, r := range rest {
+		k = append(k, r...)
+	}
+	return k
+}
+
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	end[len(end)-1]++
+	return end
+}
+
+func (set *Set) load() error {
+	var items []recon.Item
+	lo := set.key('o')
+	it, err := set.st.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()[2:]
+		if len(k) != 8+recon.IDSize {
+			it.Close()
+			return fmt.Errorf("attestation store: order key of %d bytes under %q (the store is damaged: move HOME/store away and resync)", len(k), set.name)
+		}
+		var item recon.Item
+		item.Time = binary.BigEndian.Uint64(k)
+		copy(item.ID[:], k[8:])
+		items = append(items, item)
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	n := 0
+	rlo := set.key('r')
+	it, err = set.st.db.NewIter(&pebble.IterOptions{LowerBound: rlo, UpperBound: prefixEnd(rlo)})
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		n++
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	set.index = recon.NewIndex(items)
+	set.refused = n
+	return nil
+}
+
+// Name is the set's name.
+func (set *Set) Name() SetName { return set.name }
+
+// Len is the number of accepted envelopes.
+func (set *Set) Len() int {
+	set.mu.RLock()
+	defer set.mu.RUnlock()
+	return set.index.Len()
+}
+
+// RefusedLen is the number of refused envelopes kept.
+func (set *Set) RefusedLen() int {
+	set.mu.RLock()
+	defer set.mu.RUnlock()
+	return set.refused
+}
+
+// Fingerprint is the reconciliation fingerprint of the whole set.
+func (set *Set) Fingerprint() recon.Fingerprint {
+	set.mu.RLock()
+	defer set.mu.RUnlock()
+	return set.index.Fingerprint(0, set.index.Len())
+}
+
+// View runs fn with the reconciliation index read-locked (one reconciliation step).
+func (set *Set) View(fn func(recon.Storage)) {
+	set.mu.RLock()
+	defer set.mu.RUnlock()
+	fn(set.index)
+}
+
+// OnNew registers fn to be called with every batch of newly accepted envelopes (after they
+// are on disk), e.g. to forward them on gossip. Refused envelopes never reach it.
+func (set *Set) OnNew(fn func(src Source, envelopes [][]byte)) {
+	set.mu.Lock()
+	set.onNew = append(set.onNew, fn)
+	set.mu.Unlock()
+}
+
+// Get returns the accepted envelope with this ID.
+func (set *Set) Get(id recon.ID) ([]byte, bool, error) {
+	v, closer, err := set.st.db.Get(set.key('e', id[:]))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer closer.Close()
+	if len(v) < 9 {
+		return nil, false, fmt.Errorf("attestation store: record %x of %q is truncated", id[:6], set.name)
+	}
+	return bytes.Clone(v[9:]), true, nil
+}
+
+// Has reports whether an envelope with this ID is accepted.
+func (set *Set) Has(id recon.ID) (bool, error) {
+	_, closer, err := set.st.db.Get(set.key('e', id[:]))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	closer.Close()
+	return true, nil
+}
+
+// Each calls fn with every accepted envelope, in ID order.
+func (set *Set) Each(fn func(id recon.ID, envelope []byte) error) error {
+	lo := set.key('e')
+	it, err := set.st.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		var id recon.ID
+		copy(id[:], it.Key()[2:])
+		v := it.Value()
+		if len(v) < 9 {
+			return fmt.Errorf("attestation store: record %x of %q is truncated", id[:6], set.name)
+		}
+		if err := fn(id, bytes.Clone(v[9:])); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// Refusals lists the refused envelopes kept, sorted by ID.
+func (set *Set) Refusals() ([]StoredRefusal, error) {
+	lo := set.key('r')
+	it, err := set.st.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	out := []StoredRefusal{}
+	for it.First(); it.Valid(); it.Next() {
+		var r refusedRecord
+		if err := json.Unmarshal(it.Value(), &r); err != nil {
+			return nil, fmt.Errorf("attestation store: refusal record: %w", err)
+		}
+		out = append(out, r.StoredRefusal)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, it.Error()
+}
+
+// DigestOf is an envelope's reconciliation ID: the sha256 of its bytes (the digest inside
+// its CID, attest.EnvelopeID).
+func DigestOf(envelope []byte) recon.ID { return sha256.Sum256(envelope) }
+
+// Add verifies the envelopes that are new (each once: known ones and ones refused for a
+// reason of their bytes alone are not verified again) and stores them, accepted or
+// refused, in one synced batch. from names the peer or file they came from. results[i] is
+// the outcome of envelopes[i].
+func (set *Set) Add(envelopes [][]byte, src Source, from string) ([]AddResult, error) {
+	results := make([]AddResult, len(envelopes))
+	ids := make([]recon.ID, len(envelopes))
+	var fresh []int
+	seen := map[recon.ID]bool{}
+	wasRefused := map[int]bool{}
+	for i, e := range envelopes {
+		ids[i] = DigestOf(e)
+		results[i].ID = attest.EnvelopeID(e)
+		if seen[ids[i]] {
+			results[i].Status = StatusKnown
+			continue
+		}
+		seen[ids[i]] = true
+		if len(e) > attest.MaxEnvelopeSize {
+			results[i].Status, results[i].Reason = StatusRefused, "too large"
+			results[i].Detail = fmt.Sprintf("%d bytes, over %d", len(e), attest.MaxEnvelopeSize)
+			continue
+		}
+		ok, err := set.Has(ids[i])
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			results[i].Status = StatusKnown
+			continue
+		}
+		if r, ok, err := set.refusal(ids[i]); err != nil {
+			return nil, err
+		} else if ok && attest.Reason(r.Reason).Intrinsic() {
+			results[i] = AddResult{ID: results[i].ID, Status: StatusRefused, Reason: r.Reason, Detail: r.Detail}
+			continue
+		} else if ok {
+			wasRefused[i] = true
+		}
+		fresh = append(fresh, i)
+	}
+	if len(fresh) == 0 {
+		return results, nil
+	}
+	batch := make([][]byte, len(fresh))
+	for k, i := range fresh {
+		batch[k] = envelopes[i]
+	}
+	verdicts := set.verify(batch)
+
+	set.addMu.Lock()
+	defer set.addMu.Unlock()
+	b := set.st.db.NewBatch()
+	defer b.Close()
+	now := set.st.clock().UTC()
+	var accepted []recon.Item
+	var acceptedEnv [][]byte
+	var acceptedAt []int
+	for k, i := range fresh {
+		vd := verdicts[k]
+		id := ids[i]
+		if vd.err != nil {
+			reason, detail := vd.err.Error(), ""
+			var ve *attest.VerifyError
+			if errors.As(vd.err, &ve) {
+				reason, detail = string(ve.Reason), ve.Detail
+			}
+			results[i].Status, results[i].Reason, results[i].Detail = StatusRefused, reason, detail
+			rec, _ := json.Marshal(refusedRecord{StoredRefusal: StoredRefusal{
+				ID: results[i].ID, Reason: reason, Detail: detail, Source: src, From: from, Time: now,
+			}, Envelope: envelopes[i]})
+			if err := b.Set(set.key('r', id[:]), rec, nil); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		var tb [8]byte
+		binary.BigEndian.PutUint64(tb[:], vd.time)
+		val := make([]byte, 0, 9+len(envelopes[i]))
+		val = append(append(append(val, tb[:]...), sourceByte(src)), envelopes[i]...)
+		if err := b.Set(set.key('e', id[:]), val, nil); err != nil {
+			return nil, err
+		}
+		if err := b.Set(set.key('o', tb[:], id[:]), nil, nil); err != nil {
+			return nil, err
+		}
+		// A refusal for a reason of the trust store that now verifies is no longer one.
+		if err := b.Delete(set.key('r', id[:]), nil); err != nil {
+			return nil, err
+		}
+		results[i].Status = StatusNew
+		accepted = append(accepted, recon.Item{Time: vd.time, ID: id})
+		acceptedEnv = append(acceptedEnv, envelopes[i])
+		acceptedAt = append(acceptedAt, i)
+	}
+	if err := b.Commit(set.st.wo); err != nil {
+		return nil, fmt.Errorf("attestation store: commit: %w", err)
+	}
+	set.mu.Lock()
+	var news [][]byte
+	for k, it := range accepted {
+		if set.index.Insert(it) {
+			news = append(news, acceptedEnv[k])
+		} else {
+			results[acceptedAt[k]].Status = StatusKnown // a concurrent Add stored it first
+		}
+	}
+	for _, i := range fresh {
+		switch {
+		case results[i].Status == StatusRefused && !wasRefused[i]:
+			set.refused++
+		case results[i].Status == StatusNew && wasRefused[i]:
+			set.refused--
+		}
+	}
+	hooks := set.onNew
+	set.mu.Unlock()
+	if len(news) > 0 {
+		for _, h := range hooks {
+			h(src, news)
+		}
+	}
+	return results, nil
+}
+
+func (set *Set) refusal(id recon.ID) (StoredRefusal, bool, error) {
+	v, closer, err := set.st.db.Get(set.key('r', id[:]))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return StoredRefusal{}, false, nil
+	}
+	if err != nil {
+		return StoredRefusal{}, false, err
+	}
+	defer closer.Close()
+	var r refusedRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return StoredRefusal{}, false, fmt.Errorf("attestation store: refusal record %x: %w", id[:6], err)
+	}
+	return r.StoredRefusal, true, nil
+}
+
+func sourceByte(s Source) byte {
+	switch s {
+	case SourceGossip:
+		return 'g'
+	case SourceSync:
+		return 's'
+	case SourceLocal:
+		return 'l'
+	case SourceImport:
+		return 'i'
+	}
+	return '?'
+}
+
+// quietPebble drops pebble's informational log lines; errors still reach the caller.
+type quietPebble struct{}
+
+func (quietPebble) Infof(string, ...any)  {}
+func (quietPebble) Errorf(string, ...any) {}
+func (quietPebble) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}
+
+// StoreDir is where a home's verified store lives.
+func StoreDir(h home.Home) string { return filepath.Join(h.Dir, "store") }
+
+// TrustPath is the trust file the node verifies attestations under when no trust store is
+// passed in Options.
+func TrustPath(h home.Home) string { return filepath.Join(h.Dir, "trust.yaml") }
+
+func loadHomeTrust(h home.Home) (*attest.TrustStore, error) {
+	if _, err := os.Stat(TrustPath(h)); errors.Is(err, os.ErrNotExist) {
+		return attest.NewTrustStore(), nil
+	}
+	return attest.LoadTrust(TrustPath(h))
+}
+
+// Store is the node's verified attestation and campaign store.
+func (n *Node) Store() *Store { return n.vstore }

@@ -1,0 +1,768 @@
+package protocol
+
+import (
+	"cmp"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/evalmesh/evalmesh/attest"
+)
+
+// SlotSpec is one slot of a campaign as the claim machine sees it.
+type SlotSpec struct {
+	// ID names the slot in claim messages; unique across campaigns (it is derived from
+	// the campaign ID).
+	ID   string
+	Slot attest.Slot
+	// HardLimit is the task's wall-clock limit plus grace: a run of the slot still going
+	// after it is aborted by its holder, and other nodes stop honouring the claim however
+	// often it is renewed.
+	HardLimit time.Duration
+}
+
+// CampaignSpec is what the claim machine needs of a verified campaign.
+type CampaignSpec struct {
+	ID                string
+	Created, Deadline time.Time
+	Slots             []SlotSpec
+}
+
+// Defaults of ClaimConfig; docs/protocol-claims.md gives the simulator runs behind them.
+const (
+	DefaultLease            = 10 * time.Minute
+	DefaultHeartbeat        = DefaultLease / 3
+	DefaultSettle           = 300 * time.Millisecond
+	DefaultMaxInfraAttempts = 3
+	// DefaultHardLimit applies to a slot whose SlotSpec.HardLimit is 0.
+	DefaultHardLimit = 24 * time.Hour
+)
+
+// ClaimConfig configures a node's claim machine.
+type ClaimConfig struct {
+	// Self is the node's peer ID, Lab its lab ID, Cert its node certificate envelope
+	// (copied into every message it publishes).
+	Self, Lab string
+	Cert      json.RawMessage
+	// Lease is how long others hold a slot for this node after each claim or renew
+	// (DefaultLease). Heartbeat is how often a live run's claim is renewed and
+	// re-announced (DefaultHeartbeat); it must be well under Lease, so that one or two
+	// lost renews do not lapse a live claim.
+	Lease, Heartbeat time.Duration
+	// Settle is how long a claim waits for a conflicting claim that beats it before its
+	// run starts (DefaultSettle): a few message delays. Longer settles cost claim→start
+	// latency on every run; shorter ones cost duplicate runs when messages are slow.
+	Settle time.Duration
+	// MaxInfraAttempts caps the attempts of a slot (DefaultMaxInfraAttempts): after that
+	// many runs ended by infrastructure failures (crash, hung past the hard limit, executor
+	// error) nobody claims it again and Status counts it failed.
+	MaxInfraAttempts int
+	// Capacity is how many runs the node can hold at once (SetCapacity changes it).
+	Capacity int
+}
+
+func (c ClaimConfig) withDefaults() ClaimConfig {
+	if c.Lease <= 0 {
+		c.Lease = DefaultLease
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = c.Lease / 3
+	}
+	if c.Settle <= 0 {
+		c.Settle = DefaultSettle
+	}
+	if c.MaxInfraAttempts <= 0 {
+		c.MaxInfraAttempts = DefaultMaxInfraAttempts
+	}
+	return c
+}
+
+// StartRun asks the caller to start a run of Slot, signing Attempt into its attestation.
+type StartRun struct {
+	Campaign string
+	Slot     SlotSpec
+	Attempt  int
+}
+
+// Reasons of AbortRun.
+const (
+	AbortHardLimit         = "hard_limit"         // ran past SlotSpec.HardLimit
+	AbortCampaignDeadline  = "campaign_deadline"  // the campaign closed: the run could not count
+	AbortFinishedElsewhere = "finished_elsewhere" // another node's valid run is known
+	AbortShutdown          = "shutdown"
+)
+
+// AbortRun asks the caller to stop a run it started; the machine already considers it over
+// (the caller need not call RunEnded for it).
+type AbortRun struct {
+	Campaign string
+	SlotID   string
+	Attempt  int
+	Reason   string
+}
+
+// Actions is what one input asks the caller to do, in order: abort the runs, publish the
+// messages on the claims topic, re-publish the run attestations, then start the runs. Wake,
+// when not zero, is when the machine next needs a Tick (the latest Actions' Wake replaces
+// earlier ones).
+type Actions struct {
+	Publish []ClaimMessage
+	Start   []StartRun
+	Abort   []AbortRun
+	// Reannounce lists slots whose run attestation, produced by this node, should be
+	// published again on the attestations topic: another node claimed the slot, so it has
+	// not heard that it is finished.
+	Reannounce []string
+	Wake       time.Time
+}
+
+// RunOutcomeKind says how a run ended.
+type RunOutcomeKind int
+
+const (
+	// RunValid: the run produced a result (its attestation is being published).
+	RunValid RunOutcomeKind = iota + 1
+	// RunAgentFailed: the agent lost (crashed, timed out, wrote nothing valid): a valid
+	// result scored as failed, never retried.
+	RunAgentFailed
+	// RunInfraFailed: the node, not the agent, failed (executor error, lost GPU, fetch
+	// failed): the slot is freed for another node, up to MaxInfraAttempts.
+	RunInfraFailed
+)
+
+// RunOutcome is how a run ended, with a detail for logs.
+type RunOutcome struct {
+	Kind   RunOutcomeKind
+	Detail string
+}
+
+// CampaignStatus counts a campaign's slots as this node sees them (`campaign status`).
+type CampaignStatus struct {
+	Campaign  string `json:"campaign"`
+	Slots     int    `json:"slots"`
+	Unclaimed int    `json:"unclaimed"`
+	Claimed   int    `json:"claimed"` // held by a live claim not yet known to be running
+	Running   int    `json:"running"` // held by a live renewed claim (ours or another node's)
+	Done      int    `json:"done"`    // a run attestation is known (valid or agent-failed)
+	Failed    int    `json:"failed"`  // attempts exhausted by infrastructure failures
+	Closed    bool   `json:"closed"`  // the deadline has passed: nobody claims any more
+}
+
+type claimPhase int
+
+const (
+	phasePending claimPhase = iota // claimed, settling
+	phaseRunning                   // Start emitted
+)
+
+// claimRef is a claim as its tie-break sees it.
+type claimRef struct {
+	peer    string
+	lab     string
+	lamport uint64
+	attempt int
+	running bool
+	hash    uint64 // RendezvousScore(slot, peer)
+}
+
+// beats is the deterministic tie-break of DESIGN §6, extended by one rule: a claim whose run
+// is live (renewed) beats one still settling, so a node that missed a claim and claims the
+// slot later yields to the live run instead of starting a duplicate. Otherwise the earlier
+// Lamport time wins, then the smaller hash, then the smaller peer ID.
+func (a claimRef) beats(b claimRef) bool {
+	if a.running != b.running {
+		return a.running
+	}
+	if a.lamport != b.lamport {
+		return a.lamport < b.lamport
+	}
+	if a.hash != b.hash {
+		return a.hash < b.hash
+	}
+	return a.peer < b.peer
+}
+
+func (a claimRef) same(b claimRef) bool { return a.peer == b.peer && a.lamport == b.lamport }
+
+// remoteClaim is another node's claim as this node holds it.
+type remoteClaim struct {
+	claimRef
+	firstSeen time.Time
+	expires   time.Time
+}
+
+// myClaim is this node's claim.
+type myClaim struct {
+	claimRef
+	phase     claimPhase
+	settleAt  time.Time
+	startedAt time.Time
+	nextRenew time.Time
+}
+
+type slotState struct {
+	spec     SlotSpec
+	camp     *campaignState
+	score    uint64 // RendezvousScore(slot, self): this node's preference
+	finished bool
+	// maxAttempt is the highest attempt number seen in any claim of the slot: a new claim
+	// takes the next, so a retry, or a second run after a lapse, signs a new attempt.
+	maxAttempt int
+	// failedAttempts are the attempts known to have ended by an infrastructure failure (a
+	// release with reason infra, a live run whose claim lapsed, our own); at
+	// MaxInfraAttempts of them the slot is failed.
+	failedAttempts []int
+	// touched: a claim for the slot was seen or made at some time. Untouched slots are
+	// tried before lapsed or released ones, whose holder may be alive behind a partition.
+	touched    bool
+	holder     *remoteClaim
+	mine       *myClaim
+	avoidUntil time.Time // after our own infrastructure failure: let another node retry first
+	freeSince  time.Time // when the campaign was added, or a claim last lapsed or was dropped
+	ranResult  bool      // this machine's run produced the slot's result
+}
+
+func (s *slotState) failed(cap int) bool { return !s.finished && len(s.failedAttempts) >= cap }
+
+func (s *slotState) infraFailed(attempt int) {
+	s.maxAttempt = max(s.maxAttempt, attempt)
+	if !slices.Contains(s.failedAttempts, attempt) {
+		s.failedAttempts = append(s.failedAttempts, attempt)
+	}
+}
+
+type campaignState struct {
+	spec   CampaignSpec
+	order  []*slotState // by this node's score, highest first
+	cursor int          // order[:cursor] are all touched or finished
+}
+
+// ClaimMachine is one node's view of the claims of every campaign it knows, in the shape of
+// etcd's raft: each input (a message, a tick of the caller's clock, a capacity change, a run
+// starting or ending) returns the Actions to take; it does no I/O and reads no clock. Not
+// safe for concurrent use: the caller serialises inputs.
+type ClaimMachine struct {
+	cfg       ClaimConfig
+	lamport   uint64
+	capacity  int
+	campaigns map[string]*campaignState
+	slots     map[string]*slotState
+	held      map[string]*slotState // slots with mine != nil
+	watched   map[string]*slotState // slots with holder != nil
+	freed     map[string]*slotState // touched slots that may be free again (lapsed, released)
+	shutdown  bool
+	now       time.Time // of the input being handled
+	out       Actions
+}
+
+// NewClaimMachine returns a machine holding no claims; a restarted node starts from a new
+// one, so it never acts on claims it held before (it releases them if it hears them).
+func NewClaimMachine(cfg ClaimConfig) *ClaimMachine {
+	cfg = cfg.withDefaults()
+	return &ClaimMachine{
+		cfg:       cfg,
+		capacity:  cfg.Capacity,
+		campaigns: map[string]*campaignState{},
+		slots:     map[string]*slotState{},
+		held:      map[string]*slotState{},
+		watched:   map[string]*slotState{},
+		freed:     map[string]*slotState{},
+	}
+}
+
+// Config returns the configuration with defaults filled in.
+func (m *ClaimMachine) Config() ClaimConfig { return m.cfg }
+
+// AddCampaign starts tracking a verified campaign; claiming begins if there is capacity.
+// Adding a known campaign again does nothing; a slot ID already known from another
+// campaign is skipped.
+func (m *ClaimMachine) AddCampaign(c CampaignSpec, now time.Time) Actions {
+	m.now = now
+	if _, ok := m.campaigns[c.ID]; !ok {
+		cs := &campaignState{spec: c}
+		for _, sp := range c.Slots {
+			if _, dup := m.slots[sp.ID]; dup {
+				continue
+			}
+			if sp.HardLimit <= 0 {
+				sp.HardLimit = DefaultHardLimit
+			}
+			s := &slotState{spec: sp, camp: cs, score: RendezvousScore(sp.ID, m.cfg.Self), freeSince: now}
+			m.slots[sp.ID] = s
+			cs.order = append(cs.order, s)
+		}
+		slices.SortFunc(cs.order, func(a, b *slotState) int {
+			if c := cmp.Compare(b.score, a.score); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.spec.ID, b.spec.ID)
+		})
+		m.campaigns[c.ID] = cs
+	}
+	return m.finish(now)
+}
+
+// SetCapacity sets how many runs this node can hold at once (pending claims and live runs
+// together), e.g. its free GPUs divided by the GPUs a run takes. Lowering it does not abort
+// runs; it stops new claims until enough end.
+func (m *ClaimMachine) SetCapacity(slots int, now time.Time) Actions {
+	m.now = now
+	m.capacity = max(0, slots)
+	return m.finish(now)
+}
+
+// Tick advances the machine's clock to now: settled claims start, live runs renew,
+// expired leases lapse, runs past their hard limit and campaigns past their deadline end.
+func (m *ClaimMachine) Tick(now time.Time) Actions {
+	m.now = now
+	return m.finish(now)
+}
+
+// Receive takes a claim message another node published (already validated). Messages for
+// unknown campaigns or slots are ignored.
+func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
+	m.now = now
+	m.lamport = max(m.lamport, msg.Lamport)
+	s, ok := m.slots[msg.Slot]
+	if !ok || s.camp.spec.ID != msg.Campaign {
+		return m.finish(now)
+	}
+	s.touched = true
+	s.maxAttempt = max(s.maxAttempt, msg.Attempt)
+	if msg.Kind == ClaimKindRelease && msg.Reason == ReleaseInfra {
+		s.infraFailed(msg.Attempt)
+	}
+	ref := claimRef{peer: msg.PeerID, lab: msg.Lab, lamport: msg.Lamport, attempt: msg.Attempt,
+		running: msg.Kind == ClaimKindRenew, hash: RendezvousScore(msg.Slot, msg.PeerID)}
+	if msg.PeerID == m.cfg.Self {
+		if s.mine == nil || !s.mine.same(ref) {
+			m.receiveStale(s, msg)
+		}
+		return m.finish(now)
+	}
+	if s.finished {
+		if s.ranResult && msg.Kind == ClaimKindClaim {
+			m.out.Reannounce = append(m.out.Reannounce, s.spec.ID)
+		}
+		return m.finish(now)
+	}
+	if msg.Kind == ClaimKindRelease {
+		if s.holder != nil && s.holder.same(ref) {
+			m.dropHolder(s)
+		}
+		return m.finish(now)
+	}
+	lease := time.Duration(msg.LeaseMS) * time.Millisecond
+	mine := s.mine
+	switch {
+	case mine == nil:
+		m.noteClaim(s, ref, now, lease)
+	case ref.beats(mine.claimRef):
+		m.noteClaim(s, ref, now, lease)
+		if mine.phase == phasePending {
+			m.dropMine(s) // yield: the winner knows it wins; nothing to publish
+		}
+		// A live run does not yield: the duplicate has happened, and the ledger counts one
+		// of the two runs (docs/protocol.md).
+	default:
+		// Tell the loser at once rather than at our next heartbeat, while it settles.
+		m.publishMine(s, now)
+		if ref.running {
+			// A duplicate run: should ours end without a result, theirs holds the slot.
+			m.noteClaim(s, ref, now, lease)
+		}
+	}
+	return m.finish(now)
+}
+
+// receiveStale answers a message signed by this node for a claim it does not hold: a claim
+// made before a restart (a new machine holds nothing). It must not act on it; it releases
+// it so others need not wait for the lease. A renewed one had started its run, which the
+// restart ended: its attempt is consumed.
+func (m *ClaimMachine) receiveStale(s *slotState, msg *ClaimMessage) {
+	if msg.Kind == ClaimKindRelease || s.finished {
+		return
+	}
+	reason := ReleaseStale
+	if msg.Kind == ClaimKindRenew {
+		reason = ReleaseInfra
+		s.infraFailed(msg.Attempt)
+	}
+	m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: msg.Campaign, Slot: msg.Slot,
+		Lamport: msg.Lamport, Attempt: msg.Attempt, Reason: reason})
+}
+
+// noteClaim records another node's claim if it is the best known for the slot.
+func (m *ClaimMachine) noteClaim(s *slotState, ref claimRef, now time.Time, lease time.Duration) {
+	if h := s.holder; h != nil {
+		if h.same(ref) {
+			h.running = h.running || ref.running
+			h.expires = now.Add(lease)
+			return
+		}
+		if !ref.beats(h.claimRef) {
+			return
+		}
+	}
+	s.holder = &remoteClaim{claimRef: ref, firstSeen: now, expires: now.Add(lease)}
+	m.watched[s.spec.ID] = s
+}
+
+func (m *ClaimMachine) dropHolder(s *slotState) {
+	s.holder = nil
+	s.freeSince = m.now
+	delete(m.watched, s.spec.ID)
+	m.freed[s.spec.ID] = s
+}
+
+func (m *ClaimMachine) dropMine(s *slotState) {
+	s.mine = nil
+	s.freeSince = m.now
+	delete(m.held, s.spec.ID)
+	m.freed[s.spec.ID] = s
+}
+
+// SlotFinished records that a valid run attestation for the slot is known (from any node):
+// the slot is done for everyone. A run of it here is aborted (its result could not count
+// twice); a pending claim is dropped.
+func (m *ClaimMachine) SlotFinished(slotID string, now time.Time) Actions {
+	m.now = now
+	s, ok := m.slots[slotID]
+	if !ok {
+		return m.finish(now)
+	}
+	s.finished = true
+	s.touched = true
+	if s.holder != nil {
+		m.dropHolder(s)
+	}
+	if mine := s.mine; mine != nil {
+		if mine.phase == phaseRunning {
+			m.abort(s, AbortFinishedElsewhere)
+		}
+		m.dropMine(s)
+	}
+	return m.finish(now)
+}
+
+// RunStarted records that the run asked for by a StartRun has really started: its hard
+// limit counts from now.
+func (m *ClaimMachine) RunStarted(slotID string, now time.Time) Actions {
+	m.now = now
+	if s, ok := m.held[slotID]; ok && s.mine.phase == phaseRunning {
+		s.mine.startedAt = now
+	}
+	return m.finish(now)
+}
+
+// RunEnded records how this node's run of the slot ended. A valid or agent-failed run
+// finishes the slot (its attestation is on its way to everyone); an infrastructure failure
+// consumes the attempt and releases the slot for another node to retry.
+func (m *ClaimMachine) RunEnded(slotID string, o RunOutcome, now time.Time) Actions {
+	m.now = now
+	s, ok := m.held[slotID]
+	if !ok {
+		return m.finish(now)
+	}
+	mine := s.mine
+	m.dropMine(s)
+	switch o.Kind {
+	case RunValid, RunAgentFailed:
+		s.finished = true
+		s.ranResult = true
+		if s.holder != nil {
+			m.dropHolder(s)
+		}
+	default:
+		s.infraFailed(mine.attempt)
+		s.avoidUntil = now.Add(m.cfg.Lease)
+		m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
+			Lamport: mine.lamport, Attempt: mine.attempt, Reason: ReleaseInfra})
+	}
+	return m.finish(now)
+}
+
+// Shutdown releases every claim explicitly (pending ones freely; live runs, which are
+// aborted, consume their attempt) and stops claiming.
+func (m *ClaimMachine) Shutdown(now time.Time) Actions {
+	m.now = now
+	m.shutdown = true
+	for _, s := range m.sortedHeld() {
+		mine := s.mine
+		reason := ReleaseShutdown
+		if mine.phase == phaseRunning {
+			reason = ReleaseInfra
+			s.infraFailed(mine.attempt)
+			m.abort(s, AbortShutdown)
+		}
+		m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
+			Lamport: mine.lamport, Attempt: mine.attempt, Reason: reason})
+		m.dropMine(s)
+	}
+	return m.finish(now)
+}
+
+// Status counts the campaign's slots as this node sees them now; ok is false for an
+// unknown campaign.
+func (m *ClaimMachine) Status(campaignID string, now time.Time) (st CampaignStatus, ok bool) {
+	c, ok := m.campaigns[campaignID]
+	if !ok {
+		return CampaignStatus{}, false
+	}
+	st = CampaignStatus{Campaign: campaignID, Slots: len(c.order), Closed: !now.Before(c.spec.Deadline)}
+	for _, s := range c.order {
+		switch {
+		case s.finished:
+			st.Done++
+		case s.failed(m.cfg.MaxInfraAttempts):
+			st.Failed++
+		case s.mine != nil && s.mine.phase == phaseRunning,
+			s.mine == nil && s.holder != nil && s.holder.running && now.Before(s.holder.expires):
+			st.Running++
+		case s.mine != nil, s.holder != nil && now.Before(s.holder.expires):
+			st.Claimed++
+		default:
+			st.Unclaimed++
+		}
+	}
+	return st, true
+}
+
+// Held lists the slot IDs this node holds a claim on, sorted.
+func (m *ClaimMachine) Held() []string {
+	out := make([]string, 0, len(m.held))
+	for id := range m.held {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// FreeSince is when the slot last became free in this node's view: its campaign added, a
+// claim on it lapsed, released or dropped. Meaningful while the slot is free; the simulator
+// measures claim→start from it.
+func (m *ClaimMachine) FreeSince(slotID string) time.Time {
+	if s, ok := m.slots[slotID]; ok {
+		return s.freeSince
+	}
+	return time.Time{}
+}
+
+// Lamport is the node's Lamport clock.
+func (m *ClaimMachine) Lamport() uint64 { return m.lamport }
+
+func (m *ClaimMachine) sortedHeld() []*slotState {
+	out := make([]*slotState, 0, len(m.held))
+	for _, s := range m.held {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b *slotState) int { return cmp.Compare(a.spec.ID, b.spec.ID) })
+	return out
+}
+
+func (m *ClaimMachine) publish(msg ClaimMessage) {
+	msg.V = Version
+	msg.PeerID = m.cfg.Self
+	msg.Lab = m.cfg.Lab
+	msg.Cert = m.cfg.Cert
+	if msg.Kind != ClaimKindRelease {
+		msg.LeaseMS = m.cfg.Lease.Milliseconds()
+	}
+	m.out.Publish = append(m.out.Publish, msg)
+}
+
+func (m *ClaimMachine) publishMine(s *slotState, now time.Time) {
+	kind := ClaimKindClaim
+	if s.mine.phase == phaseRunning {
+		kind = ClaimKindRenew
+	}
+	m.publish(ClaimMessage{Kind: kind, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
+		Lamport: s.mine.lamport, Attempt: s.mine.attempt})
+}
+
+func (m *ClaimMachine) abort(s *slotState, reason string) {
+	m.out.Abort = append(m.out.Abort, AbortRun{Campaign: s.camp.spec.ID, SlotID: s.spec.ID, Attempt: s.mine.attempt, Reason: reason})
+}
+
+// finish runs the time-driven rules at now, claims up to capacity, and returns the
+// accumulated actions with the next wake time.
+func (m *ClaimMachine) finish(now time.Time) Actions {
+	m.advance(now)
+	m.claimMore(now)
+	out := m.out
+	m.out = Actions{}
+	out.Wake = m.nextWake(now)
+	return out
+}
+
+func (m *ClaimMachine) advance(now time.Time) {
+	for _, s := range m.sortedHeld() {
+		mine := s.mine
+		closed := !now.Before(s.camp.spec.Deadline)
+		switch {
+		case mine.phase == phasePending && closed:
+			m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
+				Lamport: mine.lamport, Attempt: mine.attempt, Reason: ReleaseShutdown})
+			m.dropMine(s)
+		case mine.phase == phasePending && !now.Before(mine.settleAt):
+			mine.phase = phaseRunning
+			mine.running = true
+			mine.startedAt = now
+			mine.nextRenew = now.Add(m.cfg.Heartbeat)
+			m.out.Start = append(m.out.Start, StartRun{Campaign: s.camp.spec.ID, Slot: s.spec, Attempt: mine.attempt})
+		case mine.phase == phaseRunning && (closed || !now.Before(mine.startedAt.Add(s.spec.HardLimit))):
+			reason := AbortHardLimit
+			if closed {
+				reason = AbortCampaignDeadline
+			}
+			m.abort(s, reason)
+			s.infraFailed(mine.attempt)
+			s.avoidUntil = now.Add(m.cfg.Lease)
+			m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
+				Lamport: mine.lamport, Attempt: mine.attempt, Reason: ReleaseInfra})
+			m.dropMine(s)
+		case mine.phase == phaseRunning && !now.Before(mine.nextRenew):
+			for !now.Before(mine.nextRenew) {
+				mine.nextRenew = mine.nextRenew.Add(m.cfg.Heartbeat)
+			}
+			m.publishMine(s, now)
+		}
+	}
+	for _, s := range m.watched {
+		if !now.Before(m.holderEnd(s)) {
+			if s.holder.running {
+				// A live run that went silent (crash, hung, cut off) consumed its attempt.
+				s.infraFailed(s.holder.attempt)
+			}
+			m.dropHolder(s)
+		}
+	}
+}
+
+// holderEnd is when another node's claim stops holding the slot here: its lease lapses, or
+// the slot's hard limit (counted from when this node first saw the claim, plus a heartbeat
+// for the holder's own abort to arrive) passes however often it was renewed.
+func (m *ClaimMachine) holderEnd(s *slotState) time.Time {
+	h := s.holder
+	hard := h.firstSeen.Add(s.spec.HardLimit + m.cfg.Heartbeat)
+	if hard.Before(h.expires) {
+		return hard
+	}
+	return h.expires
+}
+
+func (m *ClaimMachine) claimMore(now time.Time) {
+	if m.shutdown {
+		return
+	}
+	for len(m.held) < m.capacity {
+		s := m.pick(now)
+		if s == nil {
+			return
+		}
+		m.lamport++
+		s.touched = true
+		s.mine = &myClaim{
+			claimRef: claimRef{peer: m.cfg.Self, lab: m.cfg.Lab, lamport: m.lamport,
+				attempt: s.maxAttempt + 1, hash: RendezvousScore(s.spec.ID, m.cfg.Self)},
+			phase:    phasePending,
+			settleAt: now.Add(m.cfg.Settle),
+		}
+		m.held[s.spec.ID] = s
+		m.publishMine(s, now)
+	}
+}
+
+// pick chooses the next slot to claim: campaigns open at now by earliest deadline (then
+// ID); within one, untouched slots in this node's rendezvous order first, then slots whose
+// claims lapsed or were released (their holder may be alive behind a partition), also in
+// rendezvous order.
+func (m *ClaimMachine) pick(now time.Time) *slotState {
+	var open []*campaignState
+	for _, c := range m.campaigns {
+		if !now.Before(c.spec.Created) && now.Before(c.spec.Deadline) {
+			open = append(open, c)
+		}
+	}
+	slices.SortFunc(open, func(a, b *campaignState) int {
+		if c := a.spec.Deadline.Compare(b.spec.Deadline); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.spec.ID, b.spec.ID)
+	})
+	for _, c := range open {
+		// Untouched slots only ever become touched, so order[:cursor] never needs a rescan.
+		for c.cursor < len(c.order) && (c.order[c.cursor].touched || c.order[c.cursor].finished) {
+			c.cursor++
+		}
+		if c.cursor < len(c.order) {
+			return c.order[c.cursor]
+		}
+	}
+	var best, avoided *slotState
+	for id, s := range m.freed {
+		if s.finished || s.mine != nil || s.holder != nil || s.failed(m.cfg.MaxInfraAttempts) {
+			delete(m.freed, id)
+			continue
+		}
+		if !now.Before(s.camp.spec.Deadline) || now.Before(s.camp.spec.Created) {
+			continue
+		}
+		// A slot whose run failed here is left to other nodes while this one has anything
+		// else to do; with nothing else, waiting would only idle capacity.
+		if now.Before(s.avoidUntil) {
+			if avoided == nil || preferred(s, avoided) {
+				avoided = s
+			}
+		} else if best == nil || preferred(s, best) {
+			best = s
+		}
+	}
+	if best == nil {
+		return avoided
+	}
+	return best
+}
+
+// preferred orders freed slots: earlier campaign deadline, then higher score, then ID.
+func preferred(a, b *slotState) bool {
+	if c := a.camp.spec.Deadline.Compare(b.camp.spec.Deadline); c != 0 {
+		return c < 0
+	}
+	if a.camp.spec.ID != b.camp.spec.ID {
+		return a.camp.spec.ID < b.camp.spec.ID
+	}
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	return a.spec.ID < b.spec.ID
+}
+
+// nextWake is the earliest time after now at which a Tick would change something.
+func (m *ClaimMachine) nextWake(now time.Time) time.Time {
+	var w time.Time
+	at := func(t time.Time) {
+		if t.After(now) && (w.IsZero() || t.Before(w)) {
+			w = t
+		}
+	}
+	for _, s := range m.held {
+		mine := s.mine
+		if mine.phase == phasePending {
+			at(mine.settleAt)
+		} else {
+			at(mine.nextRenew)
+			at(mine.startedAt.Add(s.spec.HardLimit))
+		}
+		at(s.camp.spec.Deadline)
+	}
+	for _, s := range m.watched {
+		at(m.holderEnd(s))
+	}
+	if !m.shutdown && len(m.held) < m.capacity {
+		for _, c := range m.campaigns {
+			at(c.spec.Created) // a campaign not open yet
+		}
+	}
+	return w
+}

@@ -1,0 +1,239 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Head is what a node announces on /heads (docs/protocol-sync.md): which network document
+// it runs, the ledger root it computed, how many attestations it holds and the
+// reconciliation fingerprint of that set.
+type Head struct {
+	Version      int    `json:"version"`
+	Network      string `json:"network"`
+	NetworkDoc   string `json:"network_doc"` // NetworkDoc.Hash, hex
+	PeerID       string `json:"peer_id"`
+	Lab          string `json:"lab,omitempty"` // as the node states it (informational)
+	LedgerRoot   string `json:"ledger_root"`   // hex sha256, "" when not computed yet
+	Attestations int    `json:"attestations"`
+	Fingerprint  string `json:"fingerprint"` // hex, 16 bytes: the whole set's recon fingerprint
+	// Seq grows with each announcement of a node: a reader keeps the highest it saw.
+	Seq uint64 `json:"seq"`
+}
+
+// signedHead is the wire form: the head's JSON bytes as signed, and the signature.
+type signedHead struct {
+	Head json.RawMessage `json:"head"`
+	Sig  []byte          `json:"sig"` // ed25519 over headDomain || head bytes, base64
+}
+
+const headDomain = "evalmesh/head/v1\n"
+
+// MaxHeadSize bounds an encoded head a reader accepts.
+const MaxHeadSize = 4096
+
+// ErrHeadVersion: the head's version is not one this build reads (ignore it, don't
+// penalise the sender).
+var ErrHeadVersion = errors.New("unknown head version")
+
+// SignHead encodes h signed with key; h.PeerID must be key's peer ID.
+func SignHead(h Head, key crypto.PrivKey) ([]byte, error) {
+	id, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if h.PeerID != id.String() {
+		return nil, fmt.Errorf("head names peer %s but the key is %s's", h.PeerID, id)
+	}
+	body, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	sig, err := key.Sign(append([]byte(headDomain), body...))
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(signedHead{Head: body, Sig: sig})
+}
+
+// DecodeHead checks a signed head: size, form, version, fields, and the signature by the
+// key inside its peer_id. It does not know who relayed it: see ValidateHead.
+func DecodeHead(b []byte) (*Head, error) {
+	if len(b) > MaxHeadSize {
+		return nil, fmt.Errorf("head of %d bytes, over %d", len(b), MaxHeadSize)
+	}
+	var sh signedHead
+	if err := json.Unmarshal(b, &sh); err != nil {
+		return nil, fmt.Errorf("head: %w", err)
+	}
+	var probe struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(sh.Head, &probe); err != nil {
+		return nil, fmt.Errorf("head body: %w", err)
+	}
+	if probe.Version != Version {
+		return nil, fmt.Errorf("%w %d (this build reads %d)", ErrHeadVersion, probe.Version, Version)
+	}
+	dec := json.NewDecoder(bytes.NewReader(sh.Head))
+	dec.DisallowUnknownFields()
+	var h Head
+	if err := dec.Decode(&h); err != nil {
+		return nil, fmt.Errorf("head body: %w", err)
+	}
+	id, err := peer.Decode(h.PeerID)
+	if err != nil {
+		return nil, fmt.Errorf("head peer_id %q: %w", h.PeerID, err)
+	}
+	pub, err := id.ExtractPublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("head peer_id %s carries no public key: %w", h.PeerID, err)
+	}
+	ok, err := pub.Verify(append([]byte(headDomain), sh.Head...), sh.Sig)
+	if err != nil || !ok {
+		return nil, fmt.Errorf("head of %s: bad signature", h.PeerID)
+	}
+	if fp, err := hex.DecodeString(h.Fingerprint); err != nil || len(fp) != 16 {
+		return nil, fmt.Errorf("head of %s: fingerprint %q is not 32 hex digits", h.PeerID, h.Fingerprint)
+	}
+	if h.LedgerRoot != "" {
+		if r, err := hex.DecodeString(h.LedgerRoot); err != nil || len(r) != 32 {
+			return nil, fmt.Errorf("head of %s: ledger_root %q is not 64 hex digits", h.PeerID, h.LedgerRoot)
+		}
+	}
+	if h.Attestations < 0 || h.Network == "" {
+		return nil, fmt.Errorf("head of %s: attestations < 0 or no network", h.PeerID)
+	}
+	return &h, nil
+}
+
+// ValidateHead is the /heads topic validator's decision for a message from sender (the
+// gossipsub message author) in network.
+func ValidateHead(b []byte, sender peer.ID, network string) (*Head, Validation) {
+	h, err := DecodeHead(b)
+	switch {
+	case errors.Is(err, ErrHeadVersion):
+		return nil, Validation{Ignore, "unknown_version"}
+	case err != nil:
+		return nil, Validation{Reject, "malformed"}
+	case h.PeerID != sender.String():
+		return nil, Validation{Reject, "sender_mismatch"}
+	case h.Network != network:
+		return nil, Validation{Reject, "other_network"}
+	}
+	return h, Validation{Accept, ""}
+}
+
+// OurHead is what the local node has, to compare peers' heads with.
+type OurHead struct {
+	Network      string
+	NetworkDoc   string
+	LedgerRoot   string
+	Attestations int
+	Fingerprint  string
+}
+
+// PeerStatus says how a peer's head compares with ours.
+type PeerStatus string
+
+const (
+	// StatusAgrees: same network document, same set, same root.
+	StatusAgrees PeerStatus = "agrees"
+	// StatusOtherDocument: the peer runs another network document; its root is not
+	// comparable, and it is not a disagreement.
+	StatusOtherDocument PeerStatus = "other network document"
+	// StatusOtherSet: same document, different attestation sets (sync pending).
+	StatusOtherSet PeerStatus = "different attestation set"
+	// StatusRootMismatch: same document and same set, yet another root: a bug or a cheat.
+	StatusRootMismatch PeerStatus = "ROOT MISMATCH with equal sets"
+	// StatusNoRoot: one side has not computed a root yet.
+	StatusNoRoot PeerStatus = "no root yet"
+)
+
+// PeerHead is the latest head heard from one peer and how it compares with ours.
+type PeerHead struct {
+	PeerID       string     `json:"peer_id"`
+	Lab          string     `json:"lab"`
+	Network      string     `json:"network"`
+	NetworkDoc   string     `json:"network_doc"`
+	LedgerRoot   string     `json:"ledger_root"`
+	Attestations int        `json:"attestations"`
+	Fingerprint  string     `json:"fingerprint"`
+	Agrees       bool       `json:"agrees"`
+	Status       PeerStatus `json:"status"`
+	LastHeard    time.Time  `json:"last_heard"`
+}
+
+// HeadsTracker records the latest head of each peer. Pure: the caller passes the time a
+// head was heard. Not safe for concurrent use (the node locks it).
+type HeadsTracker struct {
+	heads map[string]heard
+}
+
+type heard struct {
+	h  Head
+	at time.Time
+}
+
+// NewHeadsTracker returns an empty tracker.
+func NewHeadsTracker() *HeadsTracker { return &HeadsTracker{heads: map[string]heard{}} }
+
+// Observe records h heard at time at, unless a head with a higher Seq from the same peer
+// was recorded; it reports whether the peer's head changed (a reason to sync with it).
+func (t *HeadsTracker) Observe(h Head, at time.Time) bool {
+	old, ok := t.heads[h.PeerID]
+	if ok && old.h.Seq > h.Seq {
+		return false
+	}
+	t.heads[h.PeerID] = heard{h, at}
+	return !ok || old.h != h
+}
+
+// Forget drops a peer's head.
+func (t *HeadsTracker) Forget(peerID string) { delete(t.heads, peerID) }
+
+// Compare lists every peer's latest head against ours, sorted by peer ID.
+func (t *HeadsTracker) Compare(ours OurHead) []PeerHead {
+	out := make([]PeerHead, 0, len(t.heads))
+	for _, e := range t.heads {
+		h := e.h
+		p := PeerHead{PeerID: h.PeerID, Lab: h.Lab, Network: h.Network, NetworkDoc: h.NetworkDoc,
+			LedgerRoot: h.LedgerRoot, Attestations: h.Attestations, Fingerprint: h.Fingerprint, LastHeard: e.at}
+		p.Status = compareHead(ours, h)
+		p.Agrees = p.Status == StatusAgrees
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PeerID < out[j].PeerID })
+	return out
+}
+
+// NeedsSync says whether a peer's head shows a set other than ours under the same document.
+func (t *HeadsTracker) NeedsSync(ours OurHead, peerID string) bool {
+	e, ok := t.heads[peerID]
+	if !ok {
+		return false
+	}
+	return e.h.NetworkDoc == ours.NetworkDoc && e.h.Fingerprint != ours.Fingerprint
+}
+
+func compareHead(ours OurHead, h Head) PeerStatus {
+	switch {
+	case h.Network != ours.Network || h.NetworkDoc != ours.NetworkDoc:
+		return StatusOtherDocument
+	case h.Fingerprint != ours.Fingerprint || h.Attestations != ours.Attestations:
+		return StatusOtherSet
+	case h.LedgerRoot == "" || ours.LedgerRoot == "":
+		return StatusNoRoot
+	case h.LedgerRoot != ours.LedgerRoot:
+		return StatusRootMismatch
+	}
+	return StatusAgrees
+}

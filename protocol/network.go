@@ -1,0 +1,158 @@
+package protocol
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/scoring"
+)
+
+// NetworkDoc is a network's one policy document (docs/protocol-sync.md): its name, its
+// labs, and the ledger options every node must share to compute the same root. It is
+// identified by the hash of its canonical form; two nodes whose hashes differ run different
+// networks, whatever their roots say.
+type NetworkDoc struct {
+	Version int          `json:"version"`
+	Network string       `json:"network"`
+	Labs    []NetworkLab `json:"labs"`
+	Ledger  LedgerPolicy `json:"ledger"`
+}
+
+// NetworkLab is one lab of the network: its name and ed25519 public key (base64).
+type NetworkLab struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// LedgerPolicy holds the ledger options of the network.
+type LedgerPolicy struct {
+	// Worst is the normalized score's worst anchor: "population" or "estimated".
+	Worst string `json:"worst"`
+	// BootstrapRounds for the confidence intervals (> 0).
+	BootstrapRounds int `json:"bootstrap_rounds"`
+	// Replication is how many other labs must re-score a run for it to count.
+	Replication int `json:"replication"`
+	// Executors are the isolation kinds whose runs count: "container" (the default);
+	// "process" runs count only where the network opts in by listing it.
+	Executors []string `json:"executors"`
+}
+
+// NetworkDocVersion is the document version this build writes and reads.
+const NetworkDocVersion = 1
+
+// MaxNetworkDocSize bounds a document a reader accepts.
+const MaxNetworkDocSize = 1 << 20
+
+// ParseNetworkDoc reads a network document, fills defaults and validates it. Unknown
+// fields are refused: a field this build ignores could change another build's root.
+func ParseNetworkDoc(b []byte) (*NetworkDoc, error) {
+	if len(b) > MaxNetworkDocSize {
+		return nil, fmt.Errorf("network document is %d bytes, over %d", len(b), MaxNetworkDocSize)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var d NetworkDoc
+	if err := dec.Decode(&d); err != nil {
+		return nil, fmt.Errorf("network document: %w", err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("network document: data after the object")
+	}
+	if err := d.normalize(); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+func (d *NetworkDoc) normalize() error {
+	if d.Version != NetworkDocVersion {
+		return fmt.Errorf("network document version %d: this build reads version %d", d.Version, NetworkDocVersion)
+	}
+	if d.Network == "" || strings.ContainsAny(d.Network, "/ \t\n") {
+		return fmt.Errorf("network document: network %q must be a non-empty name without slashes or spaces", d.Network)
+	}
+	seen := map[string]bool{}
+	for _, l := range d.Labs {
+		k, err := base64.StdEncoding.DecodeString(l.Key)
+		if err != nil || len(k) != 32 {
+			return fmt.Errorf("network document: lab %q: key must be a base64 ed25519 public key (32 bytes)", l.Name)
+		}
+		if l.Name == "" || seen[l.Name] {
+			return fmt.Errorf("network document: lab names must be non-empty and distinct (%q)", l.Name)
+		}
+		seen[l.Name] = true
+	}
+	slices.SortFunc(d.Labs, func(a, b NetworkLab) int { return strings.Compare(a.Name, b.Name) })
+	p := &d.Ledger
+	if p.Worst == "" {
+		p.Worst = "population"
+	}
+	if p.Worst != "population" && p.Worst != "estimated" {
+		return fmt.Errorf("network document: ledger.worst %q: use population or estimated", p.Worst)
+	}
+	if p.BootstrapRounds == 0 {
+		p.BootstrapRounds = 100
+	}
+	if p.BootstrapRounds < 0 || p.Replication < 0 {
+		return fmt.Errorf("network document: ledger.bootstrap_rounds and ledger.replication must be >= 0")
+	}
+	if len(p.Executors) == 0 {
+		p.Executors = []string{string(attest.IsolationContainer)}
+	}
+	for _, e := range p.Executors {
+		if e != string(attest.IsolationContainer) && e != string(attest.IsolationProcess) {
+			return fmt.Errorf("network document: ledger.executors: %q is not %s or %s", e, attest.IsolationContainer, attest.IsolationProcess)
+		}
+	}
+	slices.Sort(p.Executors)
+	p.Executors = slices.Compact(p.Executors)
+	return nil
+}
+
+// Canonical is the document's canonical JSON: defaults filled, labs sorted by name,
+// executors sorted, no insignificant whitespace. Its sha256 is the document's hash.
+func (d *NetworkDoc) Canonical() []byte {
+	c := *d
+	c.Labs = slices.Clone(d.Labs)
+	c.Ledger.Executors = slices.Clone(d.Ledger.Executors)
+	if err := c.normalize(); err != nil {
+		panic("protocol: Canonical of an invalid network document: " + err.Error())
+	}
+	b, _ := json.Marshal(c)
+	return b
+}
+
+// Hash is the hex sha256 of Canonical: the network document's identity on /heads.
+func (d *NetworkDoc) Hash() string {
+	s := sha256.Sum256(d.Canonical())
+	return hex.EncodeToString(s[:])
+}
+
+// ScoringOptions are the document's scoring options.
+func (d *NetworkDoc) ScoringOptions() scoring.Options {
+	return scoring.Options{Worst: d.Ledger.Worst, BootstrapRounds: d.Ledger.BootstrapRounds}
+}
+
+// CountsExecutor says whether runs under this isolation kind count in the network.
+func (d *NetworkDoc) CountsExecutor(isolation string) bool {
+	return slices.Contains(d.Ledger.Executors, isolation)
+}
+
+// TrustStore is a trust store holding the document's labs.
+func (d *NetworkDoc) TrustStore() (*attest.TrustStore, error) {
+	t := attest.NewTrustStore()
+	for _, l := range d.Labs {
+		k, _ := base64.StdEncoding.DecodeString(l.Key)
+		if _, err := t.AddLab(l.Name, k); err != nil {
+			return nil, fmt.Errorf("network document: lab %q: %w", l.Name, err)
+		}
+	}
+	return t, nil
+}
