@@ -74,9 +74,10 @@ func TestDaemonRecoversKilledRunAtStart(t *testing.T) {
 	if n := attestations(t, h); n != 1 {
 		t.Fatalf("%d attestations, want 1", n)
 	}
-	if !strings.Contains(stderr.String(), "recovered run "+old+": attestation bafkrei") {
-		t.Fatalf("daemon log does not report the recovered run:\n%s", stderr.String())
-	}
+	// The daemon reports the run once Recover returns, just after the phase is saved.
+	testutil.WaitFor(t, 10*time.Second, "the daemon log to report the recovered run", func() bool {
+		return strings.Contains(stderr.String(), "recovered run "+old+": attestation bafkrei")
+	})
 	daemon.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
