@@ -34,10 +34,16 @@ bench-smoke:
 	@echo "== bench smoke: crossarch (native)"; bench/crossarch.sh $$(go env GOHOSTARCH) >/dev/null
 	@echo "== bench smoke: gpu-check (exit 2 means no GPU here, as expected without one)"; rc=0; OUT=$(BENCH_WORK)-gpu bench/gpu-check.sh >/dev/null 2>&1 || rc=$$?; rm -rf $(BENCH_WORK)-gpu; [ $$rc = 0 ] || [ $$rc = 2 ] || { echo "bench/gpu-check.sh failed with exit $$rc"; exit 1; }
 
-# The evalmesh binary in the current folder.
+# The git revision is passed in as well: the go command stamps vcs.revision itself only in a
+# plain checkout (not a git worktree) and not under GOFLAGS=-buildvcs=false.
+REVISION := $(shell git rev-parse HEAD 2>/dev/null)
+MODIFIED := $(shell git diff --quiet HEAD -- 2>/dev/null || echo true)
+LDFLAGS := -X github.com/evalmesh/evalmesh/runner.buildRevision=$(REVISION) -X github.com/evalmesh/evalmesh/runner.buildModified=$(MODIFIED)
+
+# The evalmesh binary in the current folder (`evalmesh version` names its git revision).
 build:
-	go build -o evalmesh ./cmd/evalmesh
+	@go build -ldflags "$(LDFLAGS)" -o evalmesh ./cmd/evalmesh
 
 # evalmesh into $(go env GOPATH)/bin (or GOBIN), quietly: the same build as `build`.
 install:
-	go install ./cmd/evalmesh
+	@go install -ldflags "$(LDFLAGS)" ./cmd/evalmesh

@@ -157,7 +157,7 @@ func benchRunner(b *testing.B, h home.Home) *runner.Runner {
 		b.Fatal(err)
 	}
 	ex := process.New(process.Options{})
-	return &runner.Runner{Home: h, Executors: map[string]runner.Executor{ex.Name(): ex}, Executor: ex.Name(), Key: key}
+	return &runner.Runner{Home: h, Executors: map[string]runner.Executor{ex.Name(): ex}, Executor: ex.Name(), Key: key, SelfSigned: true}
 }
 
 func exampleTaskB(b *testing.B, name string) string {

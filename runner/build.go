@@ -9,11 +9,18 @@ import (
 // ModulePath is evalmesh's module, named when a binary carries no build information.
 const ModulePath = "github.com/evalmesh/evalmesh"
 
+// buildRevision and buildModified are set by `make build` (-ldflags -X) for the builds the
+// go command does not stamp itself: a git worktree (its .git is a file, which the go
+// command does not recognise as a checkout: golang/go#58218) or GOFLAGS=-buildvcs=false.
+var buildRevision, buildModified string
+
 // Build names the evalmesh build of this process, as run attestations record it: the main
 // module's path and version, and the VCS revision `go build` stamps in a git checkout
-// (-buildvcs=auto; `go run` and `go test` binaries carry none, so Revision is then empty).
+// (vcs.revision, vcs.modified) or else `make build` passes in. `go run` and `go test`
+// binaries carry none: Revision is then empty.
 func Build() attest.BuildInfo {
 	b := attest.BuildInfo{Module: ModulePath, Version: "(devel)"}
+	b.Revision, b.Modified = buildRevision, buildModified == "true"
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return b

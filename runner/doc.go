@@ -21,6 +21,10 @@
 // link(2) and never replaced, and ed25519 signing is deterministic, so re-signing the saved
 // statement after a crash yields the very same envelope and ID.
 //
+// Before a run starts (before GPUs are held) the signing chain is checked (CheckSigning):
+// a run whose attestation no trust store would accept is refused, not run. A slot this node
+// ran before is a new attempt (RunState.Attempt, the predicate's attempt).
+//
 // Run folder: state.json, statement.json, attestation.json, workspace/ and output/ (the
 // agent's), logs/agent.log and logs/evaluator.log, eval/ (the evaluator's copy of the
 // submission). The submission and a deterministic tar of the logs are also stored by CID in

@@ -113,6 +113,7 @@ func processRunner(t *testing.T, h home.Home, ex runner.Executor) *runner.Runner
 		Executors:    map[string]runner.Executor{ex.Name(): ex},
 		Executor:     ex.Name(),
 		Key:          key,
+		SelfSigned:   true,
 		SelfExe:      os.Args[0],
 		PollInterval: 50 * time.Millisecond,
 	}

@@ -44,10 +44,15 @@ type Runner struct {
 	// AllowNetwork is the lab's policy: an agent gets a network only if its spec asks and
 	// this allows.
 	AllowNetwork bool
-	// Key signs attestations; Cert (optional) is the node's lab certificate; Lab its lab ID.
-	Key  crypto.PrivKey
-	Cert *attest.NodeCert
-	Lab  string
+	// Key signs attestations; Cert is the node's lab certificate; Lab its lab ID. Without a
+	// Cert a run is refused unless SelfSigned (attestations then count only where a trust
+	// file lists the node key itself). Trust, if set, is the trust store the preflight checks
+	// the certificate against (its lab listed, not revoked).
+	Key        crypto.PrivKey
+	Cert       *attest.NodeCert
+	Lab        string
+	SelfSigned bool
+	Trust      *attest.TrustStore
 	// SelfExe replaces a command's first word "evalmesh" for the process executor (so the
 	// example agents need no build); empty means os.Executable().
 	SelfExe string
@@ -160,8 +165,9 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Outcome, error) {
 	if r.Executor == "docker" && req.Agent.Image == "" {
 		return nil, fmt.Errorf("agent %s has no image: the docker executor needs image: sha256:… (or use --executor process)", req.Agent.Name)
 	}
-	if r.Key == nil {
-		return nil, errors.New("run: no signing key (load the node identity first)")
+	// Fail before the work: a run whose attestation would be refused is not started.
+	if err := r.CheckSigning(time.Duration(b.Meta.Limits.WallClockSeconds) * time.Second); err != nil {
+		return nil, err
 	}
 	taskDir, err := filepath.Abs(req.TaskDir)
 	if err != nil {
@@ -201,6 +207,11 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Outcome, error) {
 	runs, err := ListRuns(r.Home)
 	if err == nil {
 		st.GPUs, err = gpu.Allocate(inv, r.AllowedGPUs, busyGPUs(runs), need)
+	}
+	if err == nil {
+		// The claim machine's number, unless this node already signed that attempt (or a
+		// later one) of the slot: a second attestation of one attempt reads as equivocation.
+		st.Attempt = max(req.Attempt, r.nextAttempt(runs, attest.Slot{Campaign: campaign, Task: taskCID, Agent: st.AgentCID, Seed: st.Seed}))
 	}
 	if err == nil {
 		err = r.makeRunDir(st)
@@ -484,36 +495,59 @@ func pidsNote(e *ExitResult) string {
 	return ""
 }
 
-// evaluateAndState scores the submission, builds the statement and writes statement.json.
+// evaluateAndState scores the submission and writes the run's statement.json, in three
+// phases: evaluate, store the subjects (submission and logs) by CID, and write the
+// statement of the run predicate.
 func (r *Runner) evaluateAndState(ctx context.Context, ex Executor, st *RunState, b *tasks.Bundle) error {
-	dir := RunDir(r.Home, st.ID)
 	ev, err := r.evaluate(ctx, ex, st, b)
 	if err != nil {
 		return err
 	}
-	// Logs archive: agent and evaluator logs, deterministic tar.
-	logs, err := tarLogs(filepath.Join(dir, "logs"))
+	subjects, err := r.storeSubjects(st, b, ev)
 	if err != nil {
 		return err
+	}
+	pred, err := r.runPredicate(ex, st, b, ev)
+	if err != nil {
+		return err
+	}
+	stmt, err := attest.NewStatement(subjects, attest.PredicateRunV1, pred)
+	if err != nil {
+		return fmt.Errorf("build statement: %w", err)
+	}
+	_, err = writeOnce(filepath.Join(RunDir(r.Home, st.ID), statementFile), stmt)
+	return err
+}
+
+// storeSubjects stores the submission (if any) and a deterministic tar of the agent and
+// evaluator logs in HOME/objects and returns them as the statement's subjects.
+func (r *Runner) storeSubjects(st *RunState, b *tasks.Bundle, ev *evalResult) ([]attest.Subject, error) {
+	logs, err := tarLogs(filepath.Join(RunDir(r.Home, st.ID), "logs"))
+	if err != nil {
+		return nil, err
 	}
 	var subjects []attest.Subject
 	if ev.submission != nil {
 		c, err := storeObject(r.Home, ev.submission)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		subjects = append(subjects, subject(b.Meta.Submission.File, ev.submission, c, attest.RoleSubmission))
 	}
 	lc, err := storeObject(r.Home, logs)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	subjects = append(subjects, subject("logs.tar", logs, lc, attest.RoleLogs))
+	return append(subjects, subject("logs.tar", logs, lc, attest.RoleLogs)), nil
+}
 
+// runPredicate is what the run attests: slot and attempt, signer, hardware, times, how the
+// agent ended, the evaluation, telemetry, the executor's containment and this build.
+func (r *Runner) runPredicate(ex Executor, st *RunState, b *tasks.Bundle, ev *evalResult) (attest.RunPredicate, error) {
 	inv, _ := r.inventory()
 	node, err := peer.IDFromPrivateKey(r.Key)
 	if err != nil {
-		return err
+		return attest.RunPredicate{}, err
 	}
 	hashes := make([]string, 0, len(st.GPUs))
 	for _, g := range st.GPUs {
@@ -524,10 +558,7 @@ func (r *Runner) evaluateAndState(ctx context.Context, ex Executor, st *RunState
 	if st.AgentExit != nil && !st.AgentExit.Finished.IsZero() {
 		agentEnd = st.AgentExit.Finished
 	}
-	wall := agentEnd.Sub(st.Start)
-	if wall < 0 {
-		wall = 0
-	}
+	wall := max(agentEnd.Sub(st.Start), 0)
 	exit := attest.ExitStatus{Reason: exitReason(st.AgentExit)}
 	if e := st.AgentExit; e != nil {
 		exit.Code, exit.Signal, exit.OOMKilled, exit.TimedOut = e.ExitCode, e.Signal, e.OOMKilled, e.TimedOut
@@ -550,19 +581,14 @@ func (r *Runner) evaluateAndState(ctx context.Context, ex Executor, st *RunState
 		Metric:        b.Meta.Metric.Name,
 		Evaluator:     ev.evaluator,
 		Telemetry:     telemetryView(st),
+		Attempt:       st.Attempt,
 		Executor:      executorInfo(ex, st.AgentHandle),
 		Build:         &build,
-		Attempt:       st.Attempt,
 	}
 	if pred.Hardware.GPUModel == "" {
 		pred.Hardware.GPUModel = "cpu"
 	}
-	stmt, err := attest.NewStatement(subjects, attest.PredicateRunV1, pred)
-	if err != nil {
-		return fmt.Errorf("build statement: %w", err)
-	}
-	_, err = writeOnce(filepath.Join(dir, statementFile), stmt)
-	return err
+	return pred, nil
 }
 
 // telemetryView is the attested telemetry (without the raw energy counters).

@@ -41,7 +41,7 @@ func nodeMain() int {
 	}
 	h := home.Home{Dir: req.Home}
 	key, _ := h.Identity()
-	r := &runner.Runner{Home: h, Executors: map[string]runner.Executor{ex.Name(): ex}, Executor: ex.Name(), Key: key, SelfExe: os.Args[0]}
+	r := &runner.Runner{Home: h, Executors: map[string]runner.Executor{ex.Name(): ex}, Executor: ex.Name(), Key: key, SelfExe: os.Args[0], SelfSigned: true}
 	if _, err := r.Run(bg, runner.Request{TaskDir: req.Task, Agent: &req.Agent}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -42,7 +42,9 @@ type RunState struct {
 	Agent    AgentSpec `json:"agent"`
 	AgentCID string    `json:"agent_cid"`
 	Seed     int       `json:"seed"`
-	// Attempt is the attempt number the run signs (0: 1, a run outside any claim).
+	// Attempt is the attempt number the run signs: the caller's (Request.Attempt, from the
+	// claim machine) or, when higher, one more than this node's earlier runs of the slot
+	// (nextAttempt). 0 in states of an older evalmesh, attested as absent (read as 1).
 	Attempt int       `json:"attempt,omitempty"`
 	GPUs    []string  `json:"gpus,omitempty"`
 	Start   time.Time `json:"start"`

@@ -179,6 +179,7 @@ func meshOptions(h home.Home, n *node.Node, claims protocol.ClaimConfig, log io.
 	if err != nil {
 		return nil, err
 	}
+	r.Trust = trust // each run's preflight checks the certificate against the network's labs
 	capacity := n.Config().Runner.MaxParallel
 	if inv, err := r.Inventory(); err == nil && !inv.CPUOnly && len(inv.GPUs) > 0 {
 		capacity = len(inv.GPUs)

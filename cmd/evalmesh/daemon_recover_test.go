@@ -27,7 +27,7 @@ func TestDaemonRecoversKilledRunAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := filepath.Join(dir, "tasks", "arithmetic")
-	hold := filepath.Join(dir, "hold")
+	hold := filepath.Join(openToAgents(t, dir), "hold") // the agent (uid nobody on root) sees it
 	os.WriteFile(hold, nil, 0o644)
 	gated := filepath.Join(dir, "gated.yaml")
 	os.WriteFile(gated, []byte("name: gated\nversion: \"1\"\ncommand: [/bin/sh, -c, 'while [ -e "+hold+" ]; do sleep 0.05; done']\n"), 0o644)
@@ -74,9 +74,10 @@ func TestDaemonRecoversKilledRunAtStart(t *testing.T) {
 	if n := attestations(t, h); n != 1 {
 		t.Fatalf("%d attestations, want 1", n)
 	}
-	if !strings.Contains(stderr.String(), "recovered run "+old+": attestation bafkrei") {
-		t.Fatalf("daemon log does not report the recovered run:\n%s", stderr.String())
-	}
+	// The daemon reports the run once Recover returns, just after the phase is saved.
+	testutil.WaitFor(t, 10*time.Second, "the daemon log to report the recovered run", func() bool {
+		return strings.Contains(stderr.String(), "recovered run "+old+": attestation bafkrei")
+	})
 	daemon.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:

@@ -52,7 +52,7 @@ func newLedgerFixture(t *testing.T) *ledgerFixture {
 			t.Fatal(err)
 		}
 		for seed := 0; seed < 2; seed++ {
-			out, e, code := runE2(t, "run", "--home", f.home, "--task", task, "--agent", spec, "--seed", fmt.Sprint(seed), "--executor", "process", "--json")
+			out, e, code := runE2(t, "run", "--home", f.home, "--task", task, "--agent", spec, "--seed", fmt.Sprint(seed), "--executor", "process", "--json", "--self-signed")
 			if code != 0 {
 				t.Fatalf("run %s seed %d: %s", agent, seed, e)
 			}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -15,10 +16,12 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/docker"
 	"github.com/evalmesh/evalmesh/runner/process"
+	"github.com/evalmesh/evalmesh/tasks"
 )
 
 func init() { register(newRunCmd) }
@@ -87,17 +90,25 @@ func recoverRuns(ctx context.Context, r *runner.Runner, w io.Writer) (handled, l
 type runOutput struct {
 	RunID         string   `json:"run_id"`
 	AttestationID string   `json:"attestation_id"`
+	Attempt       int      `json:"attempt"`
 	Valid         bool     `json:"valid"`
 	Score         *float64 `json:"score"`
 	Metric        string   `json:"metric"`
 	InvalidReason string   `json:"invalid_reason,omitempty"`
 	Attestation   string   `json:"attestation_path"`
+	// AgentLogTail is the end of the agent's log, for an invalid run only.
+	AgentLogTail string `json:"agent_log_tail,omitempty"`
+}
+
+// runFlags are the run command's flags.
+type runFlags struct {
+	taskDir, agentPath, executor, taskCID, trust string
+	seed                                         int
+	recoverOnly, selfSigned                      bool
 }
 
 func newRunCmd(g *globals) *cobra.Command {
-	var taskDir, agentPath, executor, taskCID string
-	var seed int
-	var recoverOnly bool
+	var f runFlags
 	cmd := &cobra.Command{
 		Use:   "run --task BUNDLE_DIR --agent AGENT.yaml [--seed N] [--executor docker|process] | run --recover",
 		Short: "Run one agent on one task, score it apart from the agent, and sign the attestation",
@@ -107,7 +118,23 @@ policy allow it; the task's memory, CPU, pids and wall-clock limits), destroy it
 submission apart from it (the built-in metric, or the task's evaluator, which alone sees
 private/), and write a signed run attestation with the submission and logs, content-addressed,
 into the node home. Prints the attestation ID and the score; on a terminal a status line
-shows the phase, the elapsed time and GPU use.
+shows the phase, the elapsed time and GPU use. An invalid run also prints the end of the
+agent's log.
+
+Before anything runs, the signing chain is checked: the node certificate
+(HOME/node-cert.json) must be this node's, valid now and until the task's wall-clock limit
+could end the run, and (with --trust) of a listed, unrevoked lab. A node without a
+certificate is refused unless --self-signed is given: its attestations then count only where
+a trust file lists the node key itself (evalmesh trust add --node-key).
+
+Running a slot (task, agent, seed, campaign) again records a new attempt (the predicate's
+"attempt": one more than this node's earlier runs of the slot), never a second attestation
+of the same attempt.
+
+The attestation records how contained the agent was ("executor": docker runs it in a
+container; the process executor runs it as a host process, in a folder of its own with a
+copy of public/, and as uid 65534 when evalmesh runs as root) and which evalmesh build
+signed it ("build", see evalmesh version).
 
 After a crash: every run's phase is saved in HOME/runs/<run-id>/state.json. If evalmesh was
 killed (SIGKILL, reboot, Ctrl-C) while a run was unfinished, the agent's container keeps
@@ -123,111 +150,171 @@ left as it is and keeps its GPUs (evalmesh gpus shows which run holds each).
 
 The agent spec format is in docs/agent-spec.md.
 
-Example (no Docker, no GPU):
-  evalmesh init --home /tmp/lab
-  evalmesh demo --home /tmp/lab --seeds 1      # generates examples/tasks in the home
+Example (no Docker, no GPU; the demo makes a home with a lab certificate and the example
+tasks):
+  evalmesh demo --home /tmp/lab --nodes 1 --seeds 1
   cat > solver.yaml <<'Y'
   name: solver
   version: "1.0.0"
   command: ["evalmesh", "agent", "solver"]
   Y
   evalmesh run --home /tmp/lab --task /tmp/lab/examples/tasks/arithmetic \
-      --agent solver.yaml --seed 0 --executor process`,
+      --agent solver.yaml --seed 0 --executor process
+
+Without a certificate (a home made by evalmesh init):
+  evalmesh run --home /tmp/dev --task ... --agent solver.yaml --executor process --self-signed`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if recoverOnly && (taskDir != "" || agentPath != "") {
-				return fmt.Errorf("run --recover starts no new run: drop --task and --agent, or drop --recover")
-			}
-			if !recoverOnly && (taskDir == "" || agentPath == "") {
-				return fmt.Errorf("run needs --task BUNDLE_DIR and --agent AGENT.yaml, or --recover (see evalmesh run --help)")
-			}
-			h, err := g.Home()
-			if err != nil {
-				return err
-			}
-			var spec *runner.AgentSpec
-			if !recoverOnly {
-				if spec, err = runner.LoadAgentSpec(agentPath); err != nil {
-					return err
-				}
-			}
-			r, err := nodeRunner(h, executor, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			status := newStatusLine(cmd.ErrOrStderr())
-			r.Progress = status.update
-			if recoverOnly {
-				handled, left, err := recoverRuns(ctx, r, status)
-				status.done()
-				if err != nil {
-					return err
-				}
-				if handled == 0 {
-					fmt.Fprintf(cmd.OutOrStdout(), "no unfinished runs in %s\n", h.Dir)
-				}
-				if left > 0 {
-					return fmt.Errorf("%d run(s) left unfinished (see above)", left)
-				}
-				return nil
-			}
-			if r.Executor == "docker" && spec.Image == "" && spec.ImageTar != "" {
-				if d, ok := r.Executors["docker"].(*docker.Executor); ok {
-					if spec.Image, err = d.LoadImage(ctx, spec.ImageTar); err != nil {
-						return err
-					}
-				}
-			}
-			// Recovery runs alongside the new run, so a re-attached 24-hour agent does not
-			// hold the new one back; this command returns when both are over.
-			recovered := make(chan error, 1)
-			go func() {
-				_, _, err := recoverRuns(ctx, r, status)
-				recovered <- err
-			}()
-			o, err := r.Run(ctx, runner.Request{TaskDir: taskDir, TaskCID: taskCID, Agent: spec, Seed: seed})
-			status.done()
-			if err != nil && ctx.Err() != nil {
-				err = fmt.Errorf("interrupted: the agent task keeps running; evalmesh run --home %s --recover re-attaches to it: %w", h.Dir, err)
-			}
-			if err == nil {
-				// The new run's result is printed at once, not after the recovered runs.
-				err = printRunOutcome(cmd.OutOrStdout(), g.jsonOut, h, o)
-			}
-			var rerr error
-			select {
-			case rerr = <-recovered:
-			default:
-				if err != nil {
-					fmt.Fprintln(cmd.ErrOrStderr(), "evalmesh:", err)
-					err = &exitError{code: 1}
-				}
-				fmt.Fprintln(status, "waiting for the recovered run(s) to end (Ctrl-C leaves them running; evalmesh run --recover re-attaches later)")
-				rerr = <-recovered
-				status.done()
-			}
-			if rerr != nil && ctx.Err() == nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "recovering earlier runs: %v\n", rerr)
-			}
-			return err
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runCommand(cmd, g, f) },
 	}
-	cmd.Flags().StringVar(&taskDir, "task", "", "task bundle folder (task.yaml, prompt.md, public/, private/)")
-	cmd.Flags().StringVar(&agentPath, "agent", "", "agent spec file (YAML or JSON; docs/agent-spec.md)")
-	cmd.Flags().IntVar(&seed, "seed", 0, "seed index of the slot (passed to the agent as EVALMESH_SEED)")
-	cmd.Flags().StringVar(&executor, "executor", "", "docker or process (default: runner.executor in config.yaml)")
-	cmd.Flags().StringVar(&taskCID, "task-cid", "", "the bundle's CID if known (default: computed from the folder)")
-	cmd.Flags().BoolVar(&recoverOnly, "recover", false, "only recover the unfinished runs of an earlier, killed evalmesh (re-attach or fail them), then exit")
+	cmd.Flags().StringVar(&f.taskDir, "task", "", "task bundle folder (task.yaml, prompt.md, public/, private/)")
+	cmd.Flags().StringVar(&f.agentPath, "agent", "", "agent spec file (YAML or JSON; docs/agent-spec.md)")
+	cmd.Flags().IntVar(&f.seed, "seed", 0, "seed index of the slot (passed to the agent as EVALMESH_SEED)")
+	cmd.Flags().StringVar(&f.executor, "executor", "", "docker or process (default: runner.executor in config.yaml)")
+	cmd.Flags().StringVar(&f.taskCID, "task-cid", "", "the bundle's CID if known (default: computed from the folder)")
+	cmd.Flags().BoolVar(&f.recoverOnly, "recover", false, "only recover the unfinished runs of an earlier, killed evalmesh (re-attach or fail them), then exit")
+	cmd.Flags().BoolVar(&f.selfSigned, "self-signed", false, "sign without a node certificate (counted only where a trust file lists this node's key)")
+	cmd.Flags().StringVar(&f.trust, "trust", "", "trust file to check the node certificate against before the run (lab listed, not revoked)")
 	return cmd
 }
 
-// printRunOutcome prints a finished run: its attestation ID and score (or JSON).
+// runCommand is the run command's body, in its phases: check the flags, build the node's
+// runner, then either recover only, or run the new slot alongside the recovery of earlier
+// runs and report both.
+func runCommand(cmd *cobra.Command, g *globals, f runFlags) error {
+	if err := checkRunFlags(f); err != nil {
+		return err
+	}
+	h, err := g.Home()
+	if err != nil {
+		return err
+	}
+	var spec *runner.AgentSpec
+	if !f.recoverOnly {
+		if spec, err = runner.LoadAgentSpec(f.agentPath); err != nil {
+			return err
+		}
+	}
+	r, err := commandRunner(h, f, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	status := newStatusLine(cmd.ErrOrStderr())
+	r.Progress = status.update
+	if f.recoverOnly {
+		return recoverOnly(ctx, r, h, status, cmd.OutOrStdout())
+	}
+	if err := loadAgentImage(ctx, r, spec); err != nil {
+		return err
+	}
+	return runAlongsideRecovery(ctx, cmd, g, r, h, status,
+		runner.Request{TaskDir: f.taskDir, TaskCID: f.taskCID, Agent: spec, Seed: f.seed})
+}
+
+func checkRunFlags(f runFlags) error {
+	if f.recoverOnly && (f.taskDir != "" || f.agentPath != "") {
+		return fmt.Errorf("run --recover starts no new run: drop --task and --agent, or drop --recover")
+	}
+	if !f.recoverOnly && (f.taskDir == "" || f.agentPath == "") {
+		return fmt.Errorf("run needs --task BUNDLE_DIR and --agent AGENT.yaml, or --recover (see evalmesh run --help)")
+	}
+	return nil
+}
+
+// commandRunner is the home's runner with the command's signing policy.
+func commandRunner(h home.Home, f runFlags, log io.Writer) (*runner.Runner, error) {
+	r, err := nodeRunner(h, f.executor, log)
+	if err != nil {
+		return nil, err
+	}
+	r.SelfSigned = f.selfSigned
+	if f.trust != "" {
+		if r.Trust, err = attest.LoadTrust(f.trust); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// recoverOnly is `run --recover`: recover the home's unfinished runs and say how it went.
+func recoverOnly(ctx context.Context, r *runner.Runner, h home.Home, status *statusLine, out io.Writer) error {
+	handled, left, err := recoverRuns(ctx, r, status)
+	status.done()
+	if err != nil {
+		return err
+	}
+	if handled == 0 {
+		fmt.Fprintf(out, "no unfinished runs in %s\n", h.Dir)
+	}
+	if left > 0 {
+		return fmt.Errorf("%d run(s) left unfinished (see above)", left)
+	}
+	return nil
+}
+
+// loadAgentImage loads the spec's image tar into the engine when a docker run needs it.
+func loadAgentImage(ctx context.Context, r *runner.Runner, spec *runner.AgentSpec) error {
+	if r.Executor != "docker" || spec.Image != "" || spec.ImageTar == "" {
+		return nil
+	}
+	d, ok := r.Executors["docker"].(*docker.Executor)
+	if !ok {
+		return nil
+	}
+	var err error
+	spec.Image, err = d.LoadImage(ctx, spec.ImageTar)
+	return err
+}
+
+// runAlongsideRecovery runs the new slot while earlier runs are recovered, so a re-attached
+// 24-hour agent does not hold the new one back. The new run's result is printed as soon as
+// it is known; the command returns when both are over.
+func runAlongsideRecovery(ctx context.Context, cmd *cobra.Command, g *globals, r *runner.Runner, h home.Home, status *statusLine, req runner.Request) error {
+	recovered := make(chan error, 1)
+	go func() {
+		_, _, err := recoverRuns(ctx, r, status)
+		recovered <- err
+	}()
+	o, err := r.Run(ctx, req)
+	status.done()
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("interrupted: the agent task keeps running; evalmesh run --home %s --recover re-attaches to it: %w", h.Dir, err)
+	}
+	if err == nil {
+		err = printRunOutcome(cmd.OutOrStdout(), g.jsonOut, h, o)
+	}
+	var rerr error
+	select {
+	case rerr = <-recovered:
+	default:
+		if err != nil {
+			fmt.Fprintln(cmd.ErrOrStderr(), "evalmesh:", err)
+			err = &exitError{code: 1}
+		}
+		fmt.Fprintln(status, "waiting for the recovered run(s) to end (Ctrl-C leaves them running; evalmesh run --recover re-attaches later)")
+		rerr = <-recovered
+		status.done()
+	}
+	if rerr != nil && ctx.Err() == nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "recovering earlier runs: %v\n", rerr)
+	}
+	return err
+}
+
+// agentLogTailLines is how much of the agent's log an invalid run prints.
+const agentLogTailLines = 20
+
+// printRunOutcome prints a finished run: its attestation ID and score (or JSON), and for an
+// invalid run the end of the agent's log, where the reason usually is.
 func printRunOutcome(w io.Writer, jsonOut bool, h home.Home, o *runner.Outcome) error {
-	out := runOutput{RunID: o.RunID, AttestationID: o.AttestationID, Valid: o.Valid, Score: o.Score,
+	logPath := filepath.Join(runner.RunDir(h, o.RunID), "logs", "agent.log")
+	out := runOutput{RunID: o.RunID, AttestationID: o.AttestationID, Attempt: max(o.Predicate.Attempt, 1), Valid: o.Valid, Score: o.Score,
 		Metric: o.Metric, InvalidReason: o.InvalidReason,
 		Attestation: filepath.Join(h.AttestationsDir(), o.AttestationID+".json")}
+	if !o.Valid {
+		out.AgentLogTail = logTail(logPath, agentLogTailLines)
+	}
 	if jsonOut {
 		return printJSON(w, out)
 	}
@@ -237,8 +324,46 @@ func printRunOutcome(w io.Writer, jsonOut bool, h home.Home, o *runner.Outcome) 
 	} else {
 		fmt.Fprintf(w, "score       invalid: %s\n", o.InvalidReason)
 	}
+	if out.Attempt > 1 {
+		fmt.Fprintf(w, "attempt     %d (this node ran the slot before)\n", out.Attempt)
+	}
 	fmt.Fprintf(w, "run         %s\n", runner.RunDir(h, o.RunID))
+	if !o.Valid {
+		if out.AgentLogTail == "" {
+			fmt.Fprintf(w, "agent log   %s is empty\n", logPath)
+		} else {
+			fmt.Fprintf(w, "agent log   last lines of %s:\n", logPath)
+			for _, line := range strings.Split(strings.TrimRight(out.AgentLogTail, "\n"), "\n") {
+				fmt.Fprintf(w, "  | %s\n", line)
+			}
+		}
+	}
 	return nil
+}
+
+// logTail returns the last n lines of the file at path, reading at most its last 64 KiB
+// (a log may be huge); "" when it is missing or empty.
+func logTail(path string, n int) string {
+	const maxTail = 64 << 10
+	f, fi, err := tasks.OpenRegular(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	off := max(fi.Size()-maxTail, 0)
+	buf := make([]byte, fi.Size()-off)
+	m, _ := f.ReadAt(buf, off)
+	if strings.TrimSpace(string(buf[:m])) == "" {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(buf[:m]), "\n"), "\n")
+	if off > 0 && len(lines) > 1 {
+		lines = lines[1:] // a partial first line
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n") + "\n"
 }
 
 // statusLine redraws one line on a terminal: phase, elapsed time, GPU use. Off a terminal

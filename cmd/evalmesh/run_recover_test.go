@@ -45,7 +45,7 @@ func (s *syncBuffer) String() string {
 // recorded, SIGKILLs it, and returns the run's ID.
 func killedRun(t *testing.T, h string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"run", "--home", h}, args...)...)
+	cmd := exec.Command(os.Args[0], append([]string{"run", "--home", h, "--self-signed"}, args...)...)
 	cmd.Env = append(os.Environ(), "EVALMESH_TEST_CLI=1")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -97,7 +97,7 @@ func TestRunRecoversAlongsideTheNewRun(t *testing.T) {
 	}
 	task := filepath.Join(dir, "tasks", "arithmetic")
 	// The agent runs while the hold file exists (removing the test's folder also ends it).
-	hold := filepath.Join(dir, "hold")
+	hold := filepath.Join(openToAgents(t, dir), "hold") // the agent (uid nobody on root) sees it
 	os.WriteFile(hold, nil, 0o644)
 	gated := filepath.Join(dir, "gated.yaml")
 	os.WriteFile(gated, []byte("name: gated\nversion: \"1\"\ncommand: [/bin/sh, -c, 'while [ -e "+hold+" ]; do sleep 0.05; done']\n"), 0o644)
@@ -109,7 +109,7 @@ func TestRunRecoversAlongsideTheNewRun(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run([]string{"run", "--home", h, "--task", task, "--agent", solver, "--executor", "process"}, &stdout, &stderr)
+		done <- run([]string{"run", "--home", h, "--task", task, "--agent", solver, "--executor", "process", "--self-signed"}, &stdout, &stderr)
 	}()
 	// The new run is attested, and its result printed, while the recovered agent still
 	// waits at its gate.

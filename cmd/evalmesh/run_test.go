@@ -46,7 +46,7 @@ func TestRunCommand(t *testing.T) {
 	os.WriteFile(spec, []byte("name: solver\nversion: \"1.0.0\"\ncommand: [evalmesh, agent, solver]\n"), 0o644)
 	task := filepath.Join(dir, "tasks", "arithmetic")
 
-	out, e, code := runE2(t, "run", "--home", h, "--task", task, "--agent", spec, "--executor", "process", "--json")
+	out, e, code := runE2(t, "run", "--home", h, "--task", task, "--agent", spec, "--executor", "process", "--json", "--self-signed")
 	if code != 0 {
 		t.Fatalf("run: %d %s", code, e)
 	}
@@ -61,7 +61,7 @@ func TestRunCommand(t *testing.T) {
 		t.Fatalf("attestation file: %v", err)
 	}
 
-	out, _, code = runE2(t, "run", "--home", h, "--task", task, "--agent", spec, "--seed", "2", "--executor", "process")
+	out, _, code = runE2(t, "run", "--home", h, "--task", task, "--agent", spec, "--seed", "2", "--executor", "process", "--self-signed")
 	if code != 0 || !strings.Contains(out, "attestation bafkrei") || !strings.Contains(out, "score       Accuracy = 1") {
 		t.Fatalf("text output (%d):\n%s", code, out)
 	}
@@ -183,7 +183,7 @@ func TestRunCommandDockerImageTar(t *testing.T) {
 	h := filepath.Join(dir, "home")
 	runE2(t, "init", "--home", h)
 	exampletasks.Generate(filepath.Join(dir, "tasks"))
-	out, e, code := runE2(t, "run", "--home", h, "--task", filepath.Join(dir, "tasks", "arithmetic"), "--agent", spec, "--executor", "docker", "--json")
+	out, e, code := runE2(t, "run", "--home", h, "--task", filepath.Join(dir, "tasks", "arithmetic"), "--agent", spec, "--executor", "docker", "--json", "--self-signed")
 	if code != 0 {
 		t.Fatalf("run: %s", e)
 	}

@@ -1,8 +1,24 @@
 // Package process is the development executor: each task is a local subprocess. It exists so
 // evalmesh can be tried without Docker or GPUs and so tests run at CI speed; it is NOT an
-// isolation boundary. The agent runs as the node's user and sees the whole filesystem the
-// node sees; only the folder layout (passed in EVALMESH_* variables instead
-// of mounts) matches the docker executor.
+// isolation boundary (runs are attested with isolation "process"): the agent sees the
+// filesystem its uid can read. What it does to narrow that:
+//   - sandbox: an agent task (one with a PublicDir) runs in a fresh folder of its own,
+//     Options.SandboxDir/<task>/ (default $TMPDIR/evalmesh-agents), laid out like the
+//     docker executor's mounts: public/ (a copy; hard links when the agent runs under another
+//     uid and cannot write the files), task/prompt.md, workspace/ and output/. The
+//     EVALMESH_* variables point there, so $EVALMESH_PUBLIC/.. holds nothing but the agent's
+//     own folders and nothing names the bundle or its private/. output/ is copied (folders
+//     and regular files only, never following the agent's links) into TaskConfig.OutputDir
+//     when Wait sees the task end, or at Destroy; Destroy removes the sandbox;
+//   - uid: on a root node an agent runs as Options.UID:GID (default 65534:65534, nobody),
+//     supervisor included, with no supplementary groups, when that uid can reach the agent's
+//     program (else as the node's uid; the handle's driver state says why: uid_note). Its
+//     status file is then <sandbox>/<task>.exit, handed to that uid beforehand. An evaluator
+//     runs as the node: it reads private/.
+//
+// Containment (runner.ContainmentReporter) reports isolation "process", the limits as applied
+// ("cgroup1" when any cgroup was made, else "rlimit" when RLIMIT_DATA stood in for memory,
+// else "none"; cgroup v2 is not used) and whether the uid was separate.
 //
 // What is enforced:
 //   - network: a task without TaskConfig.Network gets a network namespace of its own with

@@ -151,7 +151,8 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 			// The supervisor runs as the agent's uid: its status file lives in the sandbox,
 			// handed over beforehand (the node's state folder is closed to that uid).
 			statusPath = sb.status()
-			if err := os.WriteFile(statusPath, nil, 0o600); err == nil {
+			err := os.WriteFile(statusPath, nil, 0o600)
+			if err == nil {
 				err = os.Chown(statusPath, uid, gid)
 			}
 			if err != nil {

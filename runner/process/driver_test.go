@@ -3,6 +3,7 @@ package process
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/testutil"
 
 	"github.com/evalmesh/evalmesh/runner"
@@ -175,5 +177,52 @@ func TestStartRejectsMissingAgent(t *testing.T) {
 	cfg.Command = []string{"/nonexistent/agent"}
 	if _, err := New(Options{}).Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "not an executable") {
 		t.Fatalf("Start with a missing agent = %v, want a clear error", err)
+	}
+}
+
+// An agent task runs in a sandbox laid out like the container (public/, task/, workspace/,
+// output/ and nothing else beside public/), as nobody on a root node; what it leaves in
+// output/ comes back to the run's output folder, without the links and FIFOs it made.
+func TestAgentSandboxUIDAndOutput(t *testing.T) {
+	env := testEnv(t)
+	cfg := env.Task(t)
+	cfg.Command = []string{"/bin/sh", "-c", `id -u; ls "$EVALMESH_PUBLIC/.."; cat "$EVALMESH_PUBLIC/train.csv"
+echo 1,42 > "$EVALMESH_OUTPUT/submission.csv"; mkdir "$EVALMESH_OUTPUT/sub"; echo y > "$EVALMESH_OUTPUT/sub/f"
+ln -s /etc/passwd "$EVALMESH_OUTPUT/evil"; mkfifo "$EVALMESH_OUTPUT/fifo"`}
+	ex := New(Options{SandboxDir: t.TempDir()})
+	if err := os.Chmod(ex.opts.SandboxDir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	for p := ex.opts.SandboxDir; p != os.TempDir(); p = filepath.Dir(p) {
+		os.Chmod(p, 0o711) // the agent's uid must reach its sandbox
+	}
+	h := executortest.Start(t, ex, cfg)
+	res := executortest.Wait(t, ex, h)
+	log := executortest.Log(t, h)
+	if !res.Successful() {
+		t.Fatalf("result %+v\n%s", res, log)
+	}
+	root := os.Geteuid() == 0
+	wantUID := strconv.Itoa(os.Geteuid())
+	if root {
+		wantUID = strconv.Itoa(DefaultUID)
+	}
+	if lines := strings.Split(log, "\n"); lines[0] != wantUID || strings.Join(lines[1:5], " ") != "output public task workspace" || lines[5] != "x,y" {
+		t.Fatalf("agent's view (want uid %s, then only its own folders):\n%s", wantUID, log)
+	}
+	if b, err := os.ReadFile(filepath.Join(cfg.OutputDir, "submission.csv")); err != nil || string(b) != "1,42\n" {
+		t.Fatalf("submission on host: %q %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(cfg.OutputDir, "sub", "f")); err != nil || string(b) != "y\n" {
+		t.Fatalf("sub/f on host: %q %v", b, err)
+	}
+	for _, n := range []string{"evil", "fifo"} {
+		if _, err := os.Lstat(filepath.Join(cfg.OutputDir, n)); err == nil {
+			t.Fatalf("the agent's %s was copied out of its sandbox", n)
+		}
+	}
+	c := ex.Containment(h)
+	if c.Isolation != attest.IsolationProcess || c.SeparateUID != root || c.Limits != map[bool]string{true: "cgroup1", false: "rlimit"}[root] {
+		t.Fatalf("containment %+v", c)
 	}
 }

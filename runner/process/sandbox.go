@@ -113,15 +113,28 @@ func reachable(path string, uid, gid int, want os.FileMode) error {
 func (e *Executor) makeSandbox(cfg runner.TaskConfig, name string, uid, gid int) (sandboxLayout, runner.TaskConfig, error) {
 	root := e.opts.SandboxDir
 	if root == "" {
+		// One root per node uid: a shared /tmp may hold another user's.
 		root = filepath.Join(os.TempDir(), "evalmesh-agents")
+		if os.Geteuid() != 0 {
+			root += fmt.Sprintf("-%d", os.Geteuid())
+		}
 	}
-	// The root is searchable but not listable by the agents: one cannot find another's folder.
-	mode := os.FileMode(0o711)
-	if uid < 0 {
-		mode = 0o700
+	// On a root node the root is searchable but not listable by the agents' uid: one cannot
+	// find another's folder (its name holds the run ID's random part). Elsewhere it is the
+	// node user's alone.
+	mode := os.FileMode(0o700)
+	if os.Geteuid() == 0 {
+		mode = 0o711
 	}
 	if err := os.MkdirAll(root, mode); err != nil {
 		return sandboxLayout{}, cfg, fmt.Errorf("sandbox: %w", err)
+	}
+	// In a world-writable /tmp the root may have been made by someone else (or be a link to
+	// elsewhere): use it only if it is this node's own folder.
+	if fi, err := os.Lstat(root); err != nil {
+		return sandboxLayout{}, cfg, fmt.Errorf("sandbox: %w", err)
+	} else if st, ok := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() {
+		return sandboxLayout{}, cfg, fmt.Errorf("sandbox: %s is not a folder of uid %d (remove it, or set the sandbox folder elsewhere)", root, os.Geteuid())
 	}
 	if err := os.Chmod(root, mode); err != nil {
 		return sandboxLayout{}, cfg, fmt.Errorf("sandbox: %w", err)
@@ -206,16 +219,18 @@ func copyTree(src, dst string, link bool) error {
 	refuse := func(p string, m os.FileMode) error {
 		return fmt.Errorf("%s: not a regular file or folder (%v)", p, m.Type())
 	}
-	return copyEntries(src, dst, link, refuse)
+	return copyEntries(src, dst, link, false, refuse)
 }
 
 // copyInto copies the folders and regular files under src into the folder dst; other
-// entries go to other (which may skip them by returning nil).
+// entries go to other (which may skip them by returning nil). A subfolder that cannot be
+// copied (an agent's tree too deep for a path) is left out: only the top level's files
+// (where the submission is) must come back.
 func copyInto(src, dst string, other func(string, os.FileMode) error) error {
-	return copyEntries(src, dst, false, other)
+	return copyEntries(src, dst, false, true, other)
 }
 
-func copyEntries(src, dst string, link bool, other func(string, os.FileMode) error) error {
+func copyEntries(src, dst string, link, subdirsBestEffort bool, other func(string, os.FileMode) error) error {
 	ents, err := os.ReadDir(src)
 	if err != nil {
 		return err
@@ -224,10 +239,11 @@ func copyEntries(src, dst string, link bool, other func(string, os.FileMode) err
 		s, d := filepath.Join(src, ent.Name()), filepath.Join(dst, ent.Name())
 		switch t := ent.Type(); {
 		case t.IsDir():
-			if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-				return err
+			err := os.Mkdir(d, 0o755)
+			if err == nil || errors.Is(err, os.ErrExist) {
+				err = copyEntries(s, d, link, false, other)
 			}
-			if err := copyEntries(s, d, link, other); err != nil {
+			if err != nil && !subdirsBestEffort {
 				return err
 			}
 		case t.IsRegular():
