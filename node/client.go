@@ -137,13 +137,20 @@ func (c *Client) call(ctx context.Context, path string, in, out any) error {
 
 // streamCall reads an Event stream, passing progress events to on, and returns the final CID.
 func (c *Client) streamCall(ctx context.Context, path string, in any, on func(Event)) (string, error) {
+	e, err := c.streamEvents(ctx, path, in, on)
+	return e.CID, err
+}
+
+// streamEvents reads an Event stream, passing progress events to on, and returns the final
+// (Done) event.
+func (c *Client) streamEvents(ctx context.Context, path string, in any, on func(Event)) (Event, error) {
 	raw, err := json.Marshal(in)
 	if err != nil {
-		return "", err
+		return Event{}, err
 	}
 	resp, err := c.do(ctx, path, bytes.NewReader(raw), "application/json")
 	if err != nil {
-		return "", err
+		return Event{}, err
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -151,21 +158,37 @@ func (c *Client) streamCall(ctx context.Context, path string, in any, on func(Ev
 	for sc.Scan() {
 		var e Event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return "", fmt.Errorf("daemon sent a malformed event %q: %w", sc.Text(), err)
+			return Event{}, fmt.Errorf("daemon sent a malformed event %q: %w", sc.Text(), err)
 		}
 		switch {
 		case e.Error != "":
-			return "", errors.New(e.Error)
+			return Event{}, errors.New(e.Error)
 		case e.Done:
-			return e.CID, nil
+			return e, nil
 		case on != nil:
 			on(e)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return "", err
+		return Event{}, err
 	}
-	return "", errors.New("the daemon ended the answer early (did it stop? see its log)")
+	return Event{}, errors.New("the daemon ended the answer early (did it stop? see its log)")
+}
+
+// GC runs garbage collection on the daemon (see Node.GC); progress gets each phase's events.
+func (c *Client) GC(ctx context.Context, dryRun bool, progress func(phase string, done, total int64)) (*GCReport, error) {
+	e, err := c.streamEvents(ctx, "repo/gc", gcReq{DryRun: dryRun}, func(e Event) {
+		if progress != nil {
+			progress(e.Phase, e.Bytes, e.Total)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if e.GC == nil {
+		return nil, errors.New("the daemon's repo/gc answer has no report")
+	}
+	return e.GC, nil
 }
 
 // ID returns the daemon's peer ID and listening addresses.

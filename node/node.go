@@ -9,8 +9,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -79,8 +79,8 @@ type Node struct {
 	xsrv    *xfer.Server
 	cancel  context.CancelFunc
 
-	apiToken  string         // the bearer token guard requires; set by Run before serving
-	inflight  sync.WaitGroup // API requests being served
+	apiToken  string                // the bearer token guard requires; set by Run before serving
+	inflight  sync.WaitGroup        // API requests being served
 	metaErr   atomic.Pointer[error] // set once a metadata write failed fatally (guardMeta)
 	closeOnce sync.Once
 	closeErr  error

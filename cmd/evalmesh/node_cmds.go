@@ -61,9 +61,10 @@ func parseCIDArg(s string) (cid.Cid, error) {
 
 // progressBar draws bytes, rate and ETA on a terminal; elsewhere it draws nothing.
 type progressBar struct {
-	w    io.Writer
-	what string
-	bar  *progressbar.ProgressBar
+	w      io.Writer
+	what   string
+	counts bool // items, not bytes
+	bar    *progressbar.ProgressBar
 }
 
 func newProgress(w io.Writer, what string) *progressBar {
@@ -73,7 +74,14 @@ func newProgress(w io.Writer, what string) *progressBar {
 	return &progressBar{w: w, what: what}
 }
 
-// set moves the bar to done of total bytes (total < 0: unknown).
+// newCountProgress is newProgress for a count of items (blocks, segments) instead of bytes.
+func newCountProgress(w io.Writer, what string) *progressBar {
+	p := newProgress(w, what)
+	p.counts = true
+	return p
+}
+
+// set moves the bar to done of total bytes or items (total < 0: unknown).
 func (p *progressBar) set(done, total int64) {
 	if p.w == nil {
 		return
@@ -82,8 +90,8 @@ func (p *progressBar) set(done, total int64) {
 		p.bar = progressbar.NewOptions64(total,
 			progressbar.OptionSetWriter(p.w),
 			progressbar.OptionSetDescription(p.what),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionShowTotalBytes(true),
+			progressbar.OptionShowBytes(!p.counts),
+			progressbar.OptionShowTotalBytes(!p.counts),
 			progressbar.OptionShowCount(),
 			progressbar.OptionSetPredictTime(true),
 			progressbar.OptionThrottle(100*time.Millisecond),

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -124,5 +125,40 @@ func TestNodeProgressShowsBytes(t *testing.T) {
 	p.set(5<<20, 10<<20)
 	if out := buf.String(); !strings.Contains(out, "5.0/10 MB") && !strings.Contains(out, "5.2/10 MB") {
 		t.Fatalf("progress line %q does not show bytes done/total", out)
+	}
+}
+
+// TestRepoGCCommand: `repo gc --dry-run --json` reports the blocks of an unpinned bundle and
+// keeps them; `repo gc` removes them and prints what it did.
+func TestRepoGCCommand(t *testing.T) {
+	h := t.TempDir()
+	if code, _, errOut := nodeCLI(t, "init", "--home", h); code != 0 {
+		t.Fatalf("init: %s", errOut)
+	}
+	runNodeDaemon(t, h)
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "a.bin"), bytes.Repeat([]byte("gc me "), 200000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := nodeCLI(t, "task", "add", "--unchecked", src, "--home", h)
+	if code != 0 {
+		t.Fatalf("task add: %s", errOut)
+	}
+	root := strings.TrimSpace(out)
+	if code, _, errOut := nodeCLI(t, "pin", "rm", root, "--home", h); code != 0 {
+		t.Fatalf("pin rm: %s", errOut)
+	}
+	code, out, errOut = nodeCLI(t, "repo", "gc", "--dry-run", "--json", "--home", h)
+	var rep node.GCReport
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || !rep.DryRun || rep.Blocks == 0 || rep.UnpackFolders == nil {
+		t.Fatalf("repo gc --dry-run --json: code %d, %q, %s", code, out, errOut)
+	}
+	code, out, errOut = nodeCLI(t, "repo", "gc", "--home", h)
+	if code != 0 || !strings.Contains(out, "removed "+strconv.Itoa(rep.Blocks)+" unpinned blocks") {
+		t.Fatalf("repo gc: code %d, %q, %s; want %d blocks removed", code, out, errOut, rep.Blocks)
+	}
+	code, out, _ = nodeCLI(t, "repo", "gc", "--dry-run", "--home", h)
+	if code != 0 || !strings.Contains(out, "would remove 0 unpinned blocks") {
+		t.Fatalf("repo gc after gc: %q", out)
 	}
 }
