@@ -38,7 +38,7 @@ import (
 //	POST /api/v0/pin/add    {cid, name}      → Event stream (fetch progress)
 //	POST /api/v0/pin/rm     {cid}            → {}
 //	POST /api/v0/task/add   {dir, unchecked} → Event stream (pack progress; Done.CID)
-//	POST /api/v0/task/get   {cid, dir}       → Event stream (fetch progress, unpack phase)
+//	POST /api/v0/task/get   {cid, dir, timeout_seconds} → Event stream (fetch progress, unpack phase)
 //	POST /api/v0/dag/export?cid=CID          → CARv1 bytes
 //	POST /api/v0/dag/import (body: CAR)      → {roots}
 //	POST /api/v0/repo/gc    {dry_run}        → Event stream (mark, sweep, compact; Done.GC)
@@ -85,6 +85,8 @@ type addReq struct {
 type getReq struct {
 	CID string `json:"cid"`
 	Dir string `json:"dir"`
+	// TimeoutSeconds, when positive, is GetOptions.Timeout.
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
 }
 
 type gcReq struct {
@@ -183,10 +185,15 @@ func (n *Node) Handler() http.Handler {
 			writeErr(w, http.StatusBadRequest, fmt.Errorf("dir %q must be an absolute path", req.Dir))
 			return
 		}
+		if req.TimeoutSeconds < 0 || req.TimeoutSeconds > 1e9 {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("timeout_seconds %v: want a positive number of seconds (0: the node's default)", req.TimeoutSeconds))
+			return
+		}
 		stream(w, func(send func(Event)) (string, error) {
 			return c.String(), n.Get(r.Context(), c, req.Dir, GetOptions{
 				Progress:  func(d, t int64) { send(Event{Phase: "fetch", Bytes: d, Total: t}) },
 				Unpacking: func() { send(Event{Phase: "unpack"}) },
+				Timeout:   time.Duration(req.TimeoutSeconds * float64(time.Second)),
 			})
 		})
 	})

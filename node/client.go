@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/ipfs/go-cid"
 
@@ -249,11 +250,17 @@ func (c *Client) Add(ctx context.Context, dir string, unchecked bool, progress f
 // Get fetches, pins and unpacks the bundle root into dir (resolved to an absolute path here).
 // progress gets fetch progress; unpacking, if set, is called when unpacking starts.
 func (c *Client) Get(ctx context.Context, root cid.Cid, dir string, progress func(done, total int64), unpacking func()) error {
+	return c.GetTimeout(ctx, root, dir, 0, progress, unpacking)
+}
+
+// GetTimeout is Get that gives up once no block has arrived for timeout (0: the daemon's
+// default stall timeout).
+func (c *Client) GetTimeout(ctx context.Context, root cid.Cid, dir string, timeout time.Duration, progress func(done, total int64), unpacking func()) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
 	}
-	_, err = c.streamCall(ctx, "task/get", getReq{CID: root.String(), Dir: abs}, func(e Event) {
+	_, err = c.streamCall(ctx, "task/get", getReq{CID: root.String(), Dir: abs, TimeoutSeconds: timeout.Seconds()}, func(e Event) {
 		switch {
 		case e.Phase == "fetch" && progress != nil:
 			progress(e.Bytes, e.Total)

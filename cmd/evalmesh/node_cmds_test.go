@@ -162,3 +162,44 @@ func TestRepoGCCommand(t *testing.T) {
 		t.Fatalf("repo gc after gc: %q", out)
 	}
 }
+
+// TestTaskGetTimeout: `task get --timeout` of a CID no connected peer has gives up after
+// about that long, naming the CID and the peer it asked, and leaves no folder.
+func TestTaskGetTimeout(t *testing.T) {
+	ha, hb := t.TempDir(), t.TempDir()
+	for _, h := range []string{ha, hb} {
+		if code, _, errOut := nodeCLI(t, "init", "--home", h); code != 0 {
+			t.Fatalf("init: %s", errOut)
+		}
+		runNodeDaemon(t, h)
+	}
+	_, out, _ := nodeCLI(t, "id", "--home", ha, "--json")
+	var id struct {
+		PeerID string `json:"peer_id"`
+		Addrs  []string
+	}
+	if err := json.Unmarshal([]byte(out), &id); err != nil || len(id.Addrs) == 0 {
+		t.Fatalf("id --json: %s", out)
+	}
+	if code, _, errOut := nodeCLI(t, "connect", id.Addrs[0], "--home", hb); code != 0 {
+		t.Fatalf("connect: %s", errOut)
+	}
+	nobodyHasIt := "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy" // sha256 of "hello\n"
+	dst := filepath.Join(t.TempDir(), "got")
+	start := time.Now()
+	code, _, errOut := nodeCLI(t, "task", "get", "--timeout", "2s", nobodyHasIt, dst, "--home", hb)
+	took := time.Since(start)
+	if code == 0 || !strings.Contains(errOut, nobodyHasIt) || !strings.Contains(errOut, id.PeerID) || !strings.Contains(errOut, "2s") {
+		t.Fatalf("task get --timeout 2s of a CID nobody has: code %d, stderr %q; want the CID, the peer asked (%s) and the timeout", code, errOut, id.PeerID)
+	}
+	if took > 30*time.Second {
+		t.Fatalf("task get --timeout 2s took %s", took)
+	}
+	if _, err := os.Stat(dst); err == nil {
+		t.Fatalf("%s exists after a failed get", dst)
+	}
+	t.Logf("after %s: %s", took.Round(time.Millisecond), strings.TrimSpace(errOut))
+	if code, _, errOut := nodeCLI(t, "task", "get", "--timeout", "0s", nobodyHasIt, dst, "--home", hb); code == 0 || !strings.Contains(errOut, "positive duration") {
+		t.Fatalf("--timeout 0s: code %d, %q", code, errOut)
+	}
+}
