@@ -38,9 +38,10 @@ import (
 //	POST /api/v0/pin/add    {cid, name}      → Event stream (fetch progress)
 //	POST /api/v0/pin/rm     {cid}            → {}
 //	POST /api/v0/task/add   {dir, unchecked} → Event stream (pack progress; Done.CID)
-//	POST /api/v0/task/get   {cid, dir}       → Event stream (fetch progress, unpack phase)
+//	POST /api/v0/task/get   {cid, dir, timeout_seconds} → Event stream (fetch progress, unpack phase)
 //	POST /api/v0/dag/export?cid=CID          → CARv1 bytes
 //	POST /api/v0/dag/import (body: CAR)      → {roots}
+//	POST /api/v0/repo/gc    {dry_run}        → Event stream (mark, sweep, compact; Done.GC)
 //
 // Paths in requests are absolute paths on the daemon's machine: the CLI resolves them.
 const apiPrefix = "/api/v0/"
@@ -59,6 +60,8 @@ type Event struct {
 	Done  bool   `json:"done,omitempty"`
 	CID   string `json:"cid,omitempty"`
 	Error string `json:"error,omitempty"`
+	// GC is the report in the final event of repo/gc.
+	GC *GCReport `json:"gc,omitempty"`
 }
 
 type apiError struct {
@@ -82,6 +85,12 @@ type addReq struct {
 type getReq struct {
 	CID string `json:"cid"`
 	Dir string `json:"dir"`
+	// TimeoutSeconds, when positive, is GetOptions.Timeout.
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
+}
+
+type gcReq struct {
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 type importResp struct {
@@ -180,10 +189,15 @@ func (n *Node) Handler() http.Handler {
 			writeErr(w, http.StatusBadRequest, fmt.Errorf("dir %q must be an absolute path", req.Dir))
 			return
 		}
+		if req.TimeoutSeconds < 0 || req.TimeoutSeconds > 1e9 {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("timeout_seconds %v: want a positive number of seconds (0: the node's default)", req.TimeoutSeconds))
+			return
+		}
 		stream(w, func(send func(Event)) (string, error) {
 			return c.String(), n.Get(r.Context(), c, req.Dir, GetOptions{
 				Progress:  func(d, t int64) { send(Event{Phase: "fetch", Bytes: d, Total: t}) },
 				Unpacking: func() { send(Event{Phase: "unpack"}) },
+				Timeout:   time.Duration(req.TimeoutSeconds * float64(time.Second)),
 			})
 		})
 	})
@@ -219,6 +233,20 @@ func (n *Node) Handler() http.Handler {
 		writeJSON(w, out)
 	})
 	n.registerStoreAPI(mux)
+	mux.HandleFunc("POST "+apiPrefix+"repo/gc", func(w http.ResponseWriter, r *http.Request) {
+		var req gcReq
+		if !readJSON(w, r, &req) {
+			return
+		}
+		var rep GCReport
+		streamEvent(w, func(send func(Event)) (Event, error) {
+			var err error
+			rep, err = n.GC(r.Context(), GCOptions{DryRun: req.DryRun, Progress: func(phase string, d, t int64) {
+				send(Event{Phase: phase, Bytes: d, Total: t})
+			}})
+			return Event{GC: &rep}, err
+		})
+	})
 	return n.guard(mux)
 }
 
@@ -389,6 +417,14 @@ func writeErr(w http.ResponseWriter, code int, err error) {
 // stream answers with NDJSON events: progress sent by op (at most ~10 a second), then a final
 // event with Done and the CID, or with Error.
 func stream(w http.ResponseWriter, op func(send func(Event)) (string, error)) {
+	streamEvent(w, func(send func(Event)) (Event, error) {
+		id, err := op(send)
+		return Event{CID: id}, err
+	})
+}
+
+// streamEvent is stream with a final event of op's making (Done is set here).
+func streamEvent(w http.ResponseWriter, op func(send func(Event)) (Event, error)) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	flusher, _ := w.(http.Flusher)
 	enc := json.NewEncoder(w)
@@ -407,10 +443,11 @@ func stream(w http.ResponseWriter, op func(send func(Event)) (string, error)) {
 			flusher.Flush()
 		}
 	}
-	id, err := op(func(e Event) { emit(e, false) })
+	final, err := op(func(e Event) { emit(e, false) })
 	if err != nil {
 		emit(Event{Error: err.Error()}, true)
 		return
 	}
-	emit(Event{Done: true, CID: id}, true)
+	final.Done = true
+	emit(final, true)
 }

@@ -50,6 +50,10 @@ type GetOptions struct {
 	Progress func(done, total int64)
 	// Unpacking, if set, is called once the fetch is done and unpacking starts.
 	Unpacking func()
+	// Timeout, when positive, replaces the node's StallTimeout for this fetch: Get fails
+	// (wrapping ErrNotFound, naming the CID and the peers asked) once no block has arrived
+	// for this long, the root included.
+	Timeout time.Duration
 }
 
 // Get fetches the bundle root from connected peers (every block verified against its CID),
@@ -64,12 +68,16 @@ func (n *Node) Get(ctx context.Context, root cid.Cid, dir string, opts GetOption
 	}()
 	t0 := time.Now()
 	var size int64
-	if err := n.Fetch(ctx, root, func(d, t int64) {
+	stall := n.opts.StallTimeout
+	if opts.Timeout > 0 {
+		stall = opts.Timeout
+	}
+	if err := n.fetch(ctx, root, func(d, t int64) {
 		size = t
 		if opts.Progress != nil {
 			opts.Progress(d, t)
 		}
-	}); err != nil {
+	}, stall); err != nil {
 		return err
 	}
 	t1 := time.Now()

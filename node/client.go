@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/ipfs/go-cid"
 
@@ -137,13 +138,20 @@ func (c *Client) call(ctx context.Context, path string, in, out any) error {
 
 // streamCall reads an Event stream, passing progress events to on, and returns the final CID.
 func (c *Client) streamCall(ctx context.Context, path string, in any, on func(Event)) (string, error) {
+	e, err := c.streamEvents(ctx, path, in, on)
+	return e.CID, err
+}
+
+// streamEvents reads an Event stream, passing progress events to on, and returns the final
+// (Done) event.
+func (c *Client) streamEvents(ctx context.Context, path string, in any, on func(Event)) (Event, error) {
 	raw, err := json.Marshal(in)
 	if err != nil {
-		return "", err
+		return Event{}, err
 	}
 	resp, err := c.do(ctx, path, bytes.NewReader(raw), "application/json")
 	if err != nil {
-		return "", err
+		return Event{}, err
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -151,21 +159,37 @@ func (c *Client) streamCall(ctx context.Context, path string, in any, on func(Ev
 	for sc.Scan() {
 		var e Event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return "", fmt.Errorf("daemon sent a malformed event %q: %w", sc.Text(), err)
+			return Event{}, fmt.Errorf("daemon sent a malformed event %q: %w", sc.Text(), err)
 		}
 		switch {
 		case e.Error != "":
-			return "", errors.New(e.Error)
+			return Event{}, errors.New(e.Error)
 		case e.Done:
-			return e.CID, nil
+			return e, nil
 		case on != nil:
 			on(e)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return "", err
+		return Event{}, err
 	}
-	return "", errors.New("the daemon ended the answer early (did it stop? see its log)")
+	return Event{}, errors.New("the daemon ended the answer early (did it stop? see its log)")
+}
+
+// GC runs garbage collection on the daemon (see Node.GC); progress gets each phase's events.
+func (c *Client) GC(ctx context.Context, dryRun bool, progress func(phase string, done, total int64)) (*GCReport, error) {
+	e, err := c.streamEvents(ctx, "repo/gc", gcReq{DryRun: dryRun}, func(e Event) {
+		if progress != nil {
+			progress(e.Phase, e.Bytes, e.Total)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if e.GC == nil {
+		return nil, errors.New("the daemon's repo/gc answer has no report")
+	}
+	return e.GC, nil
 }
 
 // ID returns the daemon's peer ID and listening addresses.
@@ -226,11 +250,17 @@ func (c *Client) Add(ctx context.Context, dir string, unchecked bool, progress f
 // Get fetches, pins and unpacks the bundle root into dir (resolved to an absolute path here).
 // progress gets fetch progress; unpacking, if set, is called when unpacking starts.
 func (c *Client) Get(ctx context.Context, root cid.Cid, dir string, progress func(done, total int64), unpacking func()) error {
+	return c.GetTimeout(ctx, root, dir, 0, progress, unpacking)
+}
+
+// GetTimeout is Get that gives up once no block has arrived for timeout (0: the daemon's
+// default stall timeout).
+func (c *Client) GetTimeout(ctx context.Context, root cid.Cid, dir string, timeout time.Duration, progress func(done, total int64), unpacking func()) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
 	}
-	_, err = c.streamCall(ctx, "task/get", getReq{CID: root.String(), Dir: abs}, func(e Event) {
+	_, err = c.streamCall(ctx, "task/get", getReq{CID: root.String(), Dir: abs, TimeoutSeconds: timeout.Seconds()}, func(e Event) {
 		switch {
 		case e.Phase == "fetch" && progress != nil:
 			progress(e.Bytes, e.Total)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +28,9 @@ var ErrTooLarge = errors.New("bundle over max_bundle_size")
 
 // errStalled is the cancel cause when no block arrived for StallTimeout.
 var errStalled = errors.New("stalled")
+
+// ErrNotFound is wrapped when no connected peer sent a wanted block within the timeout.
+var ErrNotFound = errors.New("not found on any connected peer")
 
 // DeclaredSize is the size a DAG's root claims for the whole DAG: the root block plus the
 // cumulative sizes its links carry (dag-pb Tsize); for a raw block, its length. A peer can
@@ -85,91 +90,154 @@ func blockLinks(b blocks.Block) ([]link, error) {
 // others). progress, if set, gets the bytes made local so far and the declared total.
 //
 // Fetch refuses a DAG whose declared size exceeds max_bundle_size, and fails with a message
-// naming the missing block when no peer sends anything for StallTimeout.
+// naming the missing block and the peers asked when no peer sends anything for StallTimeout.
 func (n *Node) Fetch(ctx context.Context, root cid.Cid, progress func(done, total int64)) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var last atomic.Int64
-	last.Store(time.Now().UnixNano())
-	go func() {
-		tick := time.NewTicker(n.opts.StallTimeout / 10)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				if time.Since(time.Unix(0, last.Load())) > n.opts.StallTimeout {
-					cancel(errStalled)
-					return
-				}
-			}
-		}
-	}()
-	_, mark := n.writes.since(0)
-	wrap := func(err error, what string) error {
-		if werr, _ := n.writes.since(mark); werr != nil {
-			return fmt.Errorf("fetch %s: storing blocks failed: %w", root, werr)
-		}
-		if context.Cause(ctx) == errStalled {
-			return fmt.Errorf("fetch %s: no connected peer sent %s for %s (%d peers connected); connect to a node that has it with `evalmesh connect ADDR`", root, what, n.opts.StallTimeout, len(n.host.Network().Peers()))
-		}
-		return fmt.Errorf("fetch %s: %s: %w", root, what, err)
-	}
+	return n.fetch(ctx, root, progress, n.opts.StallTimeout)
+}
 
-	sess := blockservice.NewSession(ctx, n.bserv)
-	rootBlk, err := sess.GetBlock(ctx, root)
-	if err != nil {
-		return wrap(err, "root block "+root.String())
-	}
-	last.Store(time.Now().UnixNano())
-	total, err := DeclaredSize(rootBlk)
+// fetchRun is one Fetch: its phases are the methods below, in the order fetch calls them.
+type fetchRun struct {
+	n        *Node
+	root     cid.Cid
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	stall    time.Duration
+	last     atomic.Int64 // unix nanos of the last block received
+	mark     uint64       // the blockstore's failed-write count at the start
+	total    int64        // the declared size
+	shown    int64        // progress only moves forward, across the streaming try and bitswap
+	progress func(done, total int64)
+}
+
+// fetch is Fetch with the stall timeout given: watch for stalls, get the root and check its
+// declared size, stop if everything is local, else try the streaming protocol and then
+// bitswap.
+func (n *Node) fetch(ctx context.Context, root cid.Cid, progress func(done, total int64), stall time.Duration) error {
+	f := &fetchRun{n: n, root: root, stall: stall, progress: progress}
+	f.ctx, f.cancel = context.WithCancelCause(ctx)
+	defer f.cancel(nil)
+	f.touch()
+	go f.watchStalls()
+	_, f.mark = n.writes.since(0)
+
+	sess := blockservice.NewSession(f.ctx, n.bserv)
+	rootBlk, err := f.fetchRoot(sess)
 	if err != nil {
 		return err
 	}
-	if max := n.cfg.MaxBundleSize; max > 0 && total > max {
-		return fmt.Errorf("fetch %s: declares %d bytes: %w of %d bytes (raise max_bundle_size in %s to fetch it)", root, total, ErrTooLarge, max, n.home.ConfigPath())
-	}
-	var shown int64 // progress only moves forward, across the streaming try and bitswap
-	report := func(d int64) {
-		if progress != nil && d > shown {
-			shown = d
-			progress(d, total)
-		}
-	}
-	report(int64(len(rootBlk.RawData())))
-
-	if n.localComplete(ctx, rootBlk) {
-		report(total)
+	if n.localComplete(f.ctx, rootBlk) {
+		f.report(f.total)
 		return nil
 	}
+	if done, err := f.tryStreaming(); done || err != nil {
+		return err
+	}
+	return f.viaBitswap(sess, rootBlk)
+}
 
-	// The streaming protocol first: one round trip per batch instead of one per block.
-	if peers := n.xferPeers(ctx); len(peers) > 0 && !n.opts.BitswapOnly {
-		xctx, xcancel := context.WithCancelCause(ctx)
-		err := xfer.Fetch(xctx, n.host, root, peers, n.bstore, func(got int64) {
-			last.Store(time.Now().UnixNano())
-			if got > total {
-				xcancel(fmt.Errorf("received more than the %d bytes its root declares", total))
+func (f *fetchRun) touch() { f.last.Store(time.Now().UnixNano()) }
+
+// watchStalls cancels the fetch when no block arrived for f.stall.
+func (f *fetchRun) watchStalls() {
+	tick := time.NewTicker(max(f.stall/10, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-tick.C:
+			if time.Since(time.Unix(0, f.last.Load())) > f.stall {
+				f.cancel(errStalled)
 				return
 			}
-			report(got)
-		})
-		cause := context.Cause(xctx)
-		xcancel(nil)
-		if err == nil {
-			report(total)
-			return nil
 		}
-		if werr, _ := n.writes.since(mark); ctx.Err() != nil || werr != nil {
-			return wrap(err, "blocks")
-		}
-		if cause != nil {
-			return fmt.Errorf("fetch %s: %w; the DAG is not what its root claims", root, cause)
-		}
-		n.opts.Logf("fetch %s: %s from %d peers failed (%v); trying bitswap", root, xfer.ProtocolID, len(peers), err)
 	}
+}
 
+func (f *fetchRun) report(d int64) {
+	if f.progress != nil && d > f.shown {
+		f.shown = d
+		f.progress(d, f.total)
+	}
+}
+
+// fail explains why what did not arrive: a failed write (a full disk), a stall (naming the
+// peers asked), or err.
+func (f *fetchRun) fail(err error, what string) error {
+	if werr, _ := f.n.writes.since(f.mark); werr != nil {
+		return fmt.Errorf("fetch %s: storing blocks failed: %w", f.root, werr)
+	}
+	if context.Cause(f.ctx) == errStalled {
+		peers := f.n.host.Network().Peers()
+		asked := "no peers are connected"
+		if len(peers) > 0 {
+			names := make([]string, len(peers))
+			for i, p := range peers {
+				names[i] = p.String()
+			}
+			sort.Strings(names)
+			asked = fmt.Sprintf("asked %d connected peers: %s", len(peers), strings.Join(names, ", "))
+		}
+		return fmt.Errorf("fetch %s: %w: no connected peer sent %s for %s (%s); connect to a node that has it with `evalmesh connect ADDR`", f.root, ErrNotFound, what, f.stall, asked)
+	}
+	return fmt.Errorf("fetch %s: %s: %w", f.root, what, err)
+}
+
+// fetchRoot gets the root block and refuses a DAG that declares more than max_bundle_size.
+func (f *fetchRun) fetchRoot(sess *blockservice.Session) (blocks.Block, error) {
+	rootBlk, err := sess.GetBlock(f.ctx, f.root)
+	if err != nil {
+		return nil, f.fail(err, "root block "+f.root.String())
+	}
+	f.touch()
+	if f.total, err = DeclaredSize(rootBlk); err != nil {
+		return nil, err
+	}
+	if max := f.n.cfg.MaxBundleSize; max > 0 && f.total > max {
+		return nil, fmt.Errorf("fetch %s: declares %d bytes: %w of %d bytes (raise max_bundle_size in %s to fetch it)", f.root, f.total, ErrTooLarge, max, f.n.home.ConfigPath())
+	}
+	f.report(int64(len(rootBlk.RawData())))
+	return rootBlk, nil
+}
+
+// tryStreaming fetches over the streaming protocol (one round trip per batch instead of one
+// per block) from the peers that speak it. done is true when the fetch is over (err says
+// how); false with a nil error means bitswap should try.
+func (f *fetchRun) tryStreaming() (done bool, err error) {
+	n := f.n
+	peers := n.xferPeers(f.ctx)
+	if len(peers) == 0 || n.opts.BitswapOnly {
+		return false, nil
+	}
+	xctx, xcancel := context.WithCancelCause(f.ctx)
+	err = xfer.Fetch(xctx, n.host, f.root, peers, n.bstore, func(got int64) {
+		f.touch()
+		if got > f.total {
+			xcancel(fmt.Errorf("received more than the %d bytes its root declares", f.total))
+			return
+		}
+		f.report(got)
+	})
+	cause := context.Cause(xctx)
+	xcancel(nil)
+	if err == nil {
+		f.report(f.total)
+		return true, nil
+	}
+	if werr, _ := n.writes.since(f.mark); f.ctx.Err() != nil || werr != nil {
+		return true, f.fail(err, "blocks")
+	}
+	if cause != nil {
+		return true, fmt.Errorf("fetch %s: %w; the DAG is not what its root claims", f.root, cause)
+	}
+	n.opts.Logf("fetch %s: %s from %d peers failed (%v); trying bitswap", f.root, xfer.ProtocolID, len(peers), err)
+	return false, nil
+}
+
+// viaBitswap walks the DAG breadth-first from the root, asking the session for each level's
+// missing blocks in batches of maxWantBatch, and checks the bytes against the declared size.
+func (f *fetchRun) viaBitswap(sess *blockservice.Session, rootBlk blocks.Block) error {
+	n, ctx := f.n, f.ctx
 	done := int64(len(rootBlk.RawData()))
 	frontier, err := blockLinks(rootBlk)
 	if err != nil {
@@ -177,7 +245,7 @@ func (n *Node) Fetch(ctx context.Context, root cid.Cid, progress func(done, tota
 	}
 	// A bundle may hold the same block or subtree twice (identical files); it is fetched once
 	// and its declared size counted again, so done ends equal to total.
-	seen := map[cid.Cid]struct{}{root: {}}
+	seen := map[cid.Cid]struct{}{f.root: {}}
 	for len(frontier) > 0 {
 		var next, batch []link
 		for start := 0; start < len(frontier); start = start + len(batch) {
@@ -208,21 +276,21 @@ func (n *Node) Fetch(ctx context.Context, root cid.Cid, progress func(done, tota
 				continue
 			}
 			for b := range sess.GetBlocks(ctx, ask) {
-				if werr, _ := n.writes.since(mark); werr != nil {
-					return wrap(werr, "blocks")
+				if werr, _ := n.writes.since(f.mark); werr != nil {
+					return f.fail(werr, "blocks")
 				}
-				last.Store(time.Now().UnixNano())
+				f.touch()
 				delete(want, b.Cid())
 				done += int64(len(b.RawData()))
-				if done > total {
-					return fmt.Errorf("fetch %s: received more than the %d bytes its root declares; the DAG is not what its root claims", root, total)
+				if done > f.total {
+					return fmt.Errorf("fetch %s: received more than the %d bytes its root declares; the DAG is not what its root claims", f.root, f.total)
 				}
 				links, err := blockLinks(b)
 				if err != nil {
 					return err
 				}
 				next = append(next, links...)
-				report(done)
+				f.report(done)
 			}
 			if len(want) > 0 {
 				var missing cid.Cid
@@ -234,13 +302,13 @@ func (n *Node) Fetch(ctx context.Context, root cid.Cid, progress func(done, tota
 				if err == nil {
 					err = errors.New("session ended")
 				}
-				return wrap(err, fmt.Sprintf("block %s (and %d more)", missing, len(want)-1))
+				return f.fail(err, fmt.Sprintf("block %s (and %d more)", missing, len(want)-1))
 			}
 		}
 		frontier = next
 	}
-	if done != total {
-		return fmt.Errorf("fetch %s: got %d bytes but the root declares %d; the DAG is not what its root claims", root, done, total)
+	if done != f.total {
+		return fmt.Errorf("fetch %s: got %d bytes but the root declares %d; the DAG is not what its root claims", f.root, done, f.total)
 	}
 	return nil
 }

@@ -540,3 +540,107 @@ func checkSpace(dir string, need int64) error {
 	}
 	return nil
 }
+
+// compact rewrites the live blocks of every segment that holds dead bytes (blocks deleted,
+// or bytes a failed write left) into the current segment (a fresh one when the current
+// segment itself is being compacted), makes
+// them durable and indexed (Sync), and then removes the old segment file. A crash at any
+// point is safe: until the old file is gone its records are still valid, and the newer
+// records written by Sync win at replay. dryRun only counts. progress gets segments done.
+func (s *packStore) compact(ctx context.Context, dryRun bool, progress func(done, total int)) (segments int, reclaimed int64, err error) {
+	type segInfo struct {
+		n          uint32
+		size, live int64
+	}
+	s.mu.RLock()
+	live := map[uint32]int64{}
+	for _, loc := range s.index {
+		live[loc.seg] += int64(loc.len)
+	}
+	var todo []segInfo
+	for n, f := range s.segs {
+		fi, err := f.Stat()
+		if err != nil {
+			s.mu.RUnlock()
+			return 0, 0, err
+		}
+		if fi.Size() > live[n] {
+			todo = append(todo, segInfo{n, fi.Size(), live[n]})
+		}
+	}
+	s.mu.RUnlock()
+	sort.Slice(todo, func(i, j int) bool { return todo[i].n < todo[j].n })
+	for i, sg := range todo {
+		if err := ctx.Err(); err != nil {
+			return segments, reclaimed, err
+		}
+		if !dryRun {
+			if err := s.compactSegment(ctx, sg.n); err != nil {
+				return segments, reclaimed, err
+			}
+		}
+		segments++
+		reclaimed += sg.size - sg.live
+		if progress != nil {
+			progress(i+1, len(todo))
+		}
+	}
+	return segments, reclaimed, nil
+}
+
+func (s *packStore) compactSegment(ctx context.Context, n uint32) error {
+	s.writeMu.Lock()
+	if s.cur == n {
+		if err := s.newSegment(n + 1); err != nil {
+			s.writeMu.Unlock()
+			return fmt.Errorf("compact segment %d: %w", n, err)
+		}
+	}
+	s.writeMu.Unlock()
+	s.mu.RLock()
+	var keys []string
+	for k, loc := range s.index {
+		if loc.seg == n {
+			keys = append(keys, k)
+		}
+	}
+	s.mu.RUnlock()
+	for _, k := range keys {
+		c := cid.NewCidV1(cid.Raw, multihash.Multihash(k))
+		b, err := s.Get(ctx, c)
+		if err != nil {
+			return fmt.Errorf("compact segment %d: %w", n, err)
+		}
+		// Forget the old location first so Put writes a fresh copy.
+		s.mu.Lock()
+		old := s.index[k]
+		delete(s.index, k)
+		s.mu.Unlock()
+		if err := s.Put(ctx, b); err != nil {
+			s.mu.Lock()
+			if _, ok := s.index[k]; !ok {
+				s.index[k] = old
+			}
+			s.mu.Unlock()
+			return fmt.Errorf("compact segment %d: %w", n, err)
+		}
+	}
+	if err := s.Sync(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for _, loc := range s.index {
+		if loc.seg == n {
+			s.mu.Unlock()
+			return fmt.Errorf("compact segment %d: a block still points into it", n)
+		}
+	}
+	f := s.segs[n]
+	delete(s.segs, n)
+	s.mu.Unlock()
+	f.Close()
+	if err := os.Remove(s.segPath(n)); err != nil {
+		return err
+	}
+	return fsyncPath(s.dir)
+}

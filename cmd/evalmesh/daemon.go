@@ -35,7 +35,9 @@ func newDaemonCmd(g *globals) *cobra.Command {
 		Short: "Run this node: hold, pin and exchange task bundles with other labs",
 		Long: `Run the node of this home until SIGINT or SIGTERM: a libp2p host (TCP and QUIC), the
 blockstore and pins, bitswap and the streaming bundle transfer, and the local HTTP API
-the other commands talk to. The API address is written to HOME/api while it runs.
+the other commands talk to. The API address is written to HOME/api while it runs, and a
+fresh API token to HOME/api.token (mode 0600): the API answers only requests that carry it,
+so only this account can drive the daemon (docs/api.md). The CLI sends it for you.
 
 Listen addresses and the API address come from HOME/config.yaml unless given here; port 0
 picks a free port. Nothing is sent beyond 127.0.0.1 unless the config says so (listen
@@ -109,7 +111,7 @@ Example:
 				for _, a := range n.Addrs() {
 					fmt.Fprintf(out, "listening   %s\n", a)
 				}
-				fmt.Fprintf(out, "API         http://%s (address in %s)\n", apiAddr, h.APIPath())
+				fmt.Fprintf(out, "API         http://%s (address in %s, token in %s)\n", apiAddr, h.APIPath(), node.APITokenPath(h))
 				fmt.Fprintln(out, "daemon ready; Ctrl-C stops it")
 			})
 		},

@@ -61,6 +61,9 @@ func parseCIDArg(s string) (cid.Cid, error) {
 // newProgress is the byte-progress line of task add / get and pin add (internal/progress).
 func newProgress(w io.Writer, what string) *progress.Bar { return progress.New(w, what) }
 
+// newCountProgress is newProgress for a count of items (blocks, segments) instead of bytes.
+func newCountProgress(w io.Writer, what string) *progress.Bar { return progress.NewCount(w, what) }
+
 func newTaskAddCmd(g *globals) *cobra.Command {
 	var unchecked bool
 	cmd := &cobra.Command{
@@ -97,22 +100,30 @@ Example:
 }
 
 func newTaskGetCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "get CID DIR",
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "get [--timeout DURATION] CID DIR",
 		Short: "Fetch a bundle from peers, verify it, pin it and unpack it into DIR",
 		Long: `Fetch the bundle CID from connected peers (split across those that have it, every block
 checked against its CID as it arrives), pin it on this node, and unpack it safely into DIR
 (which must not exist or be empty): absolute paths, "..", links leaving the bundle and
 bundles over max_bundle_size are refused. On a terminal a bar shows bytes, rate and ETA.
 
+It gives up once no connected peer has sent a block for --timeout (the root included: a CID
+no peer has fails after that long), naming the CID and the peers it asked.
+
 Example:
   evalmesh connect /ip4/10.0.0.7/tcp/4201/p2p/12D3KooW...
-  evalmesh task get bafybei... ./work/task1`,
+  evalmesh task get bafybei... ./work/task1
+  evalmesh task get --timeout 30s bafybei... ./work/task1`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			root, err := parseCIDArg(args[0])
 			if err != nil {
 				return err
+			}
+			if timeout <= 0 {
+				return fmt.Errorf("--timeout %s: want a positive duration, e.g. 30s or 5m", timeout)
 			}
 			c, err := g.client()
 			if err != nil {
@@ -125,7 +136,7 @@ Example:
 			bar := newProgress(cmd.ErrOrStderr(), "fetch")
 			start := time.Now()
 			var size int64
-			err = c.Get(cmd.Context(), root, dir, func(d, t int64) { size = t; bar.Set(d, t) }, bar.Finish)
+			err = c.GetTimeout(cmd.Context(), root, dir, timeout, func(d, t int64) { size = t; bar.Set(d, t) }, bar.Finish)
 			bar.Finish()
 			if err != nil {
 				return err
@@ -137,6 +148,8 @@ Example:
 			return nil
 		},
 	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "give up once no peer has sent a block for this long")
+	return cmd
 }
 
 func newTaskExportCmd(g *globals) *cobra.Command {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -114,4 +115,80 @@ func nodeCLI(t *testing.T, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := run(args, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// TestRepoGCCommand: `repo gc --dry-run --json` reports the blocks of an unpinned bundle and
+// keeps them; `repo gc` removes them and prints what it did.
+func TestRepoGCCommand(t *testing.T) {
+	h := t.TempDir()
+	if code, _, errOut := nodeCLI(t, "init", "--home", h); code != 0 {
+		t.Fatalf("init: %s", errOut)
+	}
+	runNodeDaemon(t, h)
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "a.bin"), bytes.Repeat([]byte("gc me "), 200000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := nodeCLI(t, "task", "add", "--unchecked", src, "--home", h)
+	if code != 0 {
+		t.Fatalf("task add: %s", errOut)
+	}
+	root := strings.TrimSpace(out)
+	if code, _, errOut := nodeCLI(t, "pin", "rm", root, "--home", h); code != 0 {
+		t.Fatalf("pin rm: %s", errOut)
+	}
+	code, out, errOut = nodeCLI(t, "repo", "gc", "--dry-run", "--json", "--home", h)
+	var rep node.GCReport
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || !rep.DryRun || rep.Blocks == 0 || rep.UnpackFolders == nil {
+		t.Fatalf("repo gc --dry-run --json: code %d, %q, %s", code, out, errOut)
+	}
+	code, out, errOut = nodeCLI(t, "repo", "gc", "--home", h)
+	if code != 0 || !strings.Contains(out, "removed "+strconv.Itoa(rep.Blocks)+" unpinned blocks") {
+		t.Fatalf("repo gc: code %d, %q, %s; want %d blocks removed", code, out, errOut, rep.Blocks)
+	}
+	code, out, _ = nodeCLI(t, "repo", "gc", "--dry-run", "--home", h)
+	if code != 0 || !strings.Contains(out, "would remove 0 unpinned blocks") {
+		t.Fatalf("repo gc after gc: %q", out)
+	}
+}
+
+// TestTaskGetTimeout: `task get --timeout` of a CID no connected peer has gives up after
+// about that long, naming the CID and the peer it asked, and leaves no folder.
+func TestTaskGetTimeout(t *testing.T) {
+	ha, hb := t.TempDir(), t.TempDir()
+	for _, h := range []string{ha, hb} {
+		if code, _, errOut := nodeCLI(t, "init", "--home", h); code != 0 {
+			t.Fatalf("init: %s", errOut)
+		}
+		runNodeDaemon(t, h)
+	}
+	_, out, _ := nodeCLI(t, "id", "--home", ha, "--json")
+	var id struct {
+		PeerID string `json:"peer_id"`
+		Addrs  []string
+	}
+	if err := json.Unmarshal([]byte(out), &id); err != nil || len(id.Addrs) == 0 {
+		t.Fatalf("id --json: %s", out)
+	}
+	if code, _, errOut := nodeCLI(t, "connect", id.Addrs[0], "--home", hb); code != 0 {
+		t.Fatalf("connect: %s", errOut)
+	}
+	nobodyHasIt := "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy" // sha256 of "hello\n"
+	dst := filepath.Join(t.TempDir(), "got")
+	start := time.Now()
+	code, _, errOut := nodeCLI(t, "task", "get", "--timeout", "2s", nobodyHasIt, dst, "--home", hb)
+	took := time.Since(start)
+	if code == 0 || !strings.Contains(errOut, nobodyHasIt) || !strings.Contains(errOut, id.PeerID) || !strings.Contains(errOut, "2s") {
+		t.Fatalf("task get --timeout 2s of a CID nobody has: code %d, stderr %q; want the CID, the peer asked (%s) and the timeout", code, errOut, id.PeerID)
+	}
+	if took > 30*time.Second {
+		t.Fatalf("task get --timeout 2s took %s", took)
+	}
+	if _, err := os.Stat(dst); err == nil {
+		t.Fatalf("%s exists after a failed get", dst)
+	}
+	t.Logf("after %s: %s", took.Round(time.Millisecond), strings.TrimSpace(errOut))
+	if code, _, errOut := nodeCLI(t, "task", "get", "--timeout", "0s", nobodyHasIt, dst, "--home", hb); code == 0 || !strings.Contains(errOut, "positive duration") {
+		t.Fatalf("--timeout 0s: code %d, %q", code, errOut)
+	}
 }

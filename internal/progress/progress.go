@@ -25,7 +25,9 @@ type Bar struct {
 	mu   sync.Mutex
 	w    io.Writer
 	what string
-	bar  *progressbar.ProgressBar
+	// counts: the job counts items (blocks, segments, slots), not bytes.
+	counts bool
+	bar    *progressbar.ProgressBar
 }
 
 // On reports whether w is a terminal a Bar would draw on.
@@ -42,6 +44,13 @@ func New(w io.Writer, what string) *Bar {
 	return &Bar{w: w, what: what}
 }
 
+// NewCount is New for a job that counts items instead of bytes.
+func NewCount(w io.Writer, what string) *Bar {
+	b := New(w, what)
+	b.counts = true
+	return b
+}
+
 // Set moves the bar to done of total bytes (total < 0: unknown).
 func (b *Bar) Set(done, total int64) {
 	b.mu.Lock()
@@ -53,8 +62,8 @@ func (b *Bar) Set(done, total int64) {
 		b.bar = progressbar.NewOptions64(total,
 			progressbar.OptionSetWriter(b.w),
 			progressbar.OptionSetDescription(b.what),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionShowTotalBytes(true),
+			progressbar.OptionShowBytes(!b.counts),
+			progressbar.OptionShowTotalBytes(!b.counts),
 			progressbar.OptionShowCount(),
 			progressbar.OptionSetPredictTime(true),
 			progressbar.OptionThrottle(100*time.Millisecond),
