@@ -454,11 +454,15 @@ func (m *Mesh) consume(kind string, msgs <-chan Message, cancel func()) {
 // publisher sends the claim machine's messages in order, off the loop.
 func (m *Mesh) publisher() {
 	defer m.wg.Done()
+	// Start from the clock so a restarted node's messages never repeat earlier bytes.
+	seq := uint64(time.Now().UnixNano())
 	for {
 		select {
 		case <-m.ctx.Done():
 			return
 		case c := <-m.publish:
+			seq++
+			c.Seq = seq
 			data, err := protocol.EncodeClaim(&c)
 			if err != nil {
 				m.n.opts.Logf("mesh: encode claim: %v", err)

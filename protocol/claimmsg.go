@@ -74,6 +74,12 @@ type ClaimMessage struct {
 	// Cert is the sender's node certificate envelope (attest.NodeCert JSON) so a validator
 	// can check, without lookups, that the sender speaks for a trusted lab.
 	Cert json.RawMessage `json:"cert"`
+	// Seq is the sender's message counter, set by whoever publishes (the machine leaves it
+	// 0). Gossipsub's message ID is the hash of the bytes, and its seen-cache drops a
+	// repeat of identical bytes for two minutes: without Seq every renew of a live claim
+	// after the first would be a duplicate nobody receives, and leases shorter than that
+	// window would lapse while the run lives. Readers ignore its value.
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // EncodeClaim checks m and encodes it. m.V of 0 is written as Version.
