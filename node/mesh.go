@@ -286,16 +286,27 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 	return m, nil
 }
 
-// openCapacity gives the claim machine its capacity once the first reconciliation with a
-// peer has run, or after a grace period when none could (a node alone, or peers that do not
-// answer).
+// openCapacity gives the claim machine its capacity once this node has reconciled with a
+// peer (so it knows what finished while it was away), or after a grace period when no peer
+// is connected (a node alone).
 func (m *Mesh) openCapacity() {
 	defer m.wg.Done()
-	const grace = 10 * time.Second
+	const grace = 3 * time.Second
 	deadline := time.Now().Add(grace)
-	t := time.NewTicker(100 * time.Millisecond)
+	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
-	for time.Now().Before(deadline) && !m.reconciledOnce() {
+	for {
+		if peers := m.n.host.Network().Peers(); len(peers) > 0 || !time.Now().Before(deadline) {
+			if sy := m.n.Syncer(); sy != nil && len(peers) > 0 {
+				ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+				_, err := sy.SyncWith(ctx, peers[0])
+				cancel()
+				if err != nil && m.ctx.Err() == nil {
+					m.n.opts.Logf("mesh: first reconciliation with %s: %v (claiming anyway)", peers[0], err)
+				}
+			}
+			break
+		}
 		select {
 		case <-m.ctx.Done():
 			return
@@ -303,19 +314,6 @@ func (m *Mesh) openCapacity() {
 		}
 	}
 	m.do(func() { m.apply(m.cm.SetCapacity(m.opts.Capacity, m.opts.Now())) })
-}
-
-func (m *Mesh) reconciledOnce() bool {
-	sy := m.n.Syncer()
-	if sy == nil {
-		return true
-	}
-	for _, p := range m.n.host.Network().Peers() {
-		if len(sy.LastStats(p)) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // Close releases this node's claims (so others need not wait for the leases), stops the

@@ -17,7 +17,7 @@ import (
 // by that command, by file name, while the others still count.
 func TestDemoLedger(t *testing.T) {
 	h := filepath.Join(t.TempDir(), "home")
-	out, e, code := runE2(t, "demo", "--home", h, "--seeds", "1", "--agents", "constant,solver")
+	out, e, code := runE2(t, "demo", "--nodes", "1", "--home", h, "--seeds", "1", "--agents", "constant,solver")
 	if code != 0 {
 		t.Fatalf("demo: %d %s", code, e)
 	}
@@ -115,7 +115,7 @@ func TestDemoLedger(t *testing.T) {
 // ledger report, whose root is the ledger's.
 func TestDemoJSONLedger(t *testing.T) {
 	h := filepath.Join(t.TempDir(), "home")
-	out, e, code := runE2(t, "demo", "--home", h, "--seeds", "1", "--agents", "constant", "--tasks", "arithmetic", "--json")
+	out, e, code := runE2(t, "demo", "--nodes", "1", "--home", h, "--seeds", "1", "--agents", "constant", "--tasks", "arithmetic", "--json")
 	if code != 0 {
 		t.Fatalf("demo: %d %s", code, e)
 	}
@@ -145,5 +145,70 @@ func TestDemoJSONLedger(t *testing.T) {
 	lout, le, code := runE2(t, append(res.LedgerCommand[1:], "--json")...)
 	if code != 0 || !strings.Contains(lout, `"ledger_root": "`+res.Root+`"`) {
 		t.Fatalf("ledger_command %q: %d %s\n%s", res.LedgerCommand, code, le, lout)
+	}
+}
+
+// The default demo is the network: three labs' daemons on 127.0.0.1, the tasks added on the
+// first node only, a campaign signed by the second lab; every node ends with the same root,
+// the slots spread over more than one node, every run re-scored by a lab other than its
+// own, and the printed command recomputes that root from the exported files.
+func TestDemoNetworkJSON(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "net")
+	out, e, code := runE2(t, "demo", "--home", dir, "--seeds", "2", "--agents", "constant,solver", "--tasks", "arithmetic", "--json")
+	if code != 0 {
+		t.Fatalf("demo: %d %s", code, e)
+	}
+	var res struct {
+		Nodes []struct {
+			Lab        string `json:"lab"`
+			PeerID     string `json:"peer_id"`
+			Home       string `json:"home"`
+			LedgerRoot string `json:"ledger_root"`
+			Runs       int    `json:"runs"`
+			Rescores   int    `json:"rescores"`
+		} `json:"nodes"`
+		Runs []struct {
+			RanBy      string   `json:"ran_by"`
+			RescoredBy []string `json:"rescored_by"`
+		} `json:"runs"`
+		LedgerRoot    string   `json:"ledger_root"`
+		LedgerCommand []string `json:"ledger_command"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(res.Nodes) != 3 || len(res.LedgerRoot) != 64 {
+		t.Fatalf("nodes %d, root %q", len(res.Nodes), res.LedgerRoot)
+	}
+	runs, rescores, ran := 0, 0, 0
+	for _, n := range res.Nodes {
+		if n.LedgerRoot != res.LedgerRoot {
+			t.Errorf("%s root %s, want %s", n.Lab, n.LedgerRoot, res.LedgerRoot)
+		}
+		runs += n.Runs
+		rescores += n.Rescores
+		if n.Runs > 0 {
+			ran++
+		}
+	}
+	if runs != 4 || len(res.Runs) != 4 || rescores < 4 {
+		t.Fatalf("runs %d (%d listed), re-scores %d; want 4 runs, each re-scored", runs, len(res.Runs), rescores)
+	}
+	if ran < 2 {
+		t.Errorf("all runs on one node: the slots did not spread")
+	}
+	for _, r := range res.Runs {
+		if len(r.RescoredBy) == 0 {
+			t.Errorf("run by %s not re-scored", r.RanBy)
+		}
+		for _, by := range r.RescoredBy {
+			if by == r.RanBy {
+				t.Errorf("run by %s re-scored by its own lab", r.RanBy)
+			}
+		}
+	}
+	ledger, e, code := runE2(t, res.LedgerCommand[1:]...)
+	if code != 0 || !strings.Contains(ledger, "ledger root "+res.LedgerRoot) {
+		t.Fatalf("the printed ledger command (%v) gives %d:\n%s\n%s", res.LedgerCommand, code, ledger, e)
 	}
 }

@@ -320,7 +320,7 @@ func TestLedgerCommandErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no trust", []string{"ledger", "--tasks", dir}, "--trust TRUST.yaml and --tasks DIR are both required"},
+		{"no trust", []string{"ledger", "--tasks", dir}, "--tasks DIR and one of --trust TRUST.yaml or --network-doc FILE are required"},
 		{"missing folder", []string{"ledger", "--trust", trust, "--tasks", filepath.Join(dir, "tasks"), "--attestations", filepath.Join(dir, "nope")}, "does not exist"},
 		{"negative replication", []string{"ledger", "--trust", trust, "--tasks", dir, "--replication", "-1"}, "--replication -1"},
 		{"negative cap", []string{"ledger", "--trust", trust, "--tasks", dir, "--max-agents-per-lab", "-1"}, "--max-agents-per-lab -1"},

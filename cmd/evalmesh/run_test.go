@@ -114,7 +114,7 @@ func TestGPUsCommand(t *testing.T) {
 
 func TestDemoCommand(t *testing.T) {
 	h := filepath.Join(t.TempDir(), "home")
-	out, e, code := runE2(t, "demo", "--home", h, "--seeds", "1", "--json")
+	out, e, code := runE2(t, "demo", "--nodes", "1", "--home", h, "--seeds", "1", "--json")
 	if code != 0 {
 		t.Fatalf("demo: %s", e)
 	}
@@ -134,14 +134,14 @@ func TestDemoCommand(t *testing.T) {
 		t.Fatalf("demo: %d runs, %d verified, %d leaderboard rows", len(res.Runs), res.Verified, len(res.Ledger.Agents))
 	}
 	// Again in text on the same home, restricted: a table with the solver in it.
-	out, _, code = runE2(t, "demo", "--home", h, "--seeds", "1", "--agents", "solver,constant")
+	out, _, code = runE2(t, "demo", "--nodes", "1", "--home", h, "--seeds", "1", "--agents", "solver,constant")
 	// The ledger covers both demos' attestations: the second demo repeats 6 slots of the
 	// first with the same submissions, so 6 are excluded as duplicates.
 	if code != 0 || !strings.Contains(out, "solver") || !strings.Contains(out, "6 runs (5 valid) signed by node") ||
 		!strings.Contains(out, "18 attestations verified under lab lab:") || !strings.Contains(out, "12 counted, 0 refused, 6 excluded") {
 		t.Fatalf("demo text (%d):\n%s", code, out)
 	}
-	if _, e, code := runE2(t, "demo", "--home", h, "--agents", "nobody"); code == 0 || !strings.Contains(e, `no example agent "nobody"`) {
+	if _, e, code := runE2(t, "demo", "--nodes", "1", "--home", h, "--agents", "nobody"); code == 0 || !strings.Contains(e, `no example agent "nobody"`) {
 		t.Fatalf("unknown agent: %d %s", code, e)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -182,11 +181,25 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			logPath := filepath.Join(d.h.Dir, "daemon.log")
+			lf, lerr := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if lerr != nil {
+				d.done <- lerr
+				return
+			}
+			defer lf.Close()
+			var lmu sync.Mutex
+			logf := func(format string, args ...any) {
+				lmu.Lock()
+				defer lmu.Unlock()
+				fmt.Fprintf(lf, time.Now().UTC().Format("15:04:05.000 ")+format+"\n", args...)
+			}
 			d.done <- node.Run(dctx, d.h, node.Options{
+				Logf: logf,
 				Mesh: func(n *node.Node) (*node.MeshOptions, error) {
 					return &node.MeshOptions{Trust: trust, Runner: r, Capacity: 2, Policy: pol, Scoring: sc, NetworkDoc: doc,
-						RescoreTimeout: 20 * time.Second,
-						Claims:         protocol.ClaimConfig{Lease: 30 * time.Second, Settle: 150 * time.Millisecond}}, nil
+						RescoreTimeout: 5 * time.Second, SyncInterval: 3 * time.Second,
+						Claims: protocol.ClaimConfig{Lease: 30 * time.Second, Settle: 150 * time.Millisecond}}, nil
 				},
 			}, func(n *node.Node, api string) {
 				d.n, d.api = n, api
@@ -360,14 +373,6 @@ func keys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// shortList joins names for a table cell.
-func shortList(s []string) string {
-	if len(s) == 0 {
-		return "-"
-	}
-	return strings.Join(s, ",")
 }
 
 // NetworkDocFile is where each demo node keeps the network document.

@@ -228,10 +228,9 @@ func (q queue) Less(i, j int) bool {
 	}
 	return q[i].seq < q[j].seq
 }
-func (q queue) Swap(i, j int)         { q[i], q[j] = q[j], q[i] }
-func (q *queue) Push(x any)           { *q = append(*q, x.(*event)) }
-func (q *queue) Pop() any             { o := *q; e := o[len(o)-1]; *q = o[:len(o)-1]; return e }
-func (q queue) peekAt() time.Duration { return q[0].at }
+func (q queue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *queue) Push(x any)   { *q = append(*q, x.(*event)) }
+func (q *queue) Pop() any     { o := *q; e := o[len(o)-1]; *q = o[:len(o)-1]; return e }
 
 type run struct {
 	slot, node, lab, attempt int
