@@ -99,6 +99,16 @@ type NetResult struct {
 	// LedgerCommand recomputes LedgerRoot from the files the demo exported.
 	LedgerCommand []string `json:"ledger_command"`
 	Seconds       float64  `json:"seconds"`
+	// Slots is the campaign's size; DuplicateRuns the runs signed beyond one per slot.
+	Slots         int `json:"slots"`
+	DuplicateRuns int `json:"duplicate_runs"`
+	// ConvergeSeconds is the time from the first node seeing every slot done to every
+	// node announcing the same root over every run counted.
+	ConvergeSeconds float64 `json:"converge_seconds"`
+	// CPUSeconds is this process's CPU time (the daemons: evalmesh's own share);
+	// AgentCPUSeconds the agents' and evaluators' (child processes).
+	CPUSeconds      float64 `json:"cpu_seconds"`
+	AgentCPUSeconds float64 `json:"agent_cpu_seconds"`
 }
 
 type demoNode struct {
@@ -261,6 +271,7 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 	// Wait until every node has every run re-scored and all roots agree.
 	deadline := time.Now().Add(opts.Timeout)
 	lastDone := -1
+	var allDone time.Time
 	for {
 		roots := map[string]bool{}
 		counted := 0
@@ -282,7 +293,14 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 			fmt.Fprintf(log, "%d/%d slots done, %d runs counted on %s\n", done, slots, counted, nodes[0].name)
 			lastDone = done
 		}
+		if done == slots && allDone.IsZero() {
+			allDone = time.Now()
+		}
 		if len(roots) == 1 && !roots[""] && counted == slots {
+			if allDone.IsZero() {
+				allDone = time.Now()
+			}
+			res.ConvergeSeconds = time.Since(allDone).Seconds()
 			break
 		}
 		if time.Now().After(deadline) {
@@ -351,6 +369,8 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 	res.LedgerCommand = append([]string{"evalmesh", "ledger", "--network-doc", filepath.Join(nodes[0].h.Dir, NetworkDocFile),
 		"--tasks", tasksDir, "--agents", agentsDir, "--attestations", exportDir}, demoLedgerFlags...)
 	res.Seconds = time.Since(start).Seconds()
+	res.Slots, res.DuplicateRuns = slots, len(res.Runs)-slots
+	res.CPUSeconds, res.AgentCPUSeconds = cpuSeconds()
 	if opts.Keep && opts.Ready != nil {
 		opts.Ready(res)
 	}
