@@ -118,7 +118,7 @@ func (n *Node) fetch(ctx context.Context, root cid.Cid, progress func(done, tota
 	defer f.cancel(nil)
 	f.touch()
 	go f.watchStalls()
-	_, f.mark = n.writes.since(0)
+	f.mark, _ = n.writes.since(0)
 
 	sess := blockservice.NewSession(f.ctx, n.bserv)
 	rootBlk, err := f.fetchRoot(sess)
@@ -164,7 +164,7 @@ func (f *fetchRun) report(d int64) {
 // fail explains why what did not arrive: a failed write (a full disk), a stall (naming the
 // peers asked), or err.
 func (f *fetchRun) fail(err error, what string) error {
-	if werr, _ := f.n.writes.since(f.mark); werr != nil {
+	if _, werr := f.n.writes.since(f.mark); werr != nil {
 		return fmt.Errorf("fetch %s: storing blocks failed: %w", f.root, werr)
 	}
 	if context.Cause(f.ctx) == errStalled {
@@ -224,7 +224,7 @@ func (f *fetchRun) tryStreaming() (done bool, err error) {
 		f.report(f.total)
 		return true, nil
 	}
-	if werr, _ := n.writes.since(f.mark); f.ctx.Err() != nil || werr != nil {
+	if _, werr := n.writes.since(f.mark); f.ctx.Err() != nil || werr != nil {
 		return true, f.fail(err, "blocks")
 	}
 	if cause != nil {
@@ -276,7 +276,7 @@ func (f *fetchRun) viaBitswap(sess *blockservice.Session, rootBlk blocks.Block) 
 				continue
 			}
 			for b := range sess.GetBlocks(ctx, ask) {
-				if werr, _ := n.writes.since(f.mark); werr != nil {
+				if _, werr := n.writes.since(f.mark); werr != nil {
 					return f.fail(werr, "blocks")
 				}
 				f.touch()

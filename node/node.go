@@ -506,8 +506,6 @@ func packStoreHasBlocks(dir string) bool {
 	return err == nil && st.Size() > 0
 }
 
-func ensureDir(p string) error { return os.MkdirAll(p, 0o755) }
-
 // latchStore remembers the last failed write. Bitswap only logs a failed store and keeps
 // waiting, so Fetch asks here why blocks stopped arriving (a full disk, typically).
 type latchStore struct {
@@ -536,13 +534,13 @@ func (s *latchStore) latch(err error) error {
 }
 
 // since returns the last write error after the failure count was mark, and the current count.
-func (s *latchStore) since(mark uint64) (error, uint64) {
+func (s *latchStore) since(mark uint64) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.seq > mark {
-		return s.lastErr, s.seq
+		return s.seq, s.lastErr
 	}
-	return nil, s.seq
+	return s.seq, nil
 }
 
 // pinDAG is what the pinner walks to check that a DAG is complete before pinning it. Raw

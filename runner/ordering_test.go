@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/errdefs"
+	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/docker"
@@ -38,7 +38,7 @@ func (g *privateGate) Destroy(ctx context.Context, h *runner.Handle) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if _, ierr := g.cli.ContainerInspect(ctx, docker.ContainerName(h.Config.ID)); !errdefs.IsNotFound(ierr) {
+	if _, ierr := g.cli.ContainerInspect(ctx, docker.ContainerName(h.Config.ID)); !cerrdefs.IsNotFound(ierr) {
 		g.events = append(g.events, "agent container still exists after Destroy")
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/evalmesh/evalmesh/internal/testutil"
 
-	"github.com/docker/docker/errdefs"
+	cerrdefs "github.com/containerd/errdefs"
 
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
 	"github.com/evalmesh/evalmesh/internal/home"
@@ -181,7 +181,7 @@ func TestRunRecoverDockerRunFromProcessExecutor(t *testing.T) {
 	if p := runPhase(t, h, id); p != runner.PhaseDone {
 		t.Fatalf("phase %s", p)
 	}
-	if _, err := cli.ContainerInspect(context.Background(), name); !errdefs.IsNotFound(err) {
+	if _, err := cli.ContainerInspect(context.Background(), name); !cerrdefs.IsNotFound(err) {
 		t.Fatalf("agent container still there after recovery: %v", err)
 	}
 	if n := attestations(t, h); n != 1 {
