@@ -31,7 +31,7 @@ func TestAttestImportAndLedgerFromTheDaemonStore(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(attDir, "junk.json"), []byte(`{"payloadType":"x"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fromFolder, e, code := runE2(t, "ledger", "--home", f.home, "--trust", f.trust, "--tasks", f.tasks, "--bootstrap-rounds", "20", "--json")
+	fromFolder, e, code := runE2(t, "ledger", "--home", f.home, "--trust", f.trust, "--tasks", f.tasks, "--bootstrap-rounds", "20", "--allow-process-runs", "--json")
 	if code != 0 || !strings.Contains(e, "no daemon running") {
 		t.Fatalf("ledger without a daemon: %d %s", code, e)
 	}
@@ -55,7 +55,7 @@ func TestAttestImportAndLedgerFromTheDaemonStore(t *testing.T) {
 		t.Fatalf("second import: %s", out)
 	}
 
-	fromStore, e, code := runE2(t, "ledger", "--home", f.home, "--trust", f.trust, "--tasks", f.tasks, "--bootstrap-rounds", "20", "--json")
+	fromStore, e, code := runE2(t, "ledger", "--home", f.home, "--trust", f.trust, "--tasks", f.tasks, "--bootstrap-rounds", "20", "--allow-process-runs", "--json")
 	if code != 0 || strings.Contains(e, "no daemon running") {
 		t.Fatalf("ledger from the daemon: %d %s", code, e)
 	}

@@ -83,6 +83,8 @@ func (f *Fixture) Run(i int) ([]byte, error) {
 		Start:    start, End: start.Add(time.Second),
 		WallSeconds: 3600, GPUSeconds: 3500, EnergyJoules: 2.1e6,
 		Valid: true, Score: &score, Metric: "accuracy", Evaluator: "builtin:accuracy",
+		// As a docker run records it: the default acceptance policy counts only isolated runs.
+		Executor: &attest.ExecutorInfo{Name: "docker", Isolation: attest.IsolationContainer, Limits: "cgroup2"},
 	}
 	subjects := []attest.Subject{
 		{Name: "submission.csv", Digest: map[string]string{"sha256": sha(sub)}, Annotations: map[string]any{attest.AnnotationCID: "bafkreisub", attest.AnnotationRole: attest.RoleSubmission}},
