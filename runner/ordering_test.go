@@ -9,8 +9,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/docker/docker/client"
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/client"
 
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/docker"
