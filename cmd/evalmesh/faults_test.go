@@ -261,6 +261,20 @@ func (c *cluster) waitDone(d *daemonProc, campaign string, n int) {
 	})
 }
 
+// waitAllDone waits until each of nodes sees every slot of campaign done.
+func (c *cluster) waitAllDone(nodes []*daemonProc, campaign string, slots int) {
+	c.t.Helper()
+	testutil.WaitFor(c.t, 120*time.Second, "every slot done on the running nodes", func() bool {
+		for _, d := range nodes {
+			v, err := d.view(campaign)
+			if err != nil || v.done != slots {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 var faultAgents = []string{"constant", "heuristic", "solver"}
 
 func skipShortFaults(t *testing.T) {
@@ -285,17 +299,8 @@ func TestFaultKillNodeMidCampaign(t *testing.T) {
 	victim := c.nodes[2]
 	victim.signal(syscall.SIGKILL)
 	<-victim.exited
-	survivors := &cluster{t: t, labs: c.labs, nodes: c.nodes[:2]}
 	// The survivors finish every slot, the victim's claimed ones once their leases lapse.
-	testutil.WaitFor(t, 120*time.Second, "the survivors to finish every slot", func() bool {
-		for _, d := range survivors.nodes {
-			v, err := d.view(id)
-			if err != nil || v.done != slots {
-				return false
-			}
-		}
-		return true
-	})
+	c.waitAllDone(c.nodes[:2], id, slots)
 	d := c.start(2)
 	c.connect(d, c.nodes[0])
 	c.connect(d, c.nodes[1])
@@ -317,15 +322,7 @@ func TestFaultStoppedNodeResumes(t *testing.T) {
 	c.waitDone(c.nodes[0], id, 2)
 	stopped := c.nodes[2]
 	stopped.signal(syscall.SIGSTOP)
-	testutil.WaitFor(t, 120*time.Second, "the running nodes to finish every slot", func() bool {
-		for _, d := range c.nodes[:2] {
-			v, err := d.view(id)
-			if err != nil || v.done != slots {
-				return false
-			}
-		}
-		return true
-	})
+	c.waitAllDone(c.nodes[:2], id, slots)
 	stopped.signal(syscall.SIGCONT)
 	v := c.converged(id, slots, 120*time.Second)
 	t.Logf("converged after SIGSTOP/SIGCONT: root %s, %d attestations, excluded %v", v.root, v.attestations, v.excluded)
