@@ -18,9 +18,9 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 slots, secs = r["slots"], r["seconds"]
 roots = {n["ledger_root"] for n in r["nodes"]}
-print("| nodes | slots | wall s | slots/s | duplicate runs | done -> roots equal s | evalmesh CPU s | agents CPU s | evalmesh share | roots equal |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| nodes | slots | wall s | slots/s | claim->start p50/p99 ms | duplicate runs | done -> roots equal s | evalmesh CPU s | agents CPU s | evalmesh share | roots equal |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 share = r["cpu_seconds"] / max(r["cpu_seconds"] + r["agent_cpu_seconds"], 1e-9)
-print(f'| {len(r["nodes"])} | {slots} | {secs:.1f} | {slots/secs:.1f} | {r["duplicate_runs"]} ({100*r["duplicate_runs"]/slots:.1f} %) | {r["converge_seconds"]:.2f} | {r["cpu_seconds"]:.1f} | {r["agent_cpu_seconds"]:.1f} | {100*share:.0f} % | {len(roots) == 1} |')
+print(f'| {len(r["nodes"])} | {slots} | {secs:.1f} | {slots/secs:.1f} | {r["claim_to_start_ms"]["p50"]:.0f} / {r["claim_to_start_ms"]["p99"]:.0f} | {r["duplicate_runs"]} ({100*r["duplicate_runs"]/slots:.1f} %) | {r["converge_seconds"]:.2f} | {r["cpu_seconds"]:.1f} | {r["agent_cpu_seconds"]:.1f} | {100*share:.0f} % | {len(roots) == 1} |')
 print("per node: " + ", ".join(f'{n["lab"]} {n["runs"]} runs / {n["rescores"]} re-scores' for n in r["nodes"]))
 PY

@@ -99,7 +99,11 @@ type Mesh struct {
 	rescoring map[string]bool      // run IDs this node is re-scoring now
 	labPeers  map[string]time.Time // nodes of our lab heard from, for the re-score split
 	pending   map[string]bool      // campaigns whose bundles are being fetched
-	wake      *time.Timer
+	// capFreeAt is when this node last went from full to having free capacity;
+	// claimToStart holds each started run's claim→start time.
+	capFreeAt    time.Time
+	claimToStart []time.Duration
+	wake         *time.Timer
 
 	bundleMu sync.Mutex
 	bundles  map[string]*sync.Mutex // per-CID fetch lock
@@ -313,7 +317,10 @@ func (m *Mesh) openCapacity() {
 		case <-t.C:
 		}
 	}
-	m.do(func() { m.apply(m.cm.SetCapacity(m.opts.Capacity, m.opts.Now())) })
+	m.do(func() {
+		m.capFreeAt = m.opts.Now()
+		m.apply(m.cm.SetCapacity(m.opts.Capacity, m.capFreeAt))
+	})
 }
 
 // Close releases this node's claims (so others need not wait for the leases), stops the
@@ -635,6 +642,14 @@ func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 		m.apply(m.cm.RunEnded(s.Slot.ID, protocol.RunOutcome{Kind: protocol.RunInfraFailed, Detail: "campaign unknown"}, now))
 		return
 	}
+	// claim→start as the simulator defines it: from when this node had free capacity while
+	// the slot was free, to now: the protocol's own overhead (claiming, settling a tie).
+	if from := m.cm.FreeSince(s.Slot.ID); !from.IsZero() {
+		if m.capFreeAt.After(from) {
+			from = m.capFreeAt
+		}
+		m.claimToStart = append(m.claimToStart, now.Sub(from))
+	}
 	ctx, cancel := context.WithCancel(m.ctx)
 	ar := &activeRun{cancel: cancel, attempt: s.Attempt}
 	m.running[s.Slot.ID] = ar
@@ -648,6 +663,9 @@ func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 		m.do(func() {
 			if ar.aborted || m.running[s.Slot.ID] != ar {
 				return // the machine already considers the run over
+			}
+			if len(m.running) == m.opts.Capacity {
+				m.capFreeAt = m.opts.Now() // full until now
 			}
 			delete(m.running, s.Slot.ID)
 			m.apply(m.cm.RunEnded(s.Slot.ID, outcome, m.opts.Now()))
@@ -1130,4 +1148,11 @@ func (m *Mesh) announceHead() {
 		return
 	}
 	m.gossip(protocol.TopicHeads, data)
+}
+
+// ClaimToStart returns the claim→start time of every run this node started.
+func (m *Mesh) ClaimToStart(ctx context.Context) ([]time.Duration, error) {
+	var out []time.Duration
+	err := m.query(ctx, func() { out = slices.Clone(m.claimToStart) })
+	return out, err
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -109,6 +110,11 @@ type NetResult struct {
 	// AgentCPUSeconds the agents' and evaluators' (child processes).
 	CPUSeconds      float64 `json:"cpu_seconds"`
 	AgentCPUSeconds float64 `json:"agent_cpu_seconds"`
+	// ClaimToStartMS are the p50 and p99 over every run of every node, in milliseconds.
+	ClaimToStartMS struct {
+		P50 float64 `json:"p50"`
+		P99 float64 `json:"p99"`
+	} `json:"claim_to_start_ms"`
 }
 
 type demoNode struct {
@@ -371,6 +377,19 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 	res.Seconds = time.Since(start).Seconds()
 	res.Slots, res.DuplicateRuns = slots, len(res.Runs)-slots
 	res.CPUSeconds, res.AgentCPUSeconds = cpuSeconds()
+	var c2s []time.Duration
+	for _, d := range nodes {
+		ds, err := d.n.Mesh().ClaimToStart(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c2s = append(c2s, ds...)
+	}
+	if len(c2s) > 0 {
+		slices.Sort(c2s)
+		pct := func(q float64) float64 { return float64(c2s[int(q*float64(len(c2s)-1))]) / 1e6 }
+		res.ClaimToStartMS.P50, res.ClaimToStartMS.P99 = pct(0.50), pct(0.99)
+	}
 	if opts.Keep && opts.Ready != nil {
 		opts.Ready(res)
 	}
