@@ -98,6 +98,7 @@ type Mesh struct {
 	rescores  map[string][]rescoreRecord
 	rescoring map[string]bool      // run IDs this node is re-scoring now
 	labPeers  map[string]time.Time // nodes of our lab heard from, for the re-score split
+	labs      []string             // the trusted labs' IDs, sorted: the re-scorer order's members
 	pending   map[string]bool      // campaigns whose bundles are being fetched
 	// capFreeAt is when this node last went from full to having free capacity;
 	// claimToStart holds each started run's claim→start time.
@@ -210,6 +211,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 	// claims anything (docs/protocol-claims.md, "restarts").
 	cc.Self, cc.Lab, cc.Cert, cc.Capacity = m.self, cert.Lab, cert.Raw(), 0
 	m.cm = protocol.NewClaimMachine(cc)
+	m.labs = trustedLabIDs(opts.Trust) // the trust store is fixed for the mesh's life
 	m.ctx, m.stop = context.WithCancel(context.Background())
 
 	network := n.cfg.Network
@@ -826,9 +828,9 @@ func (m *Mesh) onAttestation(env []byte) {
 	}
 }
 
-func (m *Mesh) trustedLabs() []string {
+func trustedLabIDs(trust *attest.TrustStore) []string {
 	var out []string
-	for _, l := range m.opts.Trust.Labs() {
+	for _, l := range trust.Labs() {
 		id := l.ID
 		if id == "" {
 			if pub, err := attest.DecodeBase64(l.Key); err == nil && len(pub) == 32 {
@@ -870,7 +872,7 @@ func (m *Mesh) rescoreDuty(r *runRecord, now time.Time) {
 	if done[m.lab] {
 		return
 	}
-	due := protocol.RescorersDue(r.ID, r.Lab, m.trustedLabs(), replication, done, now.Sub(r.FirstSeen), m.opts.RescoreTimeout)
+	due := protocol.RescorersDue(r.ID, r.Lab, m.labs, replication, done, now.Sub(r.FirstSeen), m.opts.RescoreTimeout)
 	if !slices.Contains(due, m.lab) || !m.designated(r.ID, now) {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/node"
 )
@@ -61,7 +62,7 @@ Example:
 
 // runCampaignPublish sends the campaign in path to the daemon of h.
 func runCampaignPublish(ctx context.Context, h home.Home, path string) (string, error) {
-	env, err := readCapped(path, 4<<20)
+	env, err := attest.ReadEnvelopeFile(path) // bounded (1 MiB, a campaign's limit too), regular files only
 	if err != nil {
 		return "", err
 	}
@@ -70,29 +71,6 @@ func runCampaignPublish(ctx context.Context, h home.Home, path string) (string, 
 		return "", err
 	}
 	return c.PublishCampaign(ctx, env)
-}
-
-func readCapped(path string, limit int64) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is over %d bytes: not a campaign envelope", path, limit)
-	}
-	return b, nil
 }
 
 func newCampaignLsCmd(g *globals) *cobra.Command {

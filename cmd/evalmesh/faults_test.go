@@ -275,6 +275,17 @@ func (c *cluster) waitAllDone(nodes []*daemonProc, campaign string, slots int) {
 	})
 }
 
+// runningCluster starts three connected daemons and adds tasks on the first.
+func runningCluster(t *testing.T, tasks ...string) (*cluster, []string) {
+	t.Helper()
+	c := newCluster(t, 3)
+	for i := 0; i < 3; i++ {
+		c.start(i)
+	}
+	c.connectAll()
+	return c, c.addTasks(tasks...)
+}
+
 var faultAgents = []string{"constant", "heuristic", "solver"}
 
 func skipShortFaults(t *testing.T) {
@@ -288,12 +299,7 @@ func skipShortFaults(t *testing.T) {
 // once, and converges on the same set and root.
 func TestFaultKillNodeMidCampaign(t *testing.T) {
 	skipShortFaults(t)
-	c := newCluster(t, 3)
-	for i := 0; i < 3; i++ {
-		c.start(i)
-	}
-	c.connectAll()
-	tasks := c.addTasks("arithmetic", "sentiment")
+	c, tasks := runningCluster(t, "arithmetic", "sentiment")
 	id, slots := c.publish(c.nodes[1], tasks, faultAgents, 3)
 	c.waitDone(c.nodes[0], id, 3)
 	victim := c.nodes[2]
@@ -312,12 +318,7 @@ func TestFaultKillNodeMidCampaign(t *testing.T) {
 // the meantime are not counted twice, and every node converges.
 func TestFaultStoppedNodeResumes(t *testing.T) {
 	skipShortFaults(t)
-	c := newCluster(t, 3)
-	for i := 0; i < 3; i++ {
-		c.start(i)
-	}
-	c.connectAll()
-	tasks := c.addTasks("arithmetic", "regression")
+	c, tasks := runningCluster(t, "arithmetic", "regression")
 	id, slots := c.publish(c.nodes[1], tasks, faultAgents, 3)
 	c.waitDone(c.nodes[0], id, 2)
 	stopped := c.nodes[2]
@@ -332,12 +333,7 @@ func TestFaultStoppedNodeResumes(t *testing.T) {
 // then healed: every node ends with the union and the same root.
 func TestFaultPartitionHeals(t *testing.T) {
 	skipShortFaults(t)
-	c := newCluster(t, 3)
-	for i := 0; i < 3; i++ {
-		c.start(i)
-	}
-	c.connectAll()
-	tasks := c.addTasks("arithmetic", "sentiment")
+	c, tasks := runningCluster(t, "arithmetic", "sentiment")
 	// The isolated lab needs the bundles before the partition to make results of its own.
 	for _, d := range c.nodes[1:] {
 		for _, tc := range tasks {

@@ -167,7 +167,8 @@ The table's terms (docs/scoring.md has the formulas; docs/cli-json.md the JSON):
 
 // loadNetworkDocFile reads and checks a network document file.
 func loadNetworkDocFile(path string) (*protocol.NetworkDoc, error) {
-	raw, err := readCapped(path, protocol.MaxNetworkDocSize)
+	// A network document has the 1 MiB bound of an envelope (protocol.MaxNetworkDocSize).
+	raw, err := attest.ReadEnvelopeFile(path)
 	if err != nil {
 		return nil, err
 	}
