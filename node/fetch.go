@@ -106,6 +106,7 @@ type fetchRun struct {
 	mark     uint64       // the blockstore's failed-write count at the start
 	total    int64        // the declared size
 	shown    int64        // progress only moves forward, across the streaming try and bitswap
+	local    bool         // everything was already here: no transfer bytes counted
 	progress func(done, total int64)
 }
 
@@ -126,6 +127,7 @@ func (n *Node) fetch(ctx context.Context, root cid.Cid, progress func(done, tota
 		return err
 	}
 	if n.localComplete(f.ctx, rootBlk) {
+		f.local = true // nothing transferred
 		f.report(f.total)
 		return nil
 	}
@@ -155,8 +157,14 @@ func (f *fetchRun) watchStalls() {
 }
 
 func (f *fetchRun) report(d int64) {
-	if f.progress != nil && d > f.shown {
-		f.shown = d
+	if d <= f.shown {
+		return
+	}
+	if !f.local {
+		f.n.metrics.transferBytes.Add(float64(d - f.shown))
+	}
+	f.shown = d
+	if f.progress != nil {
 		f.progress(d, f.total)
 	}
 }

@@ -143,6 +143,7 @@ type runRecord struct {
 	Score         *float64
 	Envelope      []byte
 	FirstSeen     time.Time
+	Detail        runDetail // what the dashboard shows (mesh_dashboard.go)
 }
 
 type rescoreRecord struct {
@@ -433,6 +434,7 @@ func (m *Mesh) consume(kind string, msgs <-chan Message, cancel func()) {
 				if err != nil {
 					continue
 				}
+				m.n.metrics.claim("received", c.Kind)
 				m.do(func() {
 					if c.Lab == m.lab {
 						m.labPeers[c.PeerID] = m.opts.Now()
@@ -477,6 +479,8 @@ func (m *Mesh) publisher() {
 			}
 			if err := m.ps.Publish(m.ctx, protocol.TopicClaims, data); err != nil && m.ctx.Err() == nil {
 				m.n.opts.Logf("mesh: publish claim %s: %v", c.Slot, err)
+			} else if err == nil {
+				m.n.metrics.claim("sent", c.Kind)
 			}
 		}
 	}
@@ -663,6 +667,7 @@ func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 		defer cancel()
 		outcome := m.execute(ctx, s, spec)
 		m.do(func() {
+			m.n.metrics.runEnded(outcome, ar.aborted || m.running[s.Slot.ID] != ar)
 			if ar.aborted || m.running[s.Slot.ID] != ar {
 				return // the machine already considers the run over
 			}
@@ -700,6 +705,7 @@ func (m *Mesh) execute(ctx context.Context, s protocol.StartRun, spec *runner.Ag
 	if err := m.ingestRun(ctx, o.Envelope); err != nil {
 		return infra(err)
 	}
+	m.n.metrics.signed(o.Predicate)
 	if o.Valid {
 		return protocol.RunOutcome{Kind: protocol.RunValid}
 	}
@@ -799,7 +805,7 @@ func (m *Mesh) onAttestation(env []byte) {
 	if err != nil {
 		return
 	}
-	_, run, rs, err := attest.DecodeStatement(e.Payload)
+	st, run, rs, err := attest.DecodeStatement(e.Payload)
 	if err != nil {
 		return
 	}
@@ -812,7 +818,7 @@ func (m *Mesh) onAttestation(env []byte) {
 		}
 		slotID := protocol.SlotID(run.Slot)
 		m.runs[id] = &runRecord{ID: id, Node: run.Node, Lab: run.Lab, Slot: run.Slot, SlotID: slotID,
-			Attempt: max(run.Attempt, 1), Valid: run.Valid, Score: run.Score, Envelope: env, FirstSeen: now}
+			Attempt: max(run.Attempt, 1), Valid: run.Valid, Score: run.Score, Envelope: env, FirstSeen: now, Detail: runDetailOf(st, run)}
 		m.bySlot[slotID] = append(m.bySlot[slotID], id)
 		if _, ok := m.slots[slotID]; ok {
 			m.apply(m.cm.SlotFinished(slotID, now))
@@ -1012,7 +1018,9 @@ func (m *Mesh) computeLedger() {
 	var ml *MeshLedger
 	if ok {
 		fp := m.store.Attestations().Fingerprint()
+		began := time.Now()
 		l, rep, err := m.store.Ledger(in)
+		m.n.metrics.ledgerSeconds.Observe(time.Since(began).Seconds())
 		if err == nil {
 			m.n.setHeadRoot(l.Root(), fp)
 		}

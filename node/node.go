@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -79,6 +80,9 @@ type Options struct {
 	// LedgerInput says what the ledger root announced on /heads is computed with (tasks,
 	// policy, scoring); nil announces no root. Envelopes and trust come from the store.
 	LedgerInput func() (attest.LedgerInput, error)
+	// DashboardListen, when non-empty, is the host:port Run serves the read-only dashboard
+	// and /metrics on (package node/dashboard; no token, no control endpoint). "" is off.
+	DashboardListen string
 }
 
 // Node is a running evalmesh node: libp2p host, blockstore, bitswap, pinner.
@@ -107,6 +111,8 @@ type Node struct {
 	mesh    *Mesh // nil while the node runs alone
 	gater   *partitionGater
 	heads   headsState
+	metrics *nodeMetrics // Prometheus counters (metrics.go)
+	dashLn  net.Listener // the dashboard's, when Options.DashboardListen is set (dashboard.go)
 
 	apiToken  string                // the bearer token guard requires; set by Run before serving
 	inflight  sync.WaitGroup        // API requests being served
@@ -139,7 +145,7 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	n = &Node{home: h, cfg: cfg, opts: opts}
+	n = &Node{home: h, cfg: cfg, opts: opts, metrics: newNodeMetrics()}
 	started := n // n is nil on the error returns below
 	defer func() {
 		if err != nil {
@@ -214,6 +220,7 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	}
 	n.xsrv = xfer.NewServer(n.host, n.bstore)
 	n.syncer = NewSyncer(n.host, n.vstore, n.networkName(), opts.Sync)
+	n.syncer.onSession = n.metrics.syncSession
 
 	for _, a := range cfg.Bootstrap {
 		if err := n.Connect(ctx, a); err != nil {

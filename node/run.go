@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/evalmesh/evalmesh/internal/home"
@@ -79,6 +80,17 @@ func Run(ctx context.Context, h home.Home, opts Options, ready func(n *Node, api
 		return fmt.Errorf("write %s: %w", h.APIPath(), err)
 	}
 	defer os.Remove(h.APIPath())
+	stopDashboard := func() {}
+	if opts.DashboardListen != "" {
+		stop, err := n.startDashboard(opts.DashboardListen)
+		if err != nil {
+			srv.Close()
+			return err
+		}
+		var once sync.Once
+		stopDashboard = func() { once.Do(stop) }
+		defer stopDashboard()
+	}
 	if ready != nil {
 		ready(n, addr)
 	}
@@ -94,6 +106,7 @@ func Run(ctx context.Context, h home.Home, opts Options, ready func(n *Node, api
 	}
 	srv.Close() // cancels the requests still running; wait for their handlers to return
 	n.inflight.Wait()
+	stopDashboard() // its handlers read the stores
 	if m := n.Mesh(); m != nil {
 		m.Close() // releases its claims while the host still runs
 	}

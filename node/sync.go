@@ -121,6 +121,8 @@ type Syncer struct {
 	limits  map[peer.ID]*rate.Limiter
 	last    map[peer.ID][]SyncStats
 	closed  bool
+	// onSession, when set, is told each session SyncWith ran (the node's metrics).
+	onSession func([]SyncStats, error)
 	wg      sync.WaitGroup
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -223,18 +225,21 @@ func (s *Syncer) SyncWith(ctx context.Context, p peer.ID) ([]SyncStats, error) {
 		st, err := s.syncSet(ctx, p, set)
 		out = append(out, st)
 		if err != nil {
-			s.record(p, out)
+			s.record(p, out, err)
 			return out, fmt.Errorf("%s: %w", set.Name(), err)
 		}
 	}
-	s.record(p, out)
+	s.record(p, out, nil)
 	return out, nil
 }
 
-func (s *Syncer) record(p peer.ID, st []SyncStats) {
+func (s *Syncer) record(p peer.ID, st []SyncStats, err error) {
 	s.mu.Lock()
 	s.last[p] = st
 	s.mu.Unlock()
+	if s.onSession != nil {
+		s.onSession(st, err)
+	}
 }
 
 // limiter is p's byte bucket, shared by all its streams.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/scoring"
 )
@@ -375,16 +376,10 @@ func (s *Snapshot) Agent(name string) (AgentView, bool) {
 	return v, true
 }
 
+// isEvidence says whether an exclusion reason is one the evidence page lists.
 func isEvidence(reason string) bool {
-	return reason == evidenceEquivocation || reason == evidenceDisputed
+	return reason == string(attest.ExcludeEquivocation) || reason == string(attest.ExcludeDisputed)
 }
-
-// The exclusion reasons the evidence page lists (attest.ExcludeEquivocation and
-// attest.ExcludeDisputed; the node's snapshot sorts exclusions by them).
-const (
-	evidenceEquivocation = "equivocation"
-	evidenceDisputed     = "disagreeing re-score"
-)
 
 // TaskView is /api/v1/tasks/{name}: the task's metric, anchors, and every run's score.
 type TaskView struct {

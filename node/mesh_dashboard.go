@@ -1,0 +1,150 @@
+package node
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/node/dashboard"
+)
+
+// runDetail is what the dashboard shows of a run beyond what the claim machine needs,
+// taken from its attestation once, when it arrives.
+type runDetail struct {
+	Campaign      string
+	InvalidReason string
+	ExitCode      int
+	ExitReason    string
+	Wall, GPU     float64
+	Energy        float64
+	End           time.Time
+	LogCID        string
+}
+
+func runDetailOf(st *attest.Statement, run *attest.RunPredicate) runDetail {
+	d := runDetail{Campaign: run.Slot.Campaign, InvalidReason: run.InvalidReason, ExitCode: run.Exit.Code,
+		ExitReason: exitReason(run.Exit), Wall: run.WallSeconds, GPU: run.GPUSeconds, Energy: run.EnergyJoules, End: run.End}
+	for _, s := range st.Subject {
+		if role, _ := s.Annotations[attest.AnnotationRole].(string); role == attest.RoleLogs {
+			d.LogCID, _ = s.Annotations[attest.AnnotationCID].(string)
+		}
+	}
+	return d
+}
+
+func exitReason(e attest.ExitStatus) string {
+	switch {
+	case e.Reason != "":
+		return e.Reason
+	case e.TimedOut:
+		return "timed out"
+	case e.OOMKilled:
+		return "out of memory"
+	case e.Signal != 0:
+		return fmt.Sprintf("signal %d", e.Signal)
+	}
+	return ""
+}
+
+// dashboardState is the mesh's part of a dashboard snapshot, copied on the loop (a read-only
+// hook: it changes nothing). Runs are newest first; names come from the campaigns.
+func (m *Mesh) dashboardState(ctx context.Context, s *dashboard.Snapshot) error {
+	labName := func(id string) string {
+		name, _ := m.opts.Trust.LabName(id)
+		return name
+	}
+	err := m.query(ctx, func() {
+		taskName, agentName := map[string]string{}, map[string]string{}
+		seenTask := map[string]bool{}
+		for _, mc := range m.campaigns {
+			st, _ := m.cm.Status(mc.v.ID, m.opts.Now())
+			info := mc.info()
+			s.Campaigns = append(s.Campaigns, dashboard.Campaign{ID: info.ID, Title: info.Title, Lab: info.Lab, LabName: info.LabName,
+				Tasks: info.Tasks, Agents: info.Agents, Seeds: info.Seeds, Replication: info.Replication, Created: info.Created,
+				Deadline: info.Deadline, Ready: info.Ready, Status: st})
+			for c, meta := range mc.tasks {
+				taskName[c] = meta.Name
+				if !seenTask[meta.Name] {
+					seenTask[meta.Name] = true
+					s.Tasks = append(s.Tasks, dashboard.Task{Name: meta.Name, CID: c, Metric: meta.Metric.Name,
+						LowerIsBetter: meta.Metric.LowerIsBetter, SOTA: meta.SOTA.Score, Optimum: meta.Metric.OptimalScore})
+				}
+			}
+			for c, spec := range mc.agents {
+				agentName[c] = spec.Name
+			}
+		}
+		s.Runs = make([]dashboard.Run, 0, len(m.runs))
+		for _, r := range m.runs {
+			d := r.Detail
+			s.Runs = append(s.Runs, dashboard.Run{ID: r.ID, Campaign: d.Campaign, Task: taskName[r.Slot.Task], Agent: agentName[r.Slot.Agent],
+				Seed: r.Slot.Seed, PeerID: r.Node, Lab: r.Lab, LabName: labName(r.Lab), Attempt: r.Attempt, Valid: r.Valid, Score: r.Score,
+				InvalidReason: d.InvalidReason, ExitCode: d.ExitCode, ExitReason: d.ExitReason, WallSeconds: d.Wall, GPUSeconds: d.GPU,
+				EnergyJoules: d.Energy, End: d.End, LogCID: d.LogCID, Rescores: len(m.rescores[r.ID])})
+		}
+	})
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(s.Campaigns, func(a, b dashboard.Campaign) int {
+		if c := b.Created.Compare(a.Created); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	slices.SortFunc(s.Tasks, func(a, b dashboard.Task) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(s.Runs, func(a, b dashboard.Run) int {
+		if c := b.End.Compare(a.End); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	ml := m.Ledger()
+	if ml == nil {
+		return nil
+	}
+	s.Ledger, s.LedgerRoot, s.LedgerAt, s.Attestations = ml.Ledger, ml.Root, ml.At, ml.Attestations
+	excluded := map[string]attest.Excluded{}
+	if ml.Report != nil {
+		for _, e := range ml.Report.Excluded {
+			excluded[e.ID] = e
+		}
+	}
+	byID := map[string]*dashboard.Run{}
+	for i := range s.Runs {
+		r := &s.Runs[i]
+		byID[r.ID] = r
+		if e, ok := excluded[r.ID]; ok {
+			r.Excluded = string(e.Reason)
+		} else {
+			// Accept lists every run attestation that does not count; the rest count, if
+			// the ledger knows their task and agent.
+			r.Counted = r.Task != "" && r.Agent != ""
+		}
+	}
+	for _, e := range sortedExcluded(excluded) {
+		x := dashboard.Exclusion{ID: e.ID, Seed: e.Slot.Seed, Principal: e.Principal, Reason: string(e.Reason), Detail: e.Detail}
+		if r := byID[e.ID]; r != nil {
+			x.Task, x.Agent = r.Task, r.Agent
+		}
+		switch e.Reason {
+		case attest.ExcludeEquivocation:
+			s.Evidence.Equivocations = append(s.Evidence.Equivocations, x)
+		case attest.ExcludeDisputed:
+			s.Evidence.Disputed = append(s.Evidence.Disputed, x)
+		}
+	}
+	return nil
+}
+
+func sortedExcluded(m map[string]attest.Excluded) []attest.Excluded {
+	out := make([]attest.Excluded, 0, len(m))
+	for _, e := range m {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b attest.Excluded) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
