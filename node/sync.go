@@ -123,9 +123,9 @@ type Syncer struct {
 	closed  bool
 	// onSession, when set, is told each session SyncWith ran (the node's metrics).
 	onSession func([]SyncStats, error)
-	wg      sync.WaitGroup
-	ctx     context.Context
-	cancel  context.CancelFunc
+	wg        sync.WaitGroup
+	ctx       context.Context
+	cancel    context.CancelFunc
 }
 
 // NewSyncer serves the sync protocol on h and starts syncing with each peer we dial (the
