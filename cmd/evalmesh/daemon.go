@@ -29,6 +29,7 @@ func newDaemonCmd(g *globals) *cobra.Command {
 	var api string
 	var claims protocol.ClaimConfig
 	var testControls bool
+	var dashboardListen, logFormat string
 	var rescoreTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "daemon [--listen MULTIADDR]... [--api HOST:PORT]",
@@ -38,6 +39,12 @@ blockstore and pins, bitswap and the streaming bundle transfer, and the local HT
 the other commands talk to. The API address is written to HOME/api while it runs, and a
 fresh API token to HOME/api.token (mode 0600): the API answers only requests that carry it,
 so only this account can drive the daemon (docs/api.md). The CLI sends it for you.
+
+With --dashboard-listen HOST:PORT it also serves a read-only web dashboard on that address:
+the leaderboard, per-task heatmap, agents, tasks, campaigns, runs, peers and evidence, the
+same data as JSON under /api/v1/, and Prometheus metrics on /metrics. It needs no token and
+has no control endpoint, so a lab can expose it while the API stays private (docs/api.md).
+Logs go to stderr through log/slog: text lines, or JSON with --log-format json.
 
 Listen addresses and the API address come from HOME/config.yaml unless given here; port 0
 picks a free port. Nothing is sent beyond 127.0.0.1 unless the config says so (listen
@@ -61,7 +68,8 @@ next start.
 
 Example:
   evalmesh init --home /srv/lab1
-  evalmesh daemon --home /srv/lab1 --listen /ip4/127.0.0.1/tcp/0 --api 127.0.0.1:0`,
+  evalmesh daemon --home /srv/lab1 --listen /ip4/127.0.0.1/tcp/0 --api 127.0.0.1:0
+  evalmesh daemon --dashboard-listen 127.0.0.1:5280 --log-format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			h, err := g.Home()
@@ -70,13 +78,18 @@ Example:
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			errw := cmd.ErrOrStderr()
-			logf := func(format string, args ...any) { fmt.Fprintf(errw, format+"\n", args...) }
+			logger, err := newLogger(cmd.ErrOrStderr(), logFormat)
+			if err != nil {
+				return err
+			}
+			errw := &logWriter{l: logger}
+			logf := func(format string, args ...any) { logLine(logger, fmt.Sprintf(format, args...)) }
 			opts := node.Options{
-				Listen:       listen,
-				API:          api,
-				Logf:         logf,
-				TestControls: testControls,
+				Listen:          listen,
+				API:             api,
+				Logf:            logf,
+				TestControls:    testControls,
+				DashboardListen: dashboardListen,
 				Mesh: func(n *node.Node) (*node.MeshOptions, error) {
 					mo, err := meshOptions(h, n, claims, errw)
 					if mo != nil {
@@ -104,7 +117,7 @@ Example:
 				}()
 				out := cmd.OutOrStdout()
 				if g.jsonOut {
-					printJSON(out, map[string]any{"peer_id": n.ID().String(), "addrs": n.Addrs(), "api": apiAddr})
+					printJSON(out, map[string]any{"peer_id": n.ID().String(), "addrs": n.Addrs(), "api": apiAddr, "dashboard": n.DashboardAddr()})
 					return
 				}
 				fmt.Fprintf(out, "peer ID     %s\n", n.ID())
@@ -112,6 +125,9 @@ Example:
 					fmt.Fprintf(out, "listening   %s\n", a)
 				}
 				fmt.Fprintf(out, "API         http://%s (address in %s, token in %s)\n", apiAddr, h.APIPath(), node.APITokenPath(h))
+				if d := n.DashboardAddr(); d != "" {
+					fmt.Fprintf(out, "dashboard   http://%s/ (read-only, no token; metrics on /metrics)\n", d)
+				}
 				fmt.Fprintln(out, "daemon ready; Ctrl-C stops it")
 			})
 		},
@@ -122,6 +138,8 @@ Example:
 	cmd.Flags().DurationVar(&rescoreTimeout, "rescore-timeout", 2*time.Minute, "how long a lab chosen to re-score a run may stay silent before the next lab in the order steps in")
 	cmd.Flags().BoolVar(&testControls, "test-controls", false, "serve the fault-test partition controls on the API (tests only)")
 	_ = cmd.Flags().MarkHidden("test-controls")
+	cmd.Flags().StringVar(&dashboardListen, "dashboard-listen", "", "serve the read-only web dashboard, its JSON API and /metrics on this host:port (e.g. 127.0.0.1:5280; port 0 picks one; default off). It needs no token and serves no control endpoint: safe to expose (docs/api.md)")
+	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format on stderr: text (key=value lines) or json (one object a line)")
 	cmd.Flags().DurationVar(&claims.Heartbeat, "heartbeat", 0, "how often live claims are renewed and re-announced (default lease/3)")
 	return cmd
 }

@@ -18,6 +18,7 @@ func init() { register(newDemoCmd) }
 func newDemoCmd(g *globals) *cobra.Command {
 	var seeds, nodes int
 	var keep bool
+	var dashboardListen string
 	var agentNames, taskNames []string
 	cmd := &cobra.Command{
 		Use:   "demo [--nodes N] [--keep]",
@@ -41,7 +42,9 @@ This network counts process-executor runs, which a real network's default policy
 the demo agents run as plain processes, without a container's isolation.
 
 --nodes 1 runs the single-node pipeline instead (one lab, no network). --keep leaves the
-daemons running until Ctrl-C and prints each node's home and addresses, so you can try
+daemons running until Ctrl-C and prints each node's home and addresses, and its web
+dashboard (leaderboard, heatmap, runs, peers; --dashboard-listen picks the first node's
+address), so you can open it in a browser or try
 evalmesh --home HOME campaign ls, campaign status ID, ledger status, rescore ID.
 
 Examples:
@@ -56,6 +59,9 @@ Examples:
 				return runSingleDemo(cmd, g, demo.Options{Home: g.homeFlag, Seeds: seeds, Agents: agentNames, Tasks: taskNames})
 			}
 			opts := demo.NetOptions{Dir: g.homeFlag, Nodes: nodes, Seeds: seeds, Agents: agentNames, Tasks: taskNames, Keep: keep}
+			if keep {
+				opts.Dashboard = dashboardListen
+			}
 			if !g.jsonOut {
 				opts.Log = cmd.ErrOrStderr()
 			}
@@ -66,6 +72,9 @@ Examples:
 					fmt.Fprintln(w, "\ndaemons keep running; Ctrl-C stops them. Try:")
 					for _, n := range res.Nodes {
 						fmt.Fprintf(w, "  %s  home %s  api %s\n", n.Lab, n.Home, n.API)
+						if n.Dashboard != "" {
+							fmt.Fprintf(w, "      dashboard %s\n", n.Dashboard)
+						}
 						for _, a := range n.Addrs {
 							fmt.Fprintf(w, "      %s\n", a)
 						}
@@ -85,6 +94,7 @@ Examples:
 	}
 	cmd.Flags().IntVar(&nodes, "nodes", 3, "labs in the demo network, one node each (1: the single-node pipeline)")
 	cmd.Flags().BoolVar(&keep, "keep", false, "leave the daemons running until interrupted, printing each node's home and addresses")
+	cmd.Flags().StringVar(&dashboardListen, "dashboard-listen", "127.0.0.1:0", "with --keep: the first node's web dashboard address (the others pick free ports); \"\" serves none")
 	cmd.Flags().IntVar(&seeds, "seeds", 3, "seeds per (task, agent)")
 	cmd.Flags().StringSliceVar(&agentNames, "agents", nil, "example agents to run (default: constant,heuristic,flaky,solver)")
 	cmd.Flags().StringSliceVar(&taskNames, "tasks", nil, "example tasks to run (default: arithmetic,regression,sentiment)")

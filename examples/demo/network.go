@@ -52,6 +52,9 @@ type NetOptions struct {
 	// Ready, if set, is called with the result first.
 	Keep  bool
 	Ready func(*NetResult)
+	// Dashboard, when non-empty, is the first node's dashboard address (host:port); the
+	// other nodes then serve theirs on free loopback ports. "" serves none.
+	Dashboard string
 	// Timeout bounds the wait for the campaign to finish everywhere (default 5 minutes).
 	Timeout time.Duration
 	// Log receives progress lines; nil discards.
@@ -66,6 +69,7 @@ type NetNode struct {
 	Home       string   `json:"home"`
 	Addrs      []string `json:"addrs"`
 	API        string   `json:"api"`
+	Dashboard  string   `json:"dashboard,omitempty"` // the node's dashboard URL, when served
 	LedgerRoot string   `json:"ledger_root"`
 	// Runs and Rescores count the run and re-score attestations this node signed.
 	Runs     int `json:"runs"`
@@ -123,6 +127,7 @@ type demoNode struct {
 	h     home.Home
 	n     *node.Node
 	api   string
+	dash  string
 	done  chan error
 	ready chan struct{}
 }
@@ -187,8 +192,12 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 	}()
 	pol := attest.AcceptPolicy{Replication: doc.Ledger.Replication, AllowProcessRuns: doc.CountsExecutor(attest.IsolationProcess)}
 	sc := doc.ScoringOptions()
-	for _, d := range nodes {
+	for i, d := range nodes {
 		d := d
+		dashboard := opts.Dashboard
+		if dashboard != "" && i > 0 {
+			dashboard = "127.0.0.1:0"
+		}
 		r, err := runner.ForHome(d.h, map[string]runner.Executor{"process": process.New(process.Options{})}, "process", io.Discard)
 		if err != nil {
 			return nil, err
@@ -211,7 +220,8 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 				fmt.Fprintf(lf, time.Now().UTC().Format("15:04:05.000 ")+format+"\n", args...)
 			}
 			d.done <- node.Run(dctx, d.h, node.Options{
-				Logf: logf,
+				Logf:            logf,
+				DashboardListen: dashboard,
 				Mesh: func(n *node.Node) (*node.MeshOptions, error) {
 					return &node.MeshOptions{Trust: trust, Runner: r, Capacity: 2, Policy: pol, Scoring: sc, NetworkDoc: doc,
 						RescoreTimeout: 5 * time.Second, SyncInterval: 3 * time.Second,
@@ -219,6 +229,9 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 				},
 			}, func(n *node.Node, api string) {
 				d.n, d.api = n, api
+				if a := n.DashboardAddr(); a != "" {
+					d.dash = "http://" + a + "/"
+				}
 				close(d.ready)
 			})
 		}()
@@ -241,7 +254,7 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 		}
 	}
 	for _, d := range nodes {
-		res.Nodes = append(res.Nodes, NetNode{Lab: d.name, LabID: d.lab.ID, PeerID: d.n.ID().String(), Home: d.h.Dir, Addrs: d.n.Addrs(), API: d.api})
+		res.Nodes = append(res.Nodes, NetNode{Lab: d.name, LabID: d.lab.ID, PeerID: d.n.ID().String(), Home: d.h.Dir, Addrs: d.n.Addrs(), API: d.api, Dashboard: d.dash})
 	}
 
 	// The example tasks, on the first lab's node only.
