@@ -667,7 +667,7 @@ func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 		defer cancel()
 		outcome := m.execute(ctx, s, spec)
 		m.do(func() {
-			m.n.metrics.runEnded(outcome, ar.aborted || m.running[s.Slot.ID] != ar)
+			m.n.metrics.runEnded(outcome, ar.aborted)
 			if ar.aborted || m.running[s.Slot.ID] != ar {
 				return // the machine already considers the run over
 			}

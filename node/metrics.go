@@ -59,16 +59,18 @@ func newNodeMetrics() *nodeMetrics {
 	}
 }
 
-// runEnded counts a run of this node by how it ended.
+// runEnded counts a run of this node by how it ended. A run that produced a result counts
+// as valid or agent_failed even when the claim machine had already let go of the slot
+// (its own attestation finishes the slot first); one cut short by an abort is "aborted".
 func (nm *nodeMetrics) runEnded(o protocol.RunOutcome, aborted bool) {
 	outcome := "infra_failed"
 	switch {
-	case aborted:
-		outcome = "aborted"
 	case o.Kind == protocol.RunValid:
 		outcome = "valid"
 	case o.Kind == protocol.RunAgentFailed:
 		outcome = "agent_failed"
+	case aborted:
+		outcome = "aborted"
 	}
 	nm.runs.WithLabelValues(outcome).Inc()
 }

@@ -254,7 +254,7 @@ var endpoints = map[string]string{
 	"metrics (Prometheus text)": "/metrics",
 }
 
-// ServeHTTP refuses every method but GET and HEAD, bounds each client's rate, sets the
+// ServeHTTP bounds each client's rate, refuses every method but GET and HEAD, sets the
 // headers that keep the pages inert (no script, nothing from elsewhere), then routes.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
@@ -262,14 +262,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("X-Frame-Options", "DENY")
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		hd.Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("%s %s: the dashboard is read-only (GET and HEAD only)", r.Method, r.URL.Path))
-		return
-	}
 	if !h.allow(r) {
 		hd.Set("Retry-After", "1")
 		writeError(w, http.StatusTooManyRequests, fmt.Errorf("more than %g requests a second from your address: slow down", h.opts.RatePerSecond))
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		hd.Set("Allow", "GET, HEAD")
+		writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("%s %s: the dashboard is read-only (GET and HEAD only)", r.Method, r.URL.Path))
 		return
 	}
 	h.mux.ServeHTTP(w, r)

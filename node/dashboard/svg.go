@@ -108,11 +108,12 @@ func heatColor(v *float64) string {
 func heatmapSVG(hm Heatmap) template.HTML {
 	const cw, ch, left, top = 44, 20, 150, 130
 	var b strings.Builder
-	w, hgt := left+cw*len(hm.Tasks)+10, top+ch*len(hm.Agents)+10
+	// Room on the right for the last column's slanted label.
+	w, hgt := left+cw*len(hm.Tasks)+130, top+ch*len(hm.Agents)+10
 	fmt.Fprintf(&b, `<svg class="heatmap" width="%d" height="%d" viewBox="0 0 %d %d" role="img"><title>normalized score per agent and task</title>`, w, hgt, w, hgt)
 	for j, t := range hm.Tasks {
 		x := left + cw*j + cw/2
-		fmt.Fprintf(&b, `<a href="/tasks/%s"><text class="col" transform="translate(%d %d) rotate(-50)">%s</text></a>`,
+		fmt.Fprintf(&b, `<a href="/tasks/%s"><text class="col" transform="translate(%d %d) rotate(-40)">%s</text></a>`,
 			template.HTMLEscapeString(url.PathEscape(t)), x, top-6, template.HTMLEscapeString(truncate(t, 22)))
 	}
 	for i, a := range hm.Agents {
@@ -126,8 +127,16 @@ func heatmapSVG(hm Heatmap) template.HTML {
 		if c.Score != nil {
 			val = strconv.FormatFloat(*c.Score, 'f', 3, 64)
 		}
+		x, y := left+cw*j, top+ch*i
 		fmt.Fprintf(&b, `<rect class="cell" x="%d" y="%d" width="%d" height="%d" fill="%s"><title>%s · %s: %s (%d runs)</title></rect>`,
-			left+cw*j, top+ch*i, cw-2, ch-2, heatColor(c.Score), template.HTMLEscapeString(c.Agent), template.HTMLEscapeString(c.Task), val, c.Runs)
+			x, y, cw-2, ch-2, heatColor(c.Score), template.HTMLEscapeString(c.Agent), template.HTMLEscapeString(c.Task), val, c.Runs)
+		if c.Score != nil {
+			class := "v"
+			if *c.Score > 0.55 {
+				class = "v dark"
+			}
+			fmt.Fprintf(&b, `<text class="%s" x="%d" y="%d">%s</text>`, class, x+cw/2-1, y+ch-6, strconv.FormatFloat(*c.Score, 'f', 2, 64))
+		}
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
