@@ -91,6 +91,11 @@ func (d dashboardSource) Snapshot(ctx context.Context) (*dashboard.Snapshot, err
 		if err := m.dashboardState(ctx, s); err != nil {
 			return nil, err
 		}
+		for i := range s.Runs {
+			if c, err := cid.Decode(s.Runs[i].LogCID); err == nil {
+				s.Runs[i].LogsHere, _ = n.bstore.Has(ctx, c)
+			}
+		}
 	}
 	return s, nil
 }

@@ -39,7 +39,7 @@ func synthSnapshot(tb testing.TB, agents, tasks, seeds int) *Snapshot {
 				k++
 				r := scoring.Result{Task: infos[t].Name, Agent: agent, Seed: seed, AttestationID: fmt.Sprintf("bafyrun%06d", k)}
 				run := Run{ID: r.AttestationID, Task: r.Task, Agent: agent, Seed: seed, PeerID: "12D3KooWPeer", Lab: "lab:x", LabName: "lab1",
-					Attempt: 1, LogCID: "bafylogs" + r.AttestationID[7:], WallSeconds: 12.5, GPUSeconds: 12.5, EnergyJoules: 3000, End: s.At.Add(-time.Duration(k) * time.Second), Counted: true}
+					Attempt: 1, LogCID: "bafylogs" + r.AttestationID[7:], LogsHere: true, WallSeconds: 12.5, GPUSeconds: 12.5, EnergyJoules: 3000, End: s.At.Add(-time.Duration(k) * time.Second), Counted: true}
 				if k%7 == 0 {
 					r.Status = "FAILED"
 					run.InvalidReason = "no submission"

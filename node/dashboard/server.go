@@ -211,8 +211,8 @@ func (h *Handler) routes() {
 			return
 		}
 		run := s.run(r.PathValue("id"))
-		if run == nil || run.LogCID == "" {
-			writeError(w, http.StatusNotFound, fmt.Errorf("run %s: no such run, or it has no log archive", r.PathValue("id")))
+		if run == nil || !run.LogsHere {
+			writeError(w, http.StatusNotFound, fmt.Errorf("run %s: no such run, or this node does not hold its log archive (the node that ran it does)", r.PathValue("id")))
 			return
 		}
 		data, err := h.opts.Source.Object(r.Context(), run.LogCID, h.opts.MaxObjectBytes)

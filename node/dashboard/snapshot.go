@@ -84,8 +84,10 @@ type Run struct {
 	GPUSeconds    float64   `json:"gpu_seconds"`
 	EnergyJoules  float64   `json:"energy_joules"`
 	End           time.Time `json:"end"`
-	// LogCID is the log archive's CID ("" when the run has none).
+	// LogCID is the log archive's CID ("" when the run has none); LogsHere says whether
+	// this node holds it (the run's own node does; others fetch it only to re-score).
 	LogCID   string `json:"log_cid,omitempty"`
+	LogsHere bool   `json:"logs_here"`
 	Rescores int    `json:"rescores"`
 	// Counted is whether the ledger counts this run; Excluded says why not.
 	Counted  bool   `json:"counted"`
