@@ -366,7 +366,7 @@ func browse(t *testing.T, base string, order []string, hm dashboard.Heatmap) {
 			}
 		}
 		if shots != "" && (p == "/" || p == "/heatmap") {
-			png, err := chromedp.Run(ctx, chromedp.Screenshot("main"))
+			png, err := chromedp.Run(ctx, chromedp.Screenshot("body"))
 			if err != nil {
 				t.Fatal(err)
 			}
