@@ -1,0 +1,114 @@
+//go:build cgo
+
+package node
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/evalmesh/evalmesh/protocol"
+	"github.com/evalmesh/evalmesh/runner/gpu"
+)
+
+type gpuCollector struct{ src gpu.Source }
+
+func (gpuCollector) Describe(chan<- *prometheus.Desc)    {}
+func (c gpuCollector) Collect(ch chan<- prometheus.Metric) { collectGPUs(c.src, ch) }
+
+// TestGPUMetricsThroughNVML reads utilisation, memory and energy through the real NVML path
+// (runner/gpu.Open) over go-nvml's DGX H200 mock: one series per GPU index, no UUID.
+func TestGPUMetricsThroughNVML(t *testing.T) {
+	s := dgxh200.New()
+	for i, d := range s.Devices {
+		dev := d.(*server.Device)
+		i := i
+		dev.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return uint64(1_000_000 * (i + 1)), nvml.SUCCESS }
+		dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+			return nvml.Utilization{Gpu: uint32(10 * i), Memory: 5}, nvml.SUCCESS
+		}
+	}
+	src, err := gpu.Open(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(gpuCollector{src})
+	want := `
+# HELP evalmesh_gpu_utilization_ratio GPU utilisation (0-1) sampled at scrape, by the GPU's index on this machine.
+# TYPE evalmesh_gpu_utilization_ratio gauge
+evalmesh_gpu_utilization_ratio{gpu="0"} 0
+evalmesh_gpu_utilization_ratio{gpu="1"} 0.1
+evalmesh_gpu_utilization_ratio{gpu="2"} 0.2
+evalmesh_gpu_utilization_ratio{gpu="3"} 0.3
+evalmesh_gpu_utilization_ratio{gpu="4"} 0.4
+evalmesh_gpu_utilization_ratio{gpu="5"} 0.5
+evalmesh_gpu_utilization_ratio{gpu="6"} 0.6
+evalmesh_gpu_utilization_ratio{gpu="7"} 0.7
+# HELP evalmesh_gpu_energy_joules_total The GPU's energy counter since its driver loaded, by index.
+# TYPE evalmesh_gpu_energy_joules_total counter
+evalmesh_gpu_energy_joules_total{gpu="0"} 1000
+evalmesh_gpu_energy_joules_total{gpu="1"} 2000
+evalmesh_gpu_energy_joules_total{gpu="2"} 3000
+evalmesh_gpu_energy_joules_total{gpu="3"} 4000
+evalmesh_gpu_energy_joules_total{gpu="4"} 5000
+evalmesh_gpu_energy_joules_total{gpu="5"} 6000
+evalmesh_gpu_energy_joules_total{gpu="6"} 7000
+evalmesh_gpu_energy_joules_total{gpu="7"} 8000
+`
+	if err := promtest.GatherAndCompare(reg, strings.NewReader(want), "evalmesh_gpu_utilization_ratio", "evalmesh_gpu_energy_joules_total"); err != nil {
+		t.Error(err)
+	}
+	if n := promtest.CollectAndCount(gpuCollector{src}, "evalmesh_gpu_memory_used_bytes"); n != 8 {
+		t.Errorf("%d memory series, want 8", n)
+	}
+	out, _ := reg.Gather()
+	for _, mf := range out {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if strings.HasPrefix(l.GetValue(), "GPU-") {
+					t.Errorf("%s labelled with a UUID %s", mf.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+	// A CPU-only source (no NVML) yields no GPU series.
+	var none *gpu.NVML
+	if n := promtest.CollectAndCount(gpuCollector{none}); n != 0 {
+		t.Errorf("CPU-only: %d series", n)
+	}
+}
+
+func TestNodeCountersKeepTheirLabelSetsBounded(t *testing.T) {
+	nm := newNodeMetrics()
+	nm.runEnded(protocol.RunOutcome{Kind: protocol.RunValid}, true) // a result counts even after the slot was let go
+	nm.runEnded(protocol.RunOutcome{Kind: protocol.RunAgentFailed}, false)
+	nm.runEnded(protocol.RunOutcome{Kind: protocol.RunInfraFailed}, true)
+	nm.runEnded(protocol.RunOutcome{Kind: protocol.RunInfraFailed}, false)
+	for outcome, want := range map[string]float64{"valid": 1, "agent_failed": 1, "aborted": 1, "infra_failed": 1} {
+		if got := promtest.ToFloat64(nm.runs.WithLabelValues(outcome)); got != want {
+			t.Errorf("runs{outcome=%q} = %v, want %v", outcome, got, want)
+		}
+	}
+	nm.claim("sent", protocol.ClaimKindClaim)
+	nm.claim("received", "12D3KooWSomebodyChoseThis")
+	if got := promtest.ToFloat64(nm.claims.WithLabelValues("received", "other")); got != 1 {
+		t.Errorf("an unknown claim kind is not counted as other: %v", got)
+	}
+	if n := promtest.CollectAndCount(nm.claims); n != 2 {
+		t.Errorf("%d claim series, want 2", n)
+	}
+	nm.syncSession([]SyncStats{{Rounds: 3, BytesSent: 100, BytesRecv: 40}, {Rounds: 2, BytesSent: 10, BytesRecv: 5}}, nil)
+	nm.syncSession(nil, errors.New("stream reset"))
+	if promtest.ToFloat64(nm.syncRounds) != 5 || promtest.ToFloat64(nm.syncBytes.WithLabelValues("sent")) != 110 ||
+		promtest.ToFloat64(nm.syncBytes.WithLabelValues("received")) != 45 || promtest.ToFloat64(nm.syncSessions.WithLabelValues("error")) != 1 {
+		t.Error("sync counters do not add up")
+	}
+}
