@@ -19,7 +19,7 @@ import (
 
 type gpuCollector struct{ src gpu.Source }
 
-func (gpuCollector) Describe(chan<- *prometheus.Desc)    {}
+func (gpuCollector) Describe(chan<- *prometheus.Desc)      {}
 func (c gpuCollector) Collect(ch chan<- prometheus.Metric) { collectGPUs(c.src, ch) }
 
 // TestGPUMetricsThroughNVML reads utilisation, memory and energy through the real NVML path
