@@ -29,6 +29,10 @@ type NetworkDoc struct {
 type NetworkLab struct {
 	Name string `json:"name"`
 	Key  string `json:"key"`
+	// AgeRecipient is the lab's age recipient (age1…), to which sealed bundles' keys are
+	// granted; optional, and absent from the canonical form when empty, so documents
+	// without it keep their hash.
+	AgeRecipient string `json:"age_recipient,omitempty"`
 }
 
 // LedgerPolicy holds the ledger options of the network.
@@ -150,8 +154,14 @@ func (d *NetworkDoc) TrustStore() (*attest.TrustStore, error) {
 	t := attest.NewTrustStore()
 	for _, l := range d.Labs {
 		k, _ := base64.StdEncoding.DecodeString(l.Key)
-		if _, err := t.AddLab(l.Name, k); err != nil {
+		id, err := t.AddLab(l.Name, k)
+		if err != nil {
 			return nil, fmt.Errorf("network document: lab %q: %w", l.Name, err)
+		}
+		if l.AgeRecipient != "" {
+			if err := t.SetAgeRecipient(id, l.AgeRecipient); err != nil {
+				return nil, fmt.Errorf("network document: lab %q: %w", l.Name, err)
+			}
 		}
 	}
 	return t, nil
