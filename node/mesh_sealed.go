@@ -46,8 +46,9 @@ func (g *grantIndex) grants(bundle string) [][]byte {
 	return append([][]byte(nil), g.byCID[bundle]...)
 }
 
-// startGrants indexes the stored grants and, unless the runner already has a KeySource,
-// gives it one: this lab's grants, opened with HOME/lab-age.key when the node holds it.
+// startGrants indexes the stored grants and gives the runner its KeySource: this lab's
+// grants in the store (which holds HOME/attestations' too), opened with HOME/lab-age.key
+// when the node holds it. It replaces a KeySource the runner had (the CLI's, over files).
 func (m *Mesh) startGrants() {
 	g := &grantIndex{byCID: map[string][][]byte{}, lab: m.lab}
 	g.onMine = func(bundle string) {
@@ -67,9 +68,6 @@ func (m *Mesh) startGrants() {
 	})
 	m.grants = g
 	r := m.opts.Runner
-	if r.Keys != nil {
-		return
-	}
 	keys := &runner.GrantKeys{Lab: m.lab, Trust: m.opts.Trust, Grants: g.grants}
 	if id, err := attest.LoadAgeIdentity(attest.NodeLabAgeKeyPath(m.n.home)); err == nil {
 		keys.Identity = id
