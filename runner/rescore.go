@@ -42,6 +42,9 @@ func (r *Runner) Rescore(runID string, run *attest.RunPredicate, submission []by
 		metric = m.Metric.Name
 	}
 	var ev *evalResult
+	if b.Sealed && run == nil {
+		return nil, fmt.Errorf("rescore %s: a sealed bundle's key is looked up by the run's task CID; pass the run predicate", runID)
+	}
 	if b.Sealed {
 		// The same decryption as a run's evaluation: labels in memory only.
 		labels, lerr := r.sealedLabels(b, run.Slot.Task)

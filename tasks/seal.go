@@ -226,7 +226,19 @@ func decryptSealed(dir string, key *DataKey) (io.Reader, func(), error) {
 		f.Close()
 		return nil, nil, fmt.Errorf("%s: %w: %v", filepath.Join(dir, SealedFile), ErrSealedKey, err)
 	}
-	return r, func() { f.Close() }, nil
+	return authReader{r}, func() { f.Close() }, nil
+}
+
+// authReader marks every read error of age's payload (a chunk that does not authenticate,
+// a stream cut short) as ErrSealedKey, so it is told apart from a bad archive.
+type authReader struct{ r io.Reader }
+
+func (a authReader) Read(b []byte) (int, error) {
+	n, err := a.r.Read(b)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = fmt.Errorf("%w: %v", ErrSealedKey, err)
+	}
+	return n, err
 }
 
 // ReadSealed decrypts the sealed archive from r (the plaintext of private.age) and calls fn
@@ -289,7 +301,7 @@ func sealedReadErr(err error) error {
 	if errors.As(err, &pe) || errors.Is(err, ErrSealedKey) {
 		return err
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "chacha20poly1305") || strings.Contains(err.Error(), "payload") {
+	if errors.Is(err, io.ErrUnexpectedEOF) { // age ended the stream early
 		return fmt.Errorf("%w: %v", ErrSealedKey, err)
 	}
 	return fmt.Errorf("sealed archive: %w", err)
