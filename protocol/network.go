@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"filippo.io/age"
+
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/scoring"
 )
@@ -87,6 +89,11 @@ func (d *NetworkDoc) normalize() error {
 		k, err := base64.StdEncoding.DecodeString(l.Key)
 		if err != nil || len(k) != 32 {
 			return fmt.Errorf("network document: lab %q: key must be a base64 ed25519 public key (32 bytes)", l.Name)
+		}
+		if l.AgeRecipient != "" {
+			if _, err := age.ParseX25519Recipient(l.AgeRecipient); err != nil {
+				return fmt.Errorf("network document: lab %q: age_recipient %q: %v (want the age1… recipient of the lab's lab-age.key)", l.Name, l.AgeRecipient, err)
+			}
 		}
 		if l.Name == "" || seen[l.Name] {
 			return fmt.Errorf("network document: lab names must be non-empty and distinct (%q)", l.Name)
