@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"filippo.io/age"
 	"fmt"
 	"io/fs"
 	"os"
@@ -59,6 +60,9 @@ type LabInfo struct {
 	ID        string `json:"lab_id"`
 	PublicKey string `json:"public_key"` // base64 of the raw 32-byte ed25519 key
 	Name      string `json:"name,omitempty"`
+	// AgeRecipient is the public half of the lab's age identity (LABDIR/lab-age.key, which
+	// its nodes hold to open grants of sealed bundles).
+	AgeRecipient string `json:"age_recipient,omitempty"`
 }
 
 // InitLab creates a lab key in dir (lab.key mode 0600, lab.json). It refuses to overwrite
@@ -100,7 +104,23 @@ func InitLab(dir, name string) (*Lab, error) {
 }
 
 func (l *Lab) writeInfo(dir, name string) error {
-	info, _ := json.MarshalIndent(l.Info(name), "", "  ")
+	li := l.Info(name)
+	agePath := filepath.Join(dir, LabAgeKeyFile)
+	if _, err := os.Stat(agePath); errors.Is(err, fs.ErrNotExist) {
+		id, err := age.GenerateX25519Identity()
+		if err != nil {
+			return err
+		}
+		if err := WriteAgeIdentity(agePath, id); err != nil {
+			return fmt.Errorf("write lab age identity: %w", err)
+		}
+	}
+	id, err := LoadAgeIdentity(agePath)
+	if err != nil {
+		return err
+	}
+	li.AgeRecipient = id.Recipient().String()
+	info, _ := json.MarshalIndent(li, "", "  ")
 	return home.WriteFileAtomic(filepath.Join(dir, LabInfoFile), append(info, '\n'), 0o644)
 }
 

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"filippo.io/age"
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 	"go.yaml.in/yaml/v3"
 
@@ -38,6 +39,9 @@ type TrustedLab struct {
 	Key string `yaml:"key" json:"key"`
 	// ID, when given, must equal LabID(Key): a typo in either is caught.
 	ID string `yaml:"id,omitempty" json:"id,omitempty"`
+	// AgeRecipient is the lab's age X25519 recipient (age1…): sealed bundles' data keys are
+	// granted to it (grant.go). Optional; a lab without one is granted nothing.
+	AgeRecipient string `yaml:"age_recipient,omitempty" json:"age_recipient,omitempty"`
 }
 
 // TrustedNode is a node believed directly, without a lab certificate.
@@ -66,8 +70,9 @@ type TrustStore struct {
 }
 
 type labEntry struct {
-	name string
-	pub  ed25519.PublicKey
+	name      string
+	pub       ed25519.PublicKey
+	recipient string
 }
 
 type revKey struct{ lab, subject string }
@@ -130,7 +135,12 @@ func build(f trustFile) (*TrustStore, error) {
 		if l.ID != "" && l.ID != id {
 			return nil, fmt.Errorf("labs[%d] (%q): id %s does not match its key, whose lab ID is %s", i, l.Name, l.ID, id)
 		}
-		t.labs[id] = labEntry{name: l.Name, pub: pub}
+		if l.AgeRecipient != "" {
+			if _, err := age.ParseX25519Recipient(l.AgeRecipient); err != nil {
+				return nil, fmt.Errorf("labs[%d] (%q): age_recipient %q: %v (want the age1… line of the lab's %s)", i, l.Name, l.AgeRecipient, err, LabAgeKeyFile)
+			}
+		}
+		t.labs[id] = labEntry{name: l.Name, pub: pub, recipient: l.AgeRecipient}
 	}
 	for i, n := range f.Nodes {
 		id, err := trustedNodeID(n)
@@ -200,12 +210,59 @@ func (t *TrustStore) AddLab(name string, pub ed25519.PublicKey) (string, error) 
 	entry := TrustedLab{Name: name, Key: base64.StdEncoding.EncodeToString(pub), ID: id}
 	i := slices.IndexFunc(t.file.Labs, func(l TrustedLab) bool { return l.Key == entry.Key })
 	if i >= 0 {
+		entry.AgeRecipient = t.file.Labs[i].AgeRecipient
 		t.file.Labs[i] = entry
 	} else {
 		t.file.Labs = append(t.file.Labs, entry)
 	}
-	t.labs[id] = labEntry{name: name, pub: pub}
+	t.labs[id] = labEntry{name: name, pub: pub, recipient: entry.AgeRecipient}
 	return id, nil
+}
+
+// SetAgeRecipient records the age recipient (age1…) of the trusted lab labID.
+func (t *TrustStore) SetAgeRecipient(labID, recipient string) error {
+	e, ok := t.labs[labID]
+	if !ok {
+		return fmt.Errorf("lab %s is not in the trust store; add it first", labID)
+	}
+	if _, err := age.ParseX25519Recipient(recipient); err != nil {
+		return fmt.Errorf("age recipient %q: %v", recipient, err)
+	}
+	e.recipient = recipient
+	t.labs[labID] = e
+	for i := range t.file.Labs {
+		if t.file.Labs[i].ID == labID || (t.file.Labs[i].ID == "" && t.file.Labs[i].Key == base64.StdEncoding.EncodeToString(e.pub)) {
+			t.file.Labs[i].AgeRecipient = recipient
+		}
+	}
+	return nil
+}
+
+// LabRecipient is the age recipient of the trusted lab labID ("" when it lists none).
+func (t *TrustStore) LabRecipient(labID string) string { return t.labs[labID].recipient }
+
+// LabRecipients maps every trusted lab that lists an age recipient to it.
+func (t *TrustStore) LabRecipients() map[string]string {
+	out := map[string]string{}
+	for id, e := range t.labs {
+		if e.recipient != "" {
+			out[id] = e.recipient
+		}
+	}
+	return out
+}
+
+// LabByName finds a trusted lab by its name or its ID.
+func (t *TrustStore) LabByName(name string) (string, bool) {
+	if _, ok := t.labs[name]; ok {
+		return name, true
+	}
+	for id, e := range t.labs {
+		if e.name == name {
+			return id, true
+		}
+	}
+	return "", false
 }
 
 // AddNode trusts a node key directly (no certificate needed).

@@ -97,6 +97,9 @@ type Verified struct {
 	Counts  bool
 	Run     *RunPredicate
 	Rescore *RescorePredicate
+	// Grant is set for a grant (grant.go): signed by a certified node of the lab it says
+	// granted it; it never counts.
+	Grant *GrantPredicate
 }
 
 // Principal is who answers for the envelope: its lab, or the node when trusted directly.
@@ -173,6 +176,8 @@ func (v *Verified) ClaimedTime() (t time.Time, ok bool) {
 		return v.Run.Start, true
 	case v.Rescore != nil && !v.Rescore.Time.IsZero():
 		return v.Rescore.Time, true
+	case v.Grant != nil:
+		return v.Grant.Time, true
 	}
 	return time.Time{}, false
 }
@@ -270,6 +275,16 @@ func finish(p *prepared) (*Verified, error) {
 			return nil, refuse(ReasonPredicateSigner, "predicate says node %s lab %q, but the signer is node %s lab %q", node, lab, v.Node, v.Lab)
 		}
 		v.Run, v.Rescore, v.Counts = run, rs, true
+	}
+	if st.PredicateType == PredicateGrantV1 {
+		g, err := decodeGrantPredicate(st)
+		if err != nil {
+			return nil, err
+		}
+		if g.Node != v.Node || g.GrantedBy != v.Lab {
+			return nil, refuse(ReasonPredicateSigner, "grant says node %s lab %q, but the signer is node %s lab %q", g.Node, g.GrantedBy, v.Node, v.Lab)
+		}
+		v.Grant = g
 	}
 	return v, nil
 }
@@ -388,7 +403,7 @@ func certWindow(c *NodeCert, at time.Time, what string) error {
 // authenticated: the certificate's window at the time it claims. Nothing at now (the
 // window was checked by certStanding) or for a directly trusted node (no window).
 func (t *TrustStore) claimedPolicy(v *Verified, o VerifyOptions) error {
-	if !o.AtClaimedTime || v.Cert == nil || !v.Counts {
+	if !o.AtClaimedTime || v.Cert == nil || (!v.Counts && v.Grant == nil) {
 		return nil
 	}
 	// A run claims an interval: both ends must lie in the window, or a node could date a

@@ -109,6 +109,8 @@ type Mesh struct {
 	bundleMu sync.Mutex
 	bundles  map[string]*sync.Mutex // per-CID fetch lock
 
+	grants *grantIndex // sealed bundles' key grants (mesh_sealed.go)
+
 	ledgerMu    sync.Mutex
 	ledgerDirty bool
 	ledgerTimer *time.Timer
@@ -255,6 +257,8 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 			m.do(func() { m.onCampaign(env) })
 		}
 	})
+
+	m.startGrants()
 
 	for _, kind := range []string{protocol.TopicCampaigns, protocol.TopicClaims, protocol.TopicAttestations, protocol.TopicHeads} {
 		msgs, cancel, err := ps.Subscribe(m.ctx, kind)
@@ -699,6 +703,9 @@ func (m *Mesh) execute(ctx context.Context, s protocol.StartRun, spec *runner.Ag
 		TaskDir: dir, TaskCID: s.Slot.Slot.Task, Agent: spec, Seed: s.Slot.Slot.Seed,
 		Campaign: s.Campaign, Attempt: s.Attempt,
 	})
+	if d, ok := m.sealedRunOutcome(err); ok {
+		return protocol.RunOutcome{Kind: protocol.RunInfraFailed, Detail: d}
+	}
 	if err != nil {
 		return infra(err)
 	}

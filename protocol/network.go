@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"filippo.io/age"
+
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/scoring"
 )
@@ -29,6 +31,10 @@ type NetworkDoc struct {
 type NetworkLab struct {
 	Name string `json:"name"`
 	Key  string `json:"key"`
+	// AgeRecipient is the lab's age recipient (age1…), to which sealed bundles' keys are
+	// granted; optional, and absent from the canonical form when empty, so documents
+	// without it keep their hash.
+	AgeRecipient string `json:"age_recipient,omitempty"`
 }
 
 // LedgerPolicy holds the ledger options of the network.
@@ -83,6 +89,11 @@ func (d *NetworkDoc) normalize() error {
 		k, err := base64.StdEncoding.DecodeString(l.Key)
 		if err != nil || len(k) != 32 {
 			return fmt.Errorf("network document: lab %q: key must be a base64 ed25519 public key (32 bytes)", l.Name)
+		}
+		if l.AgeRecipient != "" {
+			if _, err := age.ParseX25519Recipient(l.AgeRecipient); err != nil {
+				return fmt.Errorf("network document: lab %q: age_recipient %q: %v (want the age1… recipient of the lab's lab-age.key)", l.Name, l.AgeRecipient, err)
+			}
 		}
 		if l.Name == "" || seen[l.Name] {
 			return fmt.Errorf("network document: lab names must be non-empty and distinct (%q)", l.Name)
@@ -150,8 +161,14 @@ func (d *NetworkDoc) TrustStore() (*attest.TrustStore, error) {
 	t := attest.NewTrustStore()
 	for _, l := range d.Labs {
 		k, _ := base64.StdEncoding.DecodeString(l.Key)
-		if _, err := t.AddLab(l.Name, k); err != nil {
+		id, err := t.AddLab(l.Name, k)
+		if err != nil {
 			return nil, fmt.Errorf("network document: lab %q: %w", l.Name, err)
+		}
+		if l.AgeRecipient != "" {
+			if err := t.SetAgeRecipient(id, l.AgeRecipient); err != nil {
+				return nil, fmt.Errorf("network document: lab %q: %w", l.Name, err)
+			}
 		}
 	}
 	return t, nil

@@ -109,7 +109,7 @@ func ValidateAttestation(data []byte, c AttestationCheck) Validation {
 		}
 		return Validation{Verdict: Reject, Reason: reasonToken(string(r))}
 	}
-	if !v.Counts {
+	if !v.Counts && v.Grant == nil { // a grant travels like an attestation (attest/grant.go)
 		return Validation{Verdict: Ignore, Reason: ReasonNotCounted}
 	}
 	if v.Run != nil && c.KnownCampaign != nil && !c.KnownCampaign(v.Run.Slot.Campaign) {

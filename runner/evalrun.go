@@ -93,6 +93,9 @@ func (r *Runner) evaluate(ctx context.Context, ex Executor, st *RunState, b *tas
 		}
 		return invalidResult(evaluator, why, nil), nil
 	}
+	if b.Sealed {
+		return r.evaluateSealed(ctx, ex, st, b, builtin, metric, evaluator, sub)
+	}
 	if builtin {
 		return scoreBuiltin(b, metric, evaluator, sub)
 	}
@@ -216,11 +219,16 @@ func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 // scoreBuiltin scores sub with the task's built-in metric against its private labels: the
 // one path a run's evaluation and a re-score of another lab's submission share.
 func scoreBuiltin(b *tasks.Bundle, metric, evaluator string, sub []byte) (*evalResult, error) {
-	m := b.Meta
 	labels, err := os.ReadFile(b.LabelsPath())
 	if err != nil {
-		return nil, fmt.Errorf("task %s: labels for the built-in metric: %w (set evaluator.labels in task.yaml)", m.Name, err)
+		return nil, fmt.Errorf("task %s: labels for the built-in metric: %w (set evaluator.labels in task.yaml)", b.Meta.Name, err)
 	}
+	return scoreLabels(b.Meta, metric, evaluator, sub, labels)
+}
+
+// scoreLabels scores sub with the built-in metric against labels (from a file, or
+// decrypted from a sealed bundle into memory).
+func scoreLabels(m *tasks.Meta, metric, evaluator string, sub, labels []byte) (*evalResult, error) {
 	score, err := scoring.ScoreCSV(metric, sub, labels, scoring.CSVSpec{
 		Task: m.Name, Header: m.Submission.Header, Rows: m.Submission.Rows, ScoringColumns: m.ScoringColumn,
 	})

@@ -106,6 +106,8 @@ func (r *Runner) recoverRun(ctx context.Context, st *RunState) (*Outcome, error)
 			}
 		}
 		return nil, r.fail(st, errors.New("node restarted before the agent task was recorded"))
+	case PhaseAwaitingKey:
+		st.Phase = PhaseEvaluating // try the key again (sealed.go)
 	case PhaseAgent:
 		if err := ex.Recover(ctx, st.AgentHandle); err != nil {
 			_ = ex.Destroy(ctx, st.AgentHandle)

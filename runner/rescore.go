@@ -41,7 +41,20 @@ func (r *Runner) Rescore(runID string, run *attest.RunPredicate, submission []by
 	if metric == "" {
 		metric = m.Metric.Name
 	}
-	ev, err := scoreBuiltin(b, metric, "builtin:"+metric, submission)
+	var ev *evalResult
+	if b.Sealed && run == nil {
+		return nil, fmt.Errorf("rescore %s: a sealed bundle's key is looked up by the run's task CID; pass the run predicate", runID)
+	}
+	if b.Sealed {
+		// The same decryption as a run's evaluation: labels in memory only.
+		labels, lerr := r.sealedLabels(b, run.Slot.Task)
+		if lerr != nil {
+			return nil, fmt.Errorf("rescore %s: %w", runID, lerr)
+		}
+		ev, err = scoreLabels(m, metric, "builtin:"+metric, submission, labels)
+	} else {
+		ev, err = scoreBuiltin(b, metric, "builtin:"+metric, submission)
+	}
 	if err != nil {
 		return nil, err
 	}

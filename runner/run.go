@@ -53,6 +53,9 @@ type Runner struct {
 	Lab        string
 	SelfSigned bool
 	Trust      *attest.TrustStore
+	// Keys finds the data keys of sealed bundles this lab was granted (sealed.go); nil: a
+	// sealed bundle's runs wait for a key.
+	Keys KeySource
 	// SelfExe replaces a command's first word "evalmesh" for the process executor (so the
 	// example agents need no build); empty means os.Executable().
 	SelfExe string
@@ -321,6 +324,10 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 			if err := r.evaluateAndState(ctx, ex, st, b); err != nil {
 				if ctx.Err() != nil {
 					return nil, ctx.Err() // left in PhaseEvaluating for Recover
+				}
+				var nk *NoKeyError
+				if errors.As(err, &nk) {
+					return nil, r.awaitKey(st, nk)
 				}
 				return nil, r.fail(st, err)
 			}

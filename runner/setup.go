@@ -43,6 +43,13 @@ func ForHome(h home.Home, executors map[string]Executor, executor string, log io
 	default:
 		return nil, err
 	}
+	// Sealed bundles: this lab's grants among the home's envelope files (where `task grant`
+	// writes them); a daemon's mesh replaces this with its store's.
+	keys := &GrantKeys{Lab: r.Lab, Grants: DirGrants(h.AttestationsDir())}
+	if id, err := attest.LoadAgeIdentity(attest.NodeLabAgeKeyPath(h)); err == nil {
+		keys.Identity = id
+	}
+	r.Keys = keys
 	src, err := gpu.System(log)
 	if err != nil {
 		// NVML is present but broken: say so and run CPU-only rather than not at all.

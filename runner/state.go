@@ -25,10 +25,17 @@ const (
 	PhaseSigning    Phase = "signing"    // statement.json written; signing it
 	PhaseDone       Phase = "done"       // attestation.json written
 	PhaseFailed     Phase = "failed"     // ended without an attestation (Error says why)
+	// PhaseAwaitingKey: the agent ended and its submission is kept, but the bundle is sealed
+	// and this lab holds no grant of its key; the run holds no GPUs and is scored when a
+	// grant arrives (Runner.ScoreAwaiting, Recover).
+	PhaseAwaitingKey Phase = "awaiting-key"
 )
 
 // Final reports whether the run holds nothing any more (its GPUs are free).
 func (p Phase) Final() bool { return p == PhaseDone || p == PhaseFailed }
+
+// holdsGPUs reports whether a run in this phase keeps its GPUs.
+func (p Phase) holdsGPUs() bool { return !p.Final() && p != PhaseAwaitingKey }
 
 // RunState is HOME/runs/<run-id>/state.json, rewritten atomically at every phase change so a
 // restarted node knows what each run was doing and which GPUs it held.
@@ -111,7 +118,7 @@ func DecodeState(runID string, b []byte) (*RunState, error) {
 		return nil, fmt.Errorf("run %s: state.json names run %q: it belongs to another folder (move it back or remove the folder)", runID, st.ID)
 	}
 	switch st.Phase {
-	case PhaseStarting, PhaseAgent, PhaseEvaluating, PhaseSigning, PhaseDone, PhaseFailed:
+	case PhaseStarting, PhaseAgent, PhaseEvaluating, PhaseSigning, PhaseDone, PhaseFailed, PhaseAwaitingKey:
 	default:
 		return nil, fmt.Errorf("run %s: state.json has unknown phase %q", runID, st.Phase)
 	}
@@ -146,7 +153,7 @@ func ListRuns(h home.Home) ([]*RunState, error) {
 func busyGPUs(runs []*RunState) map[string]bool {
 	busy := map[string]bool{}
 	for _, r := range runs {
-		if r.Phase.Final() {
+		if !r.Phase.holdsGPUs() {
 			continue
 		}
 		for _, g := range r.GPUs {
@@ -218,7 +225,7 @@ func GPUHolders(h home.Home) (map[string]string, error) {
 	}
 	out := map[string]string{}
 	for _, r := range runs {
-		if r.Phase.Final() {
+		if !r.Phase.holdsGPUs() {
 			continue
 		}
 		for _, g := range r.GPUs {

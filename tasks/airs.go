@@ -182,7 +182,7 @@ const AIRSDefaultWallClockSeconds = 86400
 func (a *AIRSMetadata) ToMeta() (*Meta, error) {
 	li := a.LoggingInfo
 	m := &Meta{
-		Format:          FormatVersion,
+		Format:          1, // an unsealed bundle is format 1 whatever this build reads (its CID stays)
 		Name:            li.Name,
 		Version:         "1",
 		Category:        li.Category,

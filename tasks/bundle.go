@@ -21,6 +21,9 @@ const (
 type Bundle struct {
 	Dir  string
 	Meta *Meta
+	// Sealed: the private part is private.age (docs/bundle-format.md §7), readable only
+	// with the bundle's data key (Unseal, ReadSealedFile).
+	Sealed bool
 }
 
 // Open checks the layout of dir (task.yaml, prompt.md, public/, private/ present and of
@@ -33,7 +36,8 @@ func Open(dir string) (*Bundle, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("bundle %s: not a folder; expected a folder with task.yaml, prompt.md, public/, private/ (or unpack a CAR first: evalmesh task unpack)", dir)
 	}
-	if errs := checkLayout(dir); len(errs) > 0 {
+	sealed := IsSealed(dir)
+	if errs := checkLayout(dir, sealed); len(errs) > 0 {
 		return nil, &LayoutError{Dir: dir, Problems: errs}
 	}
 	data, err := ReadRegular(filepath.Join(dir, MetaFile))
@@ -49,8 +53,14 @@ func Open(dir string) (*Bundle, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, MetaFile), err)
 	}
-	b := &Bundle{Dir: dir, Meta: m}
-	if m.Evaluator.Labels != "" {
+	b := &Bundle{Dir: dir, Meta: m, Sealed: sealed}
+	if sealed && m.Format < SealedFormat {
+		return nil, &ValidationError{Source: filepath.Join(dir, MetaFile), Fields: []FieldError{{
+			Field: "format",
+			Msg:   fmt.Sprintf("%d: a sealed bundle (with %s) must say format: %d or later", max(m.Format, 1), SealedFile, SealedFormat),
+		}}}
+	}
+	if m.Evaluator.Labels != "" && !sealed { // a sealed bundle's labels are checked when unsealed
 		if fi, err := os.Lstat(b.LabelsPath()); err != nil || !fi.Mode().IsRegular() {
 			return nil, &ValidationError{Source: filepath.Join(dir, MetaFile), Fields: []FieldError{{
 				Field: "evaluator.labels",
@@ -75,8 +85,11 @@ func (e *LayoutError) Error() string {
 	return s
 }
 
-func checkLayout(dir string) []string {
+func checkLayout(dir string, sealed bool) []string {
 	var probs []string
+	if sealed {
+		probs = sealedLayoutProblems(dir)
+	}
 	want := []struct {
 		name string
 		dir  bool
@@ -86,7 +99,7 @@ func checkLayout(dir string) []string {
 		{MetaFile, false, true, "the task metadata (see docs/bundle-format.md)"},
 		{PromptFile, false, true, "what the agent is told"},
 		{PublicDir, true, true, "the data the agent may read (may be empty)"},
-		{PrivateDir, true, true, "evaluation-only data such as labels (may be empty)"},
+		{PrivateDir, true, !sealed, "evaluation-only data such as labels (may be empty), or private.age in a sealed bundle"},
 		{EvaluateDir, true, false, ""},
 		{SourceDir, true, false, ""},
 	}

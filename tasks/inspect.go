@@ -19,6 +19,8 @@ type Info struct {
 	Path   string `json:"path"`
 	// Size is the total declared size of the bundle's files in bytes.
 	Size int64 `json:"size"`
+	// Sealed: the bundle's private part is private.age (docs/bundle-format.md §7).
+	Sealed bool `json:"sealed"`
 	*Meta
 }
 
@@ -42,7 +44,7 @@ func Inspect(ctx context.Context, p string) (*Info, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Info{CID: c.String(), Source: "folder", Path: p, Size: size, Meta: b.Meta}, nil
+		return &Info{CID: c.String(), Source: "folder", Path: p, Size: size, Sealed: b.Sealed, Meta: b.Meta}, nil
 	}
 	ng, root, closeFn, err := OpenCAR(p)
 	if err != nil {
@@ -53,7 +55,7 @@ func Inspect(ctx context.Context, p string) (*Info, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
-	return &Info{CID: root.String(), Source: "car", Path: p, Size: size, Meta: m}, nil
+	return &Info{CID: root.String(), Source: "car", Path: p, Size: size, Sealed: sealedInDAG(ctx, ng, root), Meta: m}, nil
 }
 
 // MetaFromDAG checks the DAG under root as Unpack would (names, types, declared size),
@@ -89,4 +91,19 @@ func MetaFromDAG(ctx context.Context, ng ipld.NodeGetter, root cid.Cid) (*Meta, 
 		return nil, 0, err
 	}
 	return m, int64(p.total), nil
+}
+
+// sealedInDAG reports whether the (already checked) bundle DAG under root holds private.age.
+func sealedInDAG(ctx context.Context, ng ipld.NodeGetter, root cid.Cid) bool {
+	vg := verifyingGetter{ng}
+	rootNd, err := vg.Get(ctx, root)
+	if err != nil {
+		return false
+	}
+	d, err := uio.NewDirectoryFromNode(mdag.NewReadOnlyDagService(vg), rootNd)
+	if err != nil {
+		return false
+	}
+	_, err = d.Find(ctx, SealedFile)
+	return err == nil
 }

@@ -17,8 +17,9 @@ import (
 )
 
 // FormatVersion is the version of the bundle format this package reads and writes
-// (docs/bundle-format.md). A task.yaml may carry it as `format`; absent means 1.
-const FormatVersion = 1
+// (docs/bundle-format.md). A task.yaml may carry it as `format`; absent means 1. Format 2
+// adds sealed bundles (private.age); a format-1 bundle reads as before.
+const FormatVersion = 2
 
 // Meta is task.yaml. Keys are snake_case. Fields this version does not know are kept in
 // Extra (at every level) and written back unchanged, so an older node re-saving a newer

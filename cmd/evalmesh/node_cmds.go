@@ -65,7 +65,8 @@ func newProgress(w io.Writer, what string) *progress.Bar { return progress.New(w
 func newCountProgress(w io.Writer, what string) *progress.Bar { return progress.NewCount(w, what) }
 
 func newTaskAddCmd(g *globals) *cobra.Command {
-	var unchecked bool
+	var unchecked, seal bool
+	var sealOut string
 	cmd := &cobra.Command{
 		Use:   "add [--unchecked] DIR",
 		Short: "Pack a bundle folder into the running node, pin it, print its CID",
@@ -82,6 +83,9 @@ Example:
 			if err != nil {
 				return err
 			}
+			if err := sealForAdd(cmd, g, args, seal, sealOut, unchecked); err != nil {
+				return err
+			}
 			bar := newProgress(cmd.ErrOrStderr(), "pack")
 			root, err := c.Add(cmd.Context(), args[0], unchecked, func(d int64) { bar.Set(d, -1) })
 			bar.Finish()
@@ -96,6 +100,8 @@ Example:
 		},
 	}
 	cmd.Flags().BoolVar(&unchecked, "unchecked", false, "pack any folder, not only a valid bundle")
+	cmd.Flags().BoolVar(&seal, "seal", false, "seal private/ first and grant its key (see task pack --help; default: on when the trust file lists age recipients)")
+	cmd.Flags().StringVar(&sealOut, "out", "", "with --seal: the sealed copy's folder (default DIR.sealed)")
 	return cmd
 }
 

@@ -109,8 +109,8 @@ func treeSize(dir string) int64 {
 }
 
 func newTaskPackCmd(g *globals) *cobra.Command {
-	var carPath string
-	var unchecked bool
+	var carPath, sealOut string
+	var unchecked, seal bool
 	cmd := &cobra.Command{
 		Use:   "pack DIR [--car FILE]",
 		Short: "Print a bundle's root CID (kubo-compatible), optionally writing a CAR",
@@ -119,11 +119,36 @@ func newTaskPackCmd(g *globals) *cobra.Command {
 Names starting with "." are skipped (as kubo does without --hidden); symlinks and special
 files are refused. The bundle is validated first; --unchecked packs any folder.
 
+--seal writes a sealed copy (--out, default DIR.sealed) whose private/ (and evaluate/,
+source/) is encrypted with age under a fresh key, grants that key to every lab of the
+trust file (or network document) that lists an age_recipient, and packs the sealed copy:
+its CID can be pinned anywhere, and only granted labs can score (docs/bundle-format.md §7).
+A home whose trust file lists recipients seals by default; --seal=false packs in the clear.
+
 Example:
-  evalmesh task pack bundles/svamp --car svamp.car`,
+  evalmesh task pack bundles/svamp --car svamp.car
+  evalmesh task pack bundles/svamp --seal --out bundles/svamp.sealed`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := context.Background()
+			if !cmd.Flags().Changed("seal") {
+				seal = sealByDefault(g) && !unchecked && !tasks.IsSealed(args[0])
+			}
+			var sealed *SealResult
+			if seal {
+				h, err := g.Home()
+				if err != nil {
+					return err
+				}
+				if sealOut == "" {
+					sealOut = filepath.Clean(args[0]) + ".sealed"
+				}
+				if sealed, err = SealAndGrant(ctx, h, args[0], sealOut); err != nil {
+					return err
+				}
+				importIntoDaemon(ctx, g, sealed.Grants)
+				args[0] = sealed.Dir
+			}
 			progress, finish := progressFor(cmd.ErrOrStderr(), treeSize(args[0]), "packing")
 			opts := tasks.PackOptions{Unchecked: unchecked, Progress: progress}
 			var c fmt.Stringer
@@ -151,17 +176,25 @@ Example:
 				c = root
 			}
 			if g.jsonOut {
-				out := map[string]string{"cid": c.String()}
+				out := map[string]any{"cid": c.String()}
 				if carPath != "" {
 					out["car"] = carPath
+				}
+				if sealed != nil {
+					out["sealed"], out["dir"], out["granted_to"] = true, sealed.Dir, sealed.GrantedTo
 				}
 				return printJSON(cmd.OutOrStdout(), out)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), c)
+			if sealed != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "sealed into %s; key granted to %s\n", sealed.Dir, strings.Join(sealed.GrantedTo, ", "))
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&carPath, "car", "", "also write every block into this CARv1 file")
+	cmd.Flags().BoolVar(&seal, "seal", false, "seal private/ with age and grant the key to the trust file's labs (default: on when the trust file lists age recipients)")
+	cmd.Flags().StringVar(&sealOut, "out", "", "with --seal: the sealed copy's folder (default DIR.sealed)")
 	cmd.Flags().BoolVar(&unchecked, "unchecked", false, "pack any folder, not only a valid bundle")
 	return cmd
 }
@@ -251,8 +284,15 @@ Example:
 				return err
 			}
 			w := cmd.OutOrStdout()
+			var granted []string
+			if info.Sealed {
+				granted = grantedTo(cmd.Context(), g, info.CID)
+			}
 			if g.jsonOut {
-				return printJSON(w, info)
+				return printJSON(w, struct {
+					*tasks.Info
+					GrantedTo []string `json:"granted_to,omitempty"`
+				}{info, granted})
 			}
 			dir := "higher is better"
 			if info.Metric.LowerIsBetter {
@@ -265,6 +305,15 @@ Example:
 			fmt.Fprintf(w, "sota:      %v — %s (%d)\n", info.SOTA.Score, info.SOTA.Paper, info.SOTA.Year)
 			fmt.Fprintf(w, "dataset:   %s %s (train %s, test %s)\n", info.Dataset.ID, info.Dataset.Config, info.Dataset.Splits.Train, info.Dataset.Splits.Test)
 			fmt.Fprintf(w, "size:      %d bytes\n", info.Size)
+			if info.Sealed {
+				to := "no lab this home knows of"
+				if len(granted) > 0 {
+					to = strings.Join(granted, ", ")
+				}
+				fmt.Fprintf(w, "sealed:    yes (private.age); key granted to %s\n", to)
+			} else {
+				fmt.Fprintf(w, "sealed:    no\n")
+			}
 			return nil
 		},
 	}

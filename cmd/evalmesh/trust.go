@@ -80,6 +80,11 @@ Example:
 				if added, err = ts.AddLab(name, pub); err != nil {
 					return err
 				}
+				if info.AgeRecipient != "" {
+					if err := ts.SetAgeRecipient(added, info.AgeRecipient); err != nil {
+						return err
+					}
+				}
 			case key != "" || nodeKey != "":
 				if name == "" {
 					return fmt.Errorf("--name NAME is required with --key and --node-key")

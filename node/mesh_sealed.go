@@ -1,0 +1,122 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+
+	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/protocol/recon"
+	"github.com/evalmesh/evalmesh/runner"
+)
+
+// Grants of sealed bundles' keys (attest/grant.go) are envelopes of the attestation set:
+// gossip, sync and the store carry them with no code of their own. This file indexes them
+// by bundle for the runner's key lookups, and when a grant to this node's lab arrives,
+// scores the runs that were waiting for it and publishes their attestations.
+
+// grantIndex maps a bundle CID to the grant envelopes the store accepted for it. Safe for
+// concurrent use (the store's hooks add, runs read).
+type grantIndex struct {
+	mu     sync.RWMutex
+	byCID  map[string][][]byte
+	lab    string
+	onMine func(bundle string)
+}
+
+func (g *grantIndex) add(envs [][]byte) {
+	for _, env := range envs {
+		gp, ok, _ := attest.GrantOf(env)
+		if !ok {
+			continue
+		}
+		g.mu.Lock()
+		g.byCID[gp.Bundle] = append(g.byCID[gp.Bundle], env)
+		g.mu.Unlock()
+		if gp.Lab == g.lab && g.onMine != nil {
+			g.onMine(gp.Bundle)
+		}
+	}
+}
+
+func (g *grantIndex) grants(bundle string) [][]byte {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return append([][]byte(nil), g.byCID[bundle]...)
+}
+
+// startGrants indexes the stored grants and gives the runner its KeySource: this lab's
+// grants in the store (which holds HOME/attestations' too), opened with HOME/lab-age.key
+// when the node holds it. It replaces a KeySource the runner had (the CLI's, over files).
+func (m *Mesh) startGrants() {
+	g := &grantIndex{byCID: map[string][][]byte{}, lab: m.lab}
+	g.onMine = func(bundle string) {
+		if m.ctx.Err() != nil {
+			return // closing: the runs stay waiting for the next start (Recover)
+		}
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.scoreAwaiting(bundle)
+		}()
+	}
+	m.store.Attestations().OnNew(func(_ Source, envs [][]byte) { g.add(envs) })
+	_ = m.store.Attestations().Each(func(_ recon.ID, env []byte) error {
+		g.add([][]byte{env})
+		return nil
+	})
+	m.grants = g
+	r := m.opts.Runner
+	keys := &runner.GrantKeys{Lab: m.lab, Trust: m.opts.Trust, Grants: g.grants}
+	if id, err := attest.LoadAgeIdentity(attest.NodeLabAgeKeyPath(m.n.home)); err == nil {
+		keys.Identity = id
+	} else if !errors.Is(err, os.ErrNotExist) {
+		m.n.opts.Logf("mesh: %v: sealed bundles will not be scored here", err)
+	}
+	r.Keys = keys
+}
+
+// scoreAwaiting scores this node's runs that waited for bundle's key and publishes them.
+func (m *Mesh) scoreAwaiting(bundle string) {
+	out, err := m.opts.Runner.ScoreAwaiting(m.ctx, bundle)
+	if err != nil {
+		m.n.opts.Logf("mesh: runs waiting for the key of %s: %v", bundle, err)
+		return
+	}
+	for _, rec := range out {
+		if rec.Err != nil || rec.Outcome == nil {
+			continue
+		}
+		if err := m.ingestRun(context.WithoutCancel(m.ctx), rec.Outcome.Envelope); err != nil {
+			m.n.opts.Logf("mesh: run %s scored after a grant of %s: %v", rec.RunID, bundle, err)
+		}
+	}
+}
+
+// sealedRunOutcome says what became of a run whose bundle this lab cannot open: the agent
+// ran and its submission waits here for a grant; the slot is released so a node of a lab
+// that holds the key can run and score it meanwhile.
+func (m *Mesh) sealedRunOutcome(err error) (string, bool) {
+	var nk *runner.NoKeyError
+	if !errors.As(err, &nk) {
+		return "", false
+	}
+	m.n.opts.Logf("mesh: %v", nk)
+	return "sealed bundle, no key here: " + nk.Error(), true
+}
+
+// GrantsIn returns a runner.GrantKeys Grants function over a stored set (a node without a
+// mesh: the CLI, tests). Each call scans the set; the mesh keeps an index instead.
+func GrantsIn(set *Set) func(bundle string) [][]byte {
+	return func(bundle string) [][]byte {
+		var out [][]byte
+		_ = set.Each(func(_ recon.ID, env []byte) error {
+			if g, ok, _ := attest.GrantOf(env); ok && g.Bundle == bundle {
+				out = append(out, env)
+			}
+			return nil
+		})
+		return out
+	}
+}
