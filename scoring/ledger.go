@@ -169,16 +169,22 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 	if err != nil {
 		return nil, err
 	}
-	digest := inputsDigest(in.rs, in.tasks, worstMode, rounds)
+	// The two digests are two sequential hashes of every result: they run beside each
+	// other and beside the task scores, on their own goroutines.
+	// The bootstrap is seeded from the inputs without the worst-anchor choice: the games
+	// do not depend on it, so switching --worst must not move the Elo intervals or ranks.
+	var digest, gameDigest [32]byte
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); digest = inputsDigest(in.rs, in.tasks, worstMode, rounds) }()
+	go func() { defer wg.Done(); gameDigest = inputsDigest(in.rs, in.tasks, "", rounds) }()
+	tasksRows, scores := scoreTasks(in, worstMode)
+	wg.Wait()
 	l := &Ledger{
 		InputsDigest: hex.EncodeToString(digest[:]),
 		Policy:       Policy{Worst: worstMode, BootstrapRounds: rounds, Tie: "symmetric isclose: atol 1e-6, rtol 1e-5 of max(|a|,|b|)"},
+		Tasks:        tasksRows,
 	}
-	var scores agentScores
-	l.Tasks, scores = scoreTasks(in, worstMode)
-	// The bootstrap is seeded from the inputs without the worst-anchor choice: the games
-	// do not depend on it, so switching --worst must not move the Elo intervals or ranks.
-	gameDigest := inputsDigest(in.rs, in.tasks, "", rounds)
 	seed := sha256.Sum256(append([]byte("evalmesh ledger bootstrap v2\x00"), gameDigest[:]...))
 	l.Agents, l.EloFit, l.EloBootstrapRegularised = fitElo(in, rounds, seed)
 	scores.fill(l.Agents, rounds, seed)
