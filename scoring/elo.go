@@ -18,19 +18,6 @@ type Games struct {
 	Ties []int64
 }
 
-// doubled returns a copy with every count doubled (upstream's battle table holds each game
-// twice: as played and with the players swapped).
-func (g *Games) doubled() *Games {
-	d := NewGames(g.P)
-	for i, v := range g.Wins {
-		d.Wins[i] = 2 * v
-	}
-	for i, v := range g.Ties {
-		d.Ties[i] = 2 * v
-	}
-	return d
-}
-
 // NewGames returns empty counts for p players.
 func NewGames(p int) *Games {
 	return &Games{P: p, Wins: make([]int64, p*p), Ties: make([]int64, p*p)}
@@ -77,7 +64,12 @@ type playerRuns struct {
 // a's wins over b are Σ_{x of a} C[lo(x)][b] — one row added per score, for all b at once —
 // so a task costs O(|G|·players) additions instead of O(seeds²·players²) comparisons.
 // b's wins over a come from b's rows; the rest of the n_a·n_b games are ties.
-func addTaskGames(g *Games, runs []playerRuns) {
+func addTaskGames(g *Games, runs []playerRuns) { addTaskGamesLocked(g, runs, nil) }
+
+// addTaskGamesLocked is addTaskGames holding mu (when not nil) while it adds into g, so
+// workers counting different tasks can share one g (integer sums: the order they add in
+// does not matter).
+func addTaskGamesLocked(g *Games, runs []playerRuns, mu *sync.Mutex) {
 	P, R := g.P, len(runs)
 	type item struct {
 		v     float64
@@ -113,6 +105,10 @@ func addTaskGames(g *Games, runs []playerRuns) {
 		for b, c := range cnt {
 			acc[b] += c
 		}
+	}
+	if mu != nil {
+		mu.Lock()
+		defer mu.Unlock()
 	}
 	for a := 0; a < R; a++ {
 		for b := a + 1; b < R; b++ {
@@ -155,18 +151,41 @@ func (p *int64Pool) put(b []int64) {
 // move the maximum). eps is a tie weight added to every ordered pair: 0, or PseudoTie
 // when the maximum-likelihood estimate does not exist (see fitWeights).
 func weights(g *Games, eps float64) []float64 {
+	c := make([]float64, g.P*g.P)
+	weightsInto(c, g, 1)
+	if eps != 0 {
+		addTieWeight(c, g.P, eps)
+	}
+	return c
+}
+
+// weightsInto writes the weights of g's counts times scale into c (P×P), eps 0. Adding a
+// tie weight afterwards (addTieWeight) gives the very bits weights(g, eps) gives: the
+// counts are integers, exact in float64, and eps was always added last.
+func weightsInto(c []float64, g *Games, scale int64) {
 	P := g.P
-	c := make([]float64, P*P)
 	for i := 0; i < P; i++ {
 		for j := 0; j < P; j++ {
 			if i == j {
+				c[i*P+j] = 0
 				continue
 			}
-			t := g.Ties[min(i, j)*P+max(i, j)]
-			c[i*P+j] = float64(2*float64(g.Wins[i*P+j])) + float64(t) + eps
+			t := scale * g.Ties[min(i, j)*P+max(i, j)]
+			c[i*P+j] = float64(2*float64(scale*g.Wins[i*P+j])) + float64(t)
 		}
 	}
-	return c
+}
+
+// addTieWeight adds eps to the weight of every ordered pair of distinct players.
+func addTieWeight(c []float64, P int, eps float64) {
+	for i := 0; i < P; i++ {
+		row := c[i*P : (i+1)*P]
+		for j := range row {
+			if j != i {
+				row[j] += eps
+			}
+		}
+	}
 }
 
 // PseudoTie is the tie weight added to every ordered pair of players when the
@@ -235,10 +254,17 @@ func MLEExists(c []float64, P int) bool {
 // PseudoTie on every ordered pair; regularised says which.
 func fitWeights(g *Games) (c []float64, regularised bool) {
 	c = weights(g, 0)
-	if MLEExists(c, g.P) {
-		return c, false
+	return c, regulariseIfSeparated(c, g.P)
+}
+
+// regulariseIfSeparated adds PseudoTie to every pair of c when the MLE does not exist
+// (fitWeights' rule, in place) and says whether it did.
+func regulariseIfSeparated(c []float64, P int) bool {
+	if MLEExists(c, P) {
+		return false
 	}
-	return weights(g, PseudoTie), true
+	addTieWeight(c, P, PseudoTie)
+	return true
 }
 
 // fitGames fits ratings to g (θ in natural-log units, Σθ = 0) from start (nil = zeros),

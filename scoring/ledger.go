@@ -418,7 +418,11 @@ func fitElo(in *ledgerInputs, rounds int, seed [32]byte) (agents []Agent, fit st
 	// The fit sees upstream's battle table — every game and its swapped copy, 2N rows — as
 	// each bootstrap round does; the pure MLE does not depend on the doubling, and a
 	// regularised fit then weighs its pseudo-ties against the same counts in both.
-	theta, regularised := fitGames(games.doubled(), nil)
+	c := make([]float64, P*P)
+	weightsInto(c, games, 2)
+	regularised := regulariseIfSeparated(c, P)
+	theta := fitRobust(c, P, nil)
+	c = nil
 	fit = EloFitMLE
 	if regularised {
 		fit = EloFitRegularised
@@ -584,28 +588,26 @@ func inputsDigest(rs []Result, tasks []TaskInfo, worst string, rounds int) [32]b
 	return out
 }
 
-// aggregateGames counts the games of every task; tasks are split across goroutines and
-// each worker's integer counts are summed, so the result does not depend on scheduling.
+// aggregateGames counts the games of every task; tasks are split across goroutines whose
+// integer counts are summed into one table, so the result does not depend on scheduling.
 func aggregateGames(rs []Result, agentOf []int32, tasks []TaskInfo, span func(int) (int, int), P int) *Games {
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(tasks)))
-	parts := make([]*Games, workers)
+	// One table for all workers (a P×P pair of count tables is 400 MB at 5,000 players):
+	// each adds a task's counts under mu once it has counted them on its own.
+	g := NewGames(P)
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
-		parts[w] = NewGames(P)
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
 			for ti := w; ti < len(tasks); ti += workers {
 				lo, hi := span(ti)
-				addTaskGames(parts[w], taskRunsOf(rs[lo:hi], agentOf[lo:hi], &tasks[ti], P))
+				addTaskGamesLocked(g, taskRunsOf(rs[lo:hi], agentOf[lo:hi], &tasks[ti], P), &mu)
 			}
 		}(w)
 	}
 	wg.Wait()
-	g := parts[0]
-	for _, p := range parts[1:] {
-		g.Add(p)
-	}
 	return g
 }
 
@@ -675,20 +677,24 @@ func taskRunsOf(rs []Result, agentOf []int32, t *TaskInfo, P int) []playerRuns {
 // resample of N games would).
 func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) (out [][]float64, regularised int) {
 	P := g.P
+	// A cell is one count of g: a win of i over j (weight 2 on c[i][j]) or a tie of i and
+	// j (weight 1 on c[i][j] and on c[j][i]). A round's weights are written straight from
+	// its draws: integers, exact in float64, so the same bits as counting into a Games
+	// and calling weights (and no P×P count tables per worker).
 	type cell struct {
-		idx int // into Wins (tie=false) or Ties (tie=true)
-		tie bool
-		n   int64
+		i, j int32
+		tie  bool
+		n    int64
 	}
 	var cells []cell
-	for i, v := range g.Wins {
+	for idx, v := range g.Wins {
 		if v > 0 {
-			cells = append(cells, cell{i, false, v})
+			cells = append(cells, cell{int32(idx / P), int32(idx % P), false, v})
 		}
 	}
-	for i, v := range g.Ties {
+	for idx, v := range g.Ties {
 		if v > 0 {
-			cells = append(cells, cell{i, true, v})
+			cells = append(cells, cell{int32(idx / P), int32(idx % P), true, v})
 		}
 	}
 	total := g.Total()
@@ -700,32 +706,36 @@ func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) (out [][
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			rg := NewGames(P)
+			c := make([]float64, P*P)
 			for r := w; r < rounds; r += workers {
-				clear(rg.Wins)
-				clear(rg.Ties)
+				clear(c)
 				rng := rand.NewChaCha8(roundSeed(seed, "elo", uint64(r)))
 				left, mass := 2*total, total
-				for _, c := range cells {
+				for _, cl := range cells {
 					if left == 0 {
 						break
 					}
 					var x int64
-					if c.n >= mass {
+					if cl.n >= mass {
 						x = left
 					} else {
-						x = binomial(rng, left, float64(c.n)/float64(mass))
+						x = binomial(rng, left, float64(cl.n)/float64(mass))
 					}
-					mass -= c.n
+					mass -= cl.n
 					left -= x
-					if c.tie {
-						rg.Ties[c.idx] = x
+					if x == 0 {
+						continue
+					}
+					i, j := int(cl.i), int(cl.j)
+					if cl.tie {
+						c[i*P+j] += float64(x)
+						c[j*P+i] += float64(x)
 					} else {
-						rg.Wins[c.idx] = x
+						c[i*P+j] += float64(2 * x)
 					}
 				}
-				theta, rr := fitGames(rg, start)
-				out[r], reg[r] = ToElo(theta), rr
+				rr := regulariseIfSeparated(c, P)
+				out[r], reg[r] = ToElo(fitRobust(c, P, start)), rr
 			}
 		}(w)
 	}
