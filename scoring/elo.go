@@ -342,6 +342,33 @@ func Gradient(c []float64, theta []float64) []float64 {
 	return g
 }
 
+// gradientSig is Gradient (the same bits) that also leaves σ(θ_i − θ_j) for every pair
+// i < j with games in sig, the upper triangle packed row by row (0 where there are none):
+// the Newton step needs the same sigmoids for its Hessian, and computing them once per
+// iteration instead of twice was half of each step's exponentials.
+func gradientSig(c []float64, theta, g, sig []float64) {
+	P := len(theta)
+	clear(g)
+	k := 0
+	for i := 0; i < P; i++ {
+		for j := i + 1; j < P; j++ {
+			cij, cji := c[i*P+j], c[j*P+i]
+			n := cij + cji
+			if n == 0 {
+				sig[k] = 0
+				k++
+				continue
+			}
+			p := sigmoid(theta[i] - theta[j])
+			sig[k] = p
+			k++
+			v := cij - float64(n*p)
+			g[i] += v
+			g[j] -= v
+		}
+	}
+}
+
 var errNoConvergence = errors.New("scoring: Bradley–Terry fit did not converge")
 
 // FitNewton maximises the Bradley–Terry likelihood by Newton's method with a backtracking
@@ -370,16 +397,18 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 	// gradients instead (O(P²) per iteration; see newtonStepCG). Small ledgers, and so
 	// every golden root, keep the exact dense solve.
 	dense := P <= denseNewtonMaxP
-	var data, wts []float64
+	var data []float64
 	if dense {
 		data = make([]float64, P*P)
-	} else {
-		wts = make([]float64, P*(P-1)/2)
 	}
+	// sig: the pairs' sigmoids from gradientSig; the CG step turns them into its edge
+	// weights in place.
+	sig := make([]float64, P*(P-1)/2)
+	g := make([]float64, P)
 	d := make([]float64, P)
 	next := make([]float64, P)
 	for iter := 0; iter < 500; iter++ {
-		g := Gradient(c, theta)
+		gradientSig(c, theta, g, sig)
 		if maxAbs(g) <= tol {
 			return theta, nil
 		}
@@ -388,13 +417,15 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 			for i := range data {
 				data[i] = 1
 			}
+			k := 0
 			for i := 0; i < P; i++ {
 				for j := i + 1; j < P; j++ {
 					n := c[i*P+j] + c[j*P+i]
+					p := sig[k]
+					k++
 					if n == 0 {
 						continue
 					}
-					p := sigmoid(theta[i] - theta[j])
 					w := float64(n * p * (1 - p))
 					data[j*P+i] -= w
 					data[i*P+i] += w
@@ -405,7 +436,7 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 				return theta, errors.New("scoring: Bradley–Terry Hessian is singular (comparison graph not connected)")
 			}
 			choleskySolve(data, P, g, d)
-		} else if !newtonStepCG(c, P, theta, g, wts, d, 1e-10*maxAbs(g)) {
+		} else if !newtonStepCG(c, P, g, sig, d, 1e-10*maxAbs(g)) {
 			return theta, errNoConvergence
 		}
 		dmax := maxAbs(d)
@@ -449,13 +480,14 @@ var denseNewtonMaxP = 400 // a var only so tests and benchmarks can compare the 
 
 // newtonStepCG solves (L + 11ᵀ)d = g, L the Hessian's weighted Laplacian at theta, by
 // Jacobi-preconditioned conjugate gradients until the residual is at most tol (in max
-// norm); false if it did not get there. wts (P(P−1)/2, scratch) receives L's edge weights,
-// the upper triangle packed row by row. The players of a ledger have all played each other, so L is a dense,
+// norm); false if it did not get there. wts (P(P−1)/2, the upper triangle packed row by
+// row) holds on entry each pair's σ(θ_i − θ_j) at theta, as gradientSig left them, and
+// receives L's edge weights in their place. The players of a ledger have all played each other, so L is a dense,
 // well-conditioned Laplacian and a few dozen iterations of O(P²) each replace an O(P³)
 // factorisation. Hand-written: gonum's CG calls its BLAS, which fuses (see FitNewton). All
 // sums run in a fixed order with every product rounded (float64(·)), so the result is the
 // same on every architecture.
-func newtonStepCG(c []float64, P int, theta, g, wts, d []float64, tol float64) bool {
+func newtonStepCG(c []float64, P int, g, wts, d []float64, tol float64) bool {
 	diag := make([]float64, P)
 	// row(i) holds the weights of (i, j) for j = i+1 … P−1, at row(i)[j−i−1].
 	row := func(i int) []float64 {
@@ -470,7 +502,7 @@ func newtonStepCG(c []float64, P int, theta, g, wts, d []float64, tol float64) b
 				ri[j-i-1] = 0
 				continue
 			}
-			p := sigmoid(theta[i] - theta[j])
+			p := ri[j-i-1]
 			w := float64(n * p * (1 - p))
 			ri[j-i-1] = w
 			diag[i] += w
