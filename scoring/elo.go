@@ -64,12 +64,18 @@ type playerRuns struct {
 // a's wins over b are Σ_{x of a} C[lo(x)][b] — one row added per score, for all b at once —
 // so a task costs O(|G|·players) additions instead of O(seeds²·players²) comparisons.
 // b's wins over a come from b's rows; the rest of the n_a·n_b games are ties.
-func addTaskGames(g *Games, runs []playerRuns) { addTaskGamesLocked(g, runs, nil) }
+func addTaskGames(g *Games, runs []playerRuns) { addTaskGamesParallel(g, runs, 1) }
 
-// addTaskGamesLocked is addTaskGames holding mu (when not nil) while it adds into g, so
-// workers counting different tasks can share one g (integer sums: the order they add in
-// does not matter).
-func addTaskGamesLocked(g *Games, runs []playerRuns, mu *sync.Mutex) {
+// addTaskGamesParallel is addTaskGames with the pairs split across workers goroutines by
+// rows: each pair of the task's players is one distinct cell of g, so the workers never
+// write the same count and the result does not depend on scheduling.
+//
+// The win counts are those of the running-count description above, computed without its
+// R×R table (200 MB a task at 5,000 players): lo(x), the length of the prefix of G that x
+// beats, is found for every x by the one pass of two pointers; then a's wins over b are
+// Σ_{x of a} #{y of b at a position < lo(x)}, and as a's lo values and b's positions both
+// rise along G, two pointers count that in O(n_a + n_b) per pair.
+func addTaskGamesParallel(g *Games, runs []playerRuns, workers int) {
 	P, R := g.P, len(runs)
 	type item struct {
 		v     float64
@@ -88,61 +94,74 @@ func addTaskGamesLocked(g *Games, runs []playerRuns, mu *sync.Mutex) {
 		return cmp.Compare(a.owner, b.owner)
 	})
 	M := len(G)
-	// cnt[b] counts player b's scores in G[:lo], kept as lo advances: lo(x) never decreases
-	// along G, so one running vector stands for the whole prefix-count table (which at
-	// 5,000 players was 300 MB a task, and its copying most of the cost).
-	cnt := make([]int64, R)
-	W := taskWins.get(R * R)
-	defer taskWins.put(W)
-	lo := 0
+	// Owner r's items are slots start[r]..start[r+1]-1, in G's order: posOf their places
+	// in G, loOf their lo values.
+	start := make([]int, R+1)
 	for _, it := range G {
+		start[it.owner+1]++
+	}
+	for r := 0; r < R; r++ {
+		start[r+1] += start[r]
+	}
+	fill := slices.Clone(start[:R])
+	posOf := make([]int32, M)
+	loOf := make([]int32, M)
+	lo := 0
+	for k, it := range G {
 		x := it.v
 		for lo < M && G[lo].v < x && !Tie(x, G[lo].v) {
-			cnt[G[lo].owner]++
 			lo++
 		}
-		acc := W[int(it.owner)*R : (int(it.owner)+1)*R]
-		for b, c := range cnt {
-			acc[b] += c
+		s := fill[it.owner]
+		fill[it.owner]++
+		posOf[s], loOf[s] = int32(k), int32(lo)
+	}
+	wins := func(a, b int) int64 {
+		pb := posOf[start[b]:start[b+1]]
+		var w int64
+		j := 0
+		for _, l := range loOf[start[a]:start[a+1]] {
+			for j < len(pb) && pb[j] < l {
+				j++
+			}
+			w += int64(j)
+		}
+		return w
+	}
+	rows := func(first, step int) {
+		for a := first; a < R; a += step {
+			ra := &runs[a]
+			i := ra.player
+			na := int64(len(ra.good))
+			for b := a + 1; b < R; b++ {
+				rb := &runs[b]
+				j := rb.player
+				nb := int64(len(rb.good))
+				aw, bw := wins(a, b), wins(b, a)
+				t := na*nb - aw - bw
+				aw += na * rb.invalid
+				bw += nb * ra.invalid
+				t += ra.invalid * rb.invalid
+				g.Wins[i*P+j] += aw
+				g.Wins[j*P+i] += bw
+				g.Ties[min(i, j)*P+max(i, j)] += t
+			}
 		}
 	}
-	if mu != nil {
-		mu.Lock()
-		defer mu.Unlock()
+	workers = min(max(1, workers), R)
+	if workers == 1 {
+		rows(0, 1)
+		return
 	}
-	for a := 0; a < R; a++ {
-		for b := a + 1; b < R; b++ {
-			ra, rb := &runs[a], &runs[b]
-			i, j := ra.player, rb.player
-			na, nb := int64(len(ra.good)), int64(len(rb.good))
-			aw, bw := W[a*R+b], W[b*R+a]
-			t := na*nb - aw - bw
-			aw += na * rb.invalid
-			bw += nb * ra.invalid
-			t += ra.invalid * rb.invalid
-			g.Wins[i*P+j] += aw
-			g.Wins[j*P+i] += bw
-			g.Ties[min(i, j)*P+max(i, j)] += t
-		}
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rows(w, workers)
+		}(w)
 	}
-}
-
-// taskWins recycles addTaskGames' R×R win table (72 MB a task at 3,000 players): the
-// tasks of a ledger reuse a few instead of allocating one each. Buffers come back zeroed.
-var taskWins = &int64Pool{}
-
-type int64Pool struct{ p sync.Pool }
-
-func (p *int64Pool) get(n int) []int64 {
-	if b, ok := p.p.Get().(*[]int64); ok && cap(*b) >= n {
-		return (*b)[:n]
-	}
-	return make([]int64, n)
-}
-
-func (p *int64Pool) put(b []int64) {
-	clear(b)
-	p.p.Put(&b)
+	wg.Wait()
 }
 
 // weights turns game counts into Bradley–Terry "win weights" c[i*P+j]: as upstream (the

@@ -588,26 +588,17 @@ func inputsDigest(rs []Result, tasks []TaskInfo, worst string, rounds int) [32]b
 	return out
 }
 
-// aggregateGames counts the games of every task; tasks are split across goroutines whose
-// integer counts are summed into one table, so the result does not depend on scheduling.
+// aggregateGames counts the games of every task into one table; integer counts, so the
+// result does not depend on scheduling.
 func aggregateGames(rs []Result, agentOf []int32, tasks []TaskInfo, span func(int) (int, int), P int) *Games {
-	workers := min(runtime.GOMAXPROCS(0), max(1, len(tasks)))
-	// One table for all workers (a P×P pair of count tables is 400 MB at 5,000 players):
-	// each adds a task's counts under mu once it has counted them on its own.
+	// Tasks one after another, each task's pairs across the cores (addTaskGamesParallel):
+	// one count table, written by one goroutine per cell.
 	g := NewGames(P)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for ti := w; ti < len(tasks); ti += workers {
-				lo, hi := span(ti)
-				addTaskGamesLocked(g, taskRunsOf(rs[lo:hi], agentOf[lo:hi], &tasks[ti], P), &mu)
-			}
-		}(w)
+	workers := runtime.GOMAXPROCS(0)
+	for ti := range tasks {
+		lo, hi := span(ti)
+		addTaskGamesParallel(g, taskRunsOf(rs[lo:hi], agentOf[lo:hi], &tasks[ti], P), workers)
 	}
-	wg.Wait()
 	return g
 }
 
