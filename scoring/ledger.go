@@ -668,26 +668,11 @@ func taskRunsOf(rs []Result, agentOf []int32, t *TaskInfo, P int) []playerRuns {
 // resample of N games would).
 func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) (out [][]float64, regularised int) {
 	P := g.P
-	// A cell is one count of g: a win of i over j (weight 2 on c[i][j]) or a tie of i and
-	// j (weight 1 on c[i][j] and on c[j][i]). A round's weights are written straight from
-	// its draws: integers, exact in float64, so the same bits as counting into a Games
-	// and calling weights (and no P×P count tables per worker).
-	type cell struct {
-		i, j int32
-		tie  bool
-		n    int64
-	}
-	var cells []cell
-	for idx, v := range g.Wins {
-		if v > 0 {
-			cells = append(cells, cell{int32(idx / P), int32(idx % P), false, v})
-		}
-	}
-	for idx, v := range g.Ties {
-		if v > 0 {
-			cells = append(cells, cell{int32(idx / P), int32(idx % P), true, v})
-		}
-	}
+	// A cell is one non-zero count of g: a win of i over j (weight 2 on c[i][j]) or a tie
+	// of i and j (weight 1 on c[i][j] and on c[j][i]), taken in g's order, wins first. A
+	// round's weights are written straight from its draws: integers, exact in float64, so
+	// the same bits as counting into a Games and calling weights — and no list of cells
+	// (900 MB at 5,000 players) nor P×P count tables per worker.
 	total := g.Total()
 	out = make([][]float64, rounds)
 	reg := make([]bool, rounds)
@@ -702,27 +687,37 @@ func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) (out [][
 				clear(c)
 				rng := rand.NewChaCha8(roundSeed(seed, "elo", uint64(r)))
 				left, mass := 2*total, total
-				for _, cl := range cells {
+				draw := func(n int64) int64 {
+					var x int64
+					if n >= mass {
+						x = left
+					} else {
+						x = binomial(rng, left, float64(n)/float64(mass))
+					}
+					mass -= n
+					left -= x
+					return x
+				}
+				for idx, n := range g.Wins {
 					if left == 0 {
 						break
 					}
-					var x int64
-					if cl.n >= mass {
-						x = left
-					} else {
-						x = binomial(rng, left, float64(cl.n)/float64(mass))
+					if n > 0 {
+						if x := draw(n); x > 0 {
+							c[idx] += float64(2 * x)
+						}
 					}
-					mass -= cl.n
-					left -= x
-					if x == 0 {
-						continue
+				}
+				for idx, n := range g.Ties {
+					if left == 0 {
+						break
 					}
-					i, j := int(cl.i), int(cl.j)
-					if cl.tie {
-						c[i*P+j] += float64(x)
-						c[j*P+i] += float64(x)
-					} else {
-						c[i*P+j] += float64(2 * x)
+					if n > 0 {
+						if x := draw(n); x > 0 {
+							i, j := idx/P, idx%P
+							c[i*P+j] += float64(x)
+							c[j*P+i] += float64(x)
+						}
 					}
 				}
 				rr := regulariseIfSeparated(c, P)
