@@ -26,7 +26,7 @@ func TestStirlingTable(t *testing.T) {
 // The sampler's histogram matches the exact pmf (inversion and BTRS regimes, p on both
 // sides of ½), and its mean and variance match n·p and n·p·q at bootstrap-sized n.
 func TestBinomialDistribution(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
+	rng := rand.NewChaCha8([32]byte{1, 2})
 	for _, c := range []struct {
 		n int64
 		p float64
@@ -90,7 +90,7 @@ func lchoose(n, k int64) float64 {
 
 // indexDrawer is uniform over [0, n), including n that do not divide 2^32.
 func TestIndexDrawerUniform(t *testing.T) {
-	rng := rand.New(rand.NewPCG(4, 4))
+	rng := rand.NewChaCha8([32]byte{4, 4})
 	for _, n := range []uint32{1, 3, 7, 1000} {
 		d := indexDrawer{rng: rng, n: n}
 		hist := make([]float64, n)

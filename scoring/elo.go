@@ -18,19 +18,6 @@ type Games struct {
 	Ties []int64
 }
 
-// doubled returns a copy with every count doubled (upstream's battle table holds each game
-// twice: as played and with the players swapped).
-func (g *Games) doubled() *Games {
-	d := NewGames(g.P)
-	for i, v := range g.Wins {
-		d.Wins[i] = 2 * v
-	}
-	for i, v := range g.Ties {
-		d.Ties[i] = 2 * v
-	}
-	return d
-}
-
 // NewGames returns empty counts for p players.
 func NewGames(p int) *Games {
 	return &Games{P: p, Wins: make([]int64, p*p), Ties: make([]int64, p*p)}
@@ -77,7 +64,18 @@ type playerRuns struct {
 // a's wins over b are Σ_{x of a} C[lo(x)][b] — one row added per score, for all b at once —
 // so a task costs O(|G|·players) additions instead of O(seeds²·players²) comparisons.
 // b's wins over a come from b's rows; the rest of the n_a·n_b games are ties.
-func addTaskGames(g *Games, runs []playerRuns) {
+func addTaskGames(g *Games, runs []playerRuns) { addTaskGamesParallel(g, runs, 1) }
+
+// addTaskGamesParallel is addTaskGames with the pairs split across workers goroutines by
+// rows: each pair of the task's players is one distinct cell of g, so the workers never
+// write the same count and the result does not depend on scheduling.
+//
+// The win counts are those of the running-count description above, computed without its
+// R×R table (200 MB a task at 5,000 players): lo(x), the length of the prefix of G that x
+// beats, is found for every x by the one pass of two pointers; then a's wins over b are
+// Σ_{x of a} #{y of b at a position < lo(x)}, and as a's lo values and b's positions both
+// rise along G, two pointers count that in O(n_a + n_b) per pair.
+func addTaskGamesParallel(g *Games, runs []playerRuns, workers int) {
 	P, R := g.P, len(runs)
 	type item struct {
 		v     float64
@@ -96,57 +94,74 @@ func addTaskGames(g *Games, runs []playerRuns) {
 		return cmp.Compare(a.owner, b.owner)
 	})
 	M := len(G)
-	// cnt[b] counts player b's scores in G[:lo], kept as lo advances: lo(x) never decreases
-	// along G, so one running vector stands for the whole prefix-count table (which at
-	// 5,000 players was 300 MB a task, and its copying most of the cost).
-	cnt := make([]int64, R)
-	W := taskWins.get(R * R)
-	defer taskWins.put(W)
-	lo := 0
+	// Owner r's items are slots start[r]..start[r+1]-1, in G's order: posOf their places
+	// in G, loOf their lo values.
+	start := make([]int, R+1)
 	for _, it := range G {
+		start[it.owner+1]++
+	}
+	for r := 0; r < R; r++ {
+		start[r+1] += start[r]
+	}
+	fill := slices.Clone(start[:R])
+	posOf := make([]int32, M)
+	loOf := make([]int32, M)
+	lo := 0
+	for k, it := range G {
 		x := it.v
 		for lo < M && G[lo].v < x && !Tie(x, G[lo].v) {
-			cnt[G[lo].owner]++
 			lo++
 		}
-		acc := W[int(it.owner)*R : (int(it.owner)+1)*R]
-		for b, c := range cnt {
-			acc[b] += c
+		s := fill[it.owner]
+		fill[it.owner]++
+		posOf[s], loOf[s] = int32(k), int32(lo)
+	}
+	wins := func(a, b int) int64 {
+		pb := posOf[start[b]:start[b+1]]
+		var w int64
+		j := 0
+		for _, l := range loOf[start[a]:start[a+1]] {
+			for j < len(pb) && pb[j] < l {
+				j++
+			}
+			w += int64(j)
+		}
+		return w
+	}
+	rows := func(first, step int) {
+		for a := first; a < R; a += step {
+			ra := &runs[a]
+			i := ra.player
+			na := int64(len(ra.good))
+			for b := a + 1; b < R; b++ {
+				rb := &runs[b]
+				j := rb.player
+				nb := int64(len(rb.good))
+				aw, bw := wins(a, b), wins(b, a)
+				t := na*nb - aw - bw
+				aw += na * rb.invalid
+				bw += nb * ra.invalid
+				t += ra.invalid * rb.invalid
+				g.Wins[i*P+j] += aw
+				g.Wins[j*P+i] += bw
+				g.Ties[min(i, j)*P+max(i, j)] += t
+			}
 		}
 	}
-	for a := 0; a < R; a++ {
-		for b := a + 1; b < R; b++ {
-			ra, rb := &runs[a], &runs[b]
-			i, j := ra.player, rb.player
-			na, nb := int64(len(ra.good)), int64(len(rb.good))
-			aw, bw := W[a*R+b], W[b*R+a]
-			t := na*nb - aw - bw
-			aw += na * rb.invalid
-			bw += nb * ra.invalid
-			t += ra.invalid * rb.invalid
-			g.Wins[i*P+j] += aw
-			g.Wins[j*P+i] += bw
-			g.Ties[min(i, j)*P+max(i, j)] += t
-		}
+	workers = min(max(1, workers), R)
+	if workers == 1 {
+		rows(0, 1)
+		return
 	}
-}
-
-// taskWins recycles addTaskGames' R×R win table (72 MB a task at 3,000 players): the
-// tasks of a ledger reuse a few instead of allocating one each. Buffers come back zeroed.
-var taskWins = &int64Pool{}
-
-type int64Pool struct{ p sync.Pool }
-
-func (p *int64Pool) get(n int) []int64 {
-	if b, ok := p.p.Get().(*[]int64); ok && cap(*b) >= n {
-		return (*b)[:n]
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rows(w, workers)
+		}(w)
 	}
-	return make([]int64, n)
-}
-
-func (p *int64Pool) put(b []int64) {
-	clear(b)
-	p.p.Put(&b)
+	wg.Wait()
 }
 
 // weights turns game counts into Bradley–Terry "win weights" c[i*P+j]: as upstream (the
@@ -155,18 +170,41 @@ func (p *int64Pool) put(b []int64) {
 // move the maximum). eps is a tie weight added to every ordered pair: 0, or PseudoTie
 // when the maximum-likelihood estimate does not exist (see fitWeights).
 func weights(g *Games, eps float64) []float64 {
+	c := make([]float64, g.P*g.P)
+	weightsInto(c, g, 1)
+	if eps != 0 {
+		addTieWeight(c, g.P, eps)
+	}
+	return c
+}
+
+// weightsInto writes the weights of g's counts times scale into c (P×P), eps 0. Adding a
+// tie weight afterwards (addTieWeight) gives the very bits weights(g, eps) gives: the
+// counts are integers, exact in float64, and eps was always added last.
+func weightsInto(c []float64, g *Games, scale int64) {
 	P := g.P
-	c := make([]float64, P*P)
 	for i := 0; i < P; i++ {
 		for j := 0; j < P; j++ {
 			if i == j {
+				c[i*P+j] = 0
 				continue
 			}
-			t := g.Ties[min(i, j)*P+max(i, j)]
-			c[i*P+j] = float64(2*float64(g.Wins[i*P+j])) + float64(t) + eps
+			t := scale * g.Ties[min(i, j)*P+max(i, j)]
+			c[i*P+j] = float64(2*float64(scale*g.Wins[i*P+j])) + float64(t)
 		}
 	}
-	return c
+}
+
+// addTieWeight adds eps to the weight of every ordered pair of distinct players.
+func addTieWeight(c []float64, P int, eps float64) {
+	for i := 0; i < P; i++ {
+		row := c[i*P : (i+1)*P]
+		for j := range row {
+			if j != i {
+				row[j] += eps
+			}
+		}
+	}
 }
 
 // PseudoTie is the tie weight added to every ordered pair of players when the
@@ -235,10 +273,17 @@ func MLEExists(c []float64, P int) bool {
 // PseudoTie on every ordered pair; regularised says which.
 func fitWeights(g *Games) (c []float64, regularised bool) {
 	c = weights(g, 0)
-	if MLEExists(c, g.P) {
-		return c, false
+	return c, regulariseIfSeparated(c, g.P)
+}
+
+// regulariseIfSeparated adds PseudoTie to every pair of c when the MLE does not exist
+// (fitWeights' rule, in place) and says whether it did.
+func regulariseIfSeparated(c []float64, P int) bool {
+	if MLEExists(c, P) {
+		return false
 	}
-	return weights(g, PseudoTie), true
+	addTieWeight(c, P, PseudoTie)
+	return true
 }
 
 // fitGames fits ratings to g (θ in natural-log units, Σθ = 0) from start (nil = zeros),
@@ -316,6 +361,33 @@ func Gradient(c []float64, theta []float64) []float64 {
 	return g
 }
 
+// gradientSig is Gradient (the same bits) that also leaves σ(θ_i − θ_j) for every pair
+// i < j with games in sig, the upper triangle packed row by row (0 where there are none):
+// the Newton step needs the same sigmoids for its Hessian, and computing them once per
+// iteration instead of twice was half of each step's exponentials.
+func gradientSig(c []float64, theta, g, sig []float64) {
+	P := len(theta)
+	clear(g)
+	k := 0
+	for i := 0; i < P; i++ {
+		for j := i + 1; j < P; j++ {
+			cij, cji := c[i*P+j], c[j*P+i]
+			n := cij + cji
+			if n == 0 {
+				sig[k] = 0
+				k++
+				continue
+			}
+			p := sigmoid(theta[i] - theta[j])
+			sig[k] = p
+			k++
+			v := cij - float64(n*p)
+			g[i] += v
+			g[j] -= v
+		}
+	}
+}
+
 var errNoConvergence = errors.New("scoring: Bradley–Terry fit did not converge")
 
 // FitNewton maximises the Bradley–Terry likelihood by Newton's method with a backtracking
@@ -344,16 +416,18 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 	// gradients instead (O(P²) per iteration; see newtonStepCG). Small ledgers, and so
 	// every golden root, keep the exact dense solve.
 	dense := P <= denseNewtonMaxP
-	var data, wts []float64
+	var data []float64
 	if dense {
 		data = make([]float64, P*P)
-	} else {
-		wts = make([]float64, P*(P-1)/2)
 	}
+	// sig: the pairs' sigmoids from gradientSig; the CG step turns them into its edge
+	// weights in place.
+	sig := make([]float64, P*(P-1)/2)
+	g := make([]float64, P)
 	d := make([]float64, P)
 	next := make([]float64, P)
 	for iter := 0; iter < 500; iter++ {
-		g := Gradient(c, theta)
+		gradientSig(c, theta, g, sig)
 		if maxAbs(g) <= tol {
 			return theta, nil
 		}
@@ -362,13 +436,15 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 			for i := range data {
 				data[i] = 1
 			}
+			k := 0
 			for i := 0; i < P; i++ {
 				for j := i + 1; j < P; j++ {
 					n := c[i*P+j] + c[j*P+i]
+					p := sig[k]
+					k++
 					if n == 0 {
 						continue
 					}
-					p := sigmoid(theta[i] - theta[j])
 					w := float64(n * p * (1 - p))
 					data[j*P+i] -= w
 					data[i*P+i] += w
@@ -379,7 +455,7 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 				return theta, errors.New("scoring: Bradley–Terry Hessian is singular (comparison graph not connected)")
 			}
 			choleskySolve(data, P, g, d)
-		} else if !newtonStepCG(c, P, theta, g, wts, d, 1e-10*maxAbs(g)) {
+		} else if !newtonStepCG(c, P, g, sig, d, 1e-10*maxAbs(g)) {
 			return theta, errNoConvergence
 		}
 		dmax := maxAbs(d)
@@ -423,13 +499,14 @@ var denseNewtonMaxP = 400 // a var only so tests and benchmarks can compare the 
 
 // newtonStepCG solves (L + 11ᵀ)d = g, L the Hessian's weighted Laplacian at theta, by
 // Jacobi-preconditioned conjugate gradients until the residual is at most tol (in max
-// norm); false if it did not get there. wts (P(P−1)/2, scratch) receives L's edge weights,
-// the upper triangle packed row by row. The players of a ledger have all played each other, so L is a dense,
+// norm); false if it did not get there. wts (P(P−1)/2, the upper triangle packed row by
+// row) holds on entry each pair's σ(θ_i − θ_j) at theta, as gradientSig left them, and
+// receives L's edge weights in their place. The players of a ledger have all played each other, so L is a dense,
 // well-conditioned Laplacian and a few dozen iterations of O(P²) each replace an O(P³)
 // factorisation. Hand-written: gonum's CG calls its BLAS, which fuses (see FitNewton). All
 // sums run in a fixed order with every product rounded (float64(·)), so the result is the
 // same on every architecture.
-func newtonStepCG(c []float64, P int, theta, g, wts, d []float64, tol float64) bool {
+func newtonStepCG(c []float64, P int, g, wts, d []float64, tol float64) bool {
 	diag := make([]float64, P)
 	// row(i) holds the weights of (i, j) for j = i+1 … P−1, at row(i)[j−i−1].
 	row := func(i int) []float64 {
@@ -444,7 +521,7 @@ func newtonStepCG(c []float64, P int, theta, g, wts, d []float64, tol float64) b
 				ri[j-i-1] = 0
 				continue
 			}
-			p := sigmoid(theta[i] - theta[j])
+			p := ri[j-i-1]
 			w := float64(n * p * (1 - p))
 			ri[j-i-1] = w
 			diag[i] += w

@@ -169,16 +169,22 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 	if err != nil {
 		return nil, err
 	}
-	digest := inputsDigest(in.rs, in.tasks, worstMode, rounds)
+	// The two digests are two sequential hashes of every result: they run beside each
+	// other and beside the task scores, on their own goroutines.
+	// The bootstrap is seeded from the inputs without the worst-anchor choice: the games
+	// do not depend on it, so switching --worst must not move the Elo intervals or ranks.
+	var digest, gameDigest [32]byte
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); digest = inputsDigest(in.rs, in.tasks, worstMode, rounds) }()
+	go func() { defer wg.Done(); gameDigest = inputsDigest(in.rs, in.tasks, "", rounds) }()
+	tasksRows, scores := scoreTasks(in, worstMode)
+	wg.Wait()
 	l := &Ledger{
 		InputsDigest: hex.EncodeToString(digest[:]),
 		Policy:       Policy{Worst: worstMode, BootstrapRounds: rounds, Tie: "symmetric isclose: atol 1e-6, rtol 1e-5 of max(|a|,|b|)"},
+		Tasks:        tasksRows,
 	}
-	var scores agentScores
-	l.Tasks, scores = scoreTasks(in, worstMode)
-	// The bootstrap is seeded from the inputs without the worst-anchor choice: the games
-	// do not depend on it, so switching --worst must not move the Elo intervals or ranks.
-	gameDigest := inputsDigest(in.rs, in.tasks, "", rounds)
 	seed := sha256.Sum256(append([]byte("evalmesh ledger bootstrap v2\x00"), gameDigest[:]...))
 	l.Agents, l.EloFit, l.EloBootstrapRegularised = fitElo(in, rounds, seed)
 	scores.fill(l.Agents, rounds, seed)
@@ -213,6 +219,7 @@ func resolvePolicy(opts Options) (worstMode string, rounds int, err error) {
 // relies on, whatever order they came in: sorted by (task, agent, seed).
 type ledgerInputs struct {
 	rs         []Result
+	agentOf    []int32    // agentOf[i] is rs[i]'s player
 	tasks      []TaskInfo // the tasks the results name, sorted by name
 	agentNames []string   // sorted; player p < len(agentNames) is agentNames[p], the last player is sota
 	agentIdx   map[string]int
@@ -235,27 +242,37 @@ func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerIn
 		}
 		taskByName[t.Name] = t
 	}
+	// One map look-up per name per result: ids are handed out in order of first
+	// appearance, then remapped to the sorted order (the profile of a 1M-result ledger had
+	// these look-ups, done twice, beside the sort itself).
 	taskIdx := map[string]int{}
 	agentIdx := map[string]int{}
+	var taskNames, agentNames []string
+	ids := make([]uint64, len(results)) // first-seen task id << 32 | first-seen agent id
 	for i := range results {
 		r := &results[i]
-		if _, ok := taskByName[r.Task]; !ok {
-			return nil, fmt.Errorf("result for agent %q seed %d names unknown task %q: add its metadata to the task folder", r.Agent, r.Seed, r.Task)
+		ti, ok := taskIdx[r.Task]
+		if !ok {
+			if _, known := taskByName[r.Task]; !known {
+				return nil, fmt.Errorf("result for agent %q seed %d names unknown task %q: add its metadata to the task folder", r.Agent, r.Seed, r.Task)
+			}
+			ti = len(taskNames)
+			taskIdx[r.Task] = ti
+			taskNames = append(taskNames, r.Task)
 		}
-		if r.Agent == SOTAPlayer {
-			return nil, fmt.Errorf("task %q: agent name %q is reserved for the human-SOTA player", r.Task, SOTAPlayer)
+		ai, ok := agentIdx[r.Agent]
+		if !ok {
+			if r.Agent == SOTAPlayer {
+				return nil, fmt.Errorf("task %q: agent name %q is reserved for the human-SOTA player", r.Task, SOTAPlayer)
+			}
+			ai = len(agentNames)
+			agentIdx[r.Agent] = ai
+			agentNames = append(agentNames, r.Agent)
 		}
-		taskIdx[r.Task] = 0
-		agentIdx[r.Agent] = 0
+		ids[i] = uint64(ti)<<32 | uint64(ai)
 	}
-	taskNames := sortedKeys(taskIdx)
-	agentNames := sortedKeys(agentIdx)
-	for i, n := range taskNames {
-		taskIdx[n] = i
-	}
-	for i, n := range agentNames {
-		agentIdx[n] = i
-	}
+	taskRank := sortedRanks(taskNames, taskIdx)
+	agentRank := sortedRanks(agentNames, agentIdx)
 	type key struct {
 		ta   uint64 // task index << 32 | agent index
 		seed int
@@ -263,8 +280,8 @@ func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerIn
 	}
 	keys := make([]key, len(results))
 	for i := range results {
-		r := &results[i]
-		keys[i] = key{uint64(taskIdx[r.Task])<<32 | uint64(agentIdx[r.Agent]), r.Seed, i}
+		id := ids[i]
+		keys[i] = key{uint64(taskRank[id>>32])<<32 | uint64(agentRank[uint32(id)]), results[i].Seed, i}
 	}
 	slices.SortFunc(keys, func(a, b key) int {
 		if c := cmp.Compare(a.ta, b.ta); c != 0 {
@@ -273,8 +290,10 @@ func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerIn
 		return cmp.Compare(a.seed, b.seed)
 	})
 	rs := make([]Result, len(results))
+	agentOf := make([]int32, len(results))
 	for i, k := range keys {
 		rs[i] = results[k.i]
+		agentOf[i] = int32(uint32(k.ta))
 		if i > 0 && keys[i-1].ta == k.ta && keys[i-1].seed == k.seed {
 			return nil, fmt.Errorf("two results for task %q agent %q seed %d: keep one per slot", rs[i].Task, rs[i].Agent, rs[i].Seed)
 		}
@@ -289,13 +308,13 @@ func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerIn
 	spans := make([]span, len(taskNames))
 	for ti, lo := 0, 0; ti < len(taskNames); ti++ {
 		hi := lo
-		for hi < len(rs) && rs[hi].Task == taskNames[ti] {
+		for hi < len(keys) && keys[hi].ta>>32 == uint64(ti) {
 			hi++
 		}
 		spans[ti] = span{lo, hi}
 		lo = hi
 	}
-	return &ledgerInputs{rs: rs, tasks: usedTasks, agentNames: agentNames, agentIdx: agentIdx, spans: spans}, nil
+	return &ledgerInputs{rs: rs, agentOf: agentOf, tasks: usedTasks, agentNames: agentNames, agentIdx: agentIdx, spans: spans}, nil
 }
 
 // agentScores accumulates, per agent, the normalized and linear scores of its runs and
@@ -333,7 +352,7 @@ func scoreTasks(in *ledgerInputs, worstMode string) ([]TaskRow, agentScores) {
 		}
 		for i := sp.lo; i < sp.hi; i++ {
 			r := &in.rs[i]
-			ai := in.agentIdx[r.Agent]
+			ai := int(in.agentOf[i])
 			if ai != prevAgent {
 				flush()
 				prevAgent, seeds, valid = ai, 0, 0
@@ -395,11 +414,15 @@ func taskWorst(runs []Result, t *TaskInfo, worstMode string, row *TaskRow) (wors
 // player with its Elo fields, in player order.
 func fitElo(in *ledgerInputs, rounds int, seed [32]byte) (agents []Agent, fit string, bootRegularised int) {
 	P := in.players()
-	games := aggregateGames(in.rs, in.tasks, func(ti int) (int, int) { return in.spans[ti].lo, in.spans[ti].hi }, in.agentIdx, P)
+	games := aggregateGames(in.rs, in.agentOf, in.tasks, func(ti int) (int, int) { return in.spans[ti].lo, in.spans[ti].hi }, P)
 	// The fit sees upstream's battle table — every game and its swapped copy, 2N rows — as
 	// each bootstrap round does; the pure MLE does not depend on the doubling, and a
 	// regularised fit then weighs its pseudo-ties against the same counts in both.
-	theta, regularised := fitGames(games.doubled(), nil)
+	c := make([]float64, P*P)
+	weightsInto(c, games, 2)
+	regularised := regulariseIfSeparated(c, P)
+	theta := fitRobust(c, P, nil)
+	c = nil
 	fit = EloFitMLE
 	if regularised {
 		fit = EloFitRegularised
@@ -507,13 +530,16 @@ func (l *Ledger) seal() error {
 	return nil
 }
 
-func sortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// sortedRanks sorts names in place, sets idx[name] to its place in that order and returns,
+// for each name's old position (its first-seen id), its new place.
+func sortedRanks(names []string, idx map[string]int) []int {
+	rank := make([]int, len(names))
+	sort.Strings(names)
+	for i, n := range names {
+		rank[idx[n]] = i
+		idx[n] = i
 	}
-	sort.Strings(out)
-	return out
+	return rank
 }
 
 // inputsDigest hashes the sorted results (every field, scores exactly), the metadata of
@@ -562,27 +588,16 @@ func inputsDigest(rs []Result, tasks []TaskInfo, worst string, rounds int) [32]b
 	return out
 }
 
-// aggregateGames counts the games of every task; tasks are split across goroutines and
-// each worker's integer counts are summed, so the result does not depend on scheduling.
-func aggregateGames(rs []Result, tasks []TaskInfo, span func(int) (int, int), agentIdx map[string]int, P int) *Games {
-	workers := min(runtime.GOMAXPROCS(0), max(1, len(tasks)))
-	parts := make([]*Games, workers)
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		parts[w] = NewGames(P)
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for ti := w; ti < len(tasks); ti += workers {
-				lo, hi := span(ti)
-				addTaskGames(parts[w], taskRuns(rs[lo:hi], &tasks[ti], agentIdx, P))
-			}
-		}(w)
-	}
-	wg.Wait()
-	g := parts[0]
-	for _, p := range parts[1:] {
-		g.Add(p)
+// aggregateGames counts the games of every task into one table; integer counts, so the
+// result does not depend on scheduling.
+func aggregateGames(rs []Result, agentOf []int32, tasks []TaskInfo, span func(int) (int, int), P int) *Games {
+	// Tasks one after another, each task's pairs across the cores (addTaskGamesParallel):
+	// one count table, written by one goroutine per cell.
+	g := NewGames(P)
+	workers := runtime.GOMAXPROCS(0)
+	for ti := range tasks {
+		lo, hi := span(ti)
+		addTaskGamesParallel(g, taskRunsOf(rs[lo:hi], agentOf[lo:hi], &tasks[ti], P), workers)
 	}
 	return g
 }
@@ -590,30 +605,49 @@ func aggregateGames(rs []Result, tasks []TaskInfo, span func(int) (int, int), ag
 // taskRuns builds each player's goodness list for one task (rs sorted by agent),
 // with the sota player's SOTARuns runs at the SOTA score.
 func taskRuns(rs []Result, t *TaskInfo, agentIdx map[string]int, P int) []playerRuns {
+	agentOf := make([]int32, len(rs))
+	for i := range rs {
+		agentOf[i] = int32(agentIdx[rs[i].Agent])
+	}
+	return taskRunsOf(rs, agentOf, t, P)
+}
+
+// taskRunsOf is taskRuns with each result's player given (agentOf[i] for rs[i]). The
+// goodness lists share one backing array.
+func taskRunsOf(rs []Result, agentOf []int32, t *TaskInfo, P int) []playerRuns {
 	sign := 1.0
 	if t.LowerIsBetter {
 		sign = -1
 	}
-	var out []playerRuns
+	good := make([]float64, 0, len(rs)+SOTARuns)
+	players := 1
+	for i := 1; i < len(rs); i++ {
+		if agentOf[i] != agentOf[i-1] {
+			players++
+		}
+	}
+	out := make([]playerRuns, 0, players+1)
 	for i := 0; i < len(rs); {
 		j := i
-		pr := playerRuns{player: agentIdx[rs[i].Agent]}
-		for j < len(rs) && rs[j].Agent == rs[i].Agent {
+		start := len(good)
+		pr := playerRuns{player: int(agentOf[i])}
+		for j < len(rs) && agentOf[j] == agentOf[i] {
 			if rs[j].valid() {
-				pr.good = append(pr.good, sign**rs[j].Score)
+				good = append(good, sign**rs[j].Score)
 			} else {
 				pr.invalid++
 			}
 			j++
 		}
+		pr.good = good[start:len(good):len(good)]
 		out = append(out, pr)
 		i = j
 	}
-	sota := playerRuns{player: P - 1, good: make([]float64, SOTARuns)}
-	for k := range sota.good {
-		sota.good[k] = sign * t.SOTA
+	start := len(good)
+	for k := 0; k < SOTARuns; k++ {
+		good = append(good, sign*t.SOTA)
 	}
-	return append(out, sota)
+	return append(out, playerRuns{player: P - 1, good: good[start:]})
 }
 
 // bootstrapElo refits the ratings on resampled games. Resampling N games with replacement
@@ -634,22 +668,11 @@ func taskRuns(rs []Result, t *TaskInfo, agentIdx map[string]int, P int) []player
 // resample of N games would).
 func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) (out [][]float64, regularised int) {
 	P := g.P
-	type cell struct {
-		idx int // into Wins (tie=false) or Ties (tie=true)
-		tie bool
-		n   int64
-	}
-	var cells []cell
-	for i, v := range g.Wins {
-		if v > 0 {
-			cells = append(cells, cell{i, false, v})
-		}
-	}
-	for i, v := range g.Ties {
-		if v > 0 {
-			cells = append(cells, cell{i, true, v})
-		}
-	}
+	// A cell is one non-zero count of g: a win of i over j (weight 2 on c[i][j]) or a tie
+	// of i and j (weight 1 on c[i][j] and on c[j][i]), taken in g's order, wins first. A
+	// round's weights are written straight from its draws: integers, exact in float64, so
+	// the same bits as counting into a Games and calling weights — and no list of cells
+	// (900 MB at 5,000 players) nor P×P count tables per worker.
 	total := g.Total()
 	out = make([][]float64, rounds)
 	reg := make([]bool, rounds)
@@ -659,32 +682,46 @@ func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) (out [][
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			rg := NewGames(P)
+			c := make([]float64, P*P)
 			for r := w; r < rounds; r += workers {
-				clear(rg.Wins)
-				clear(rg.Ties)
-				rng := rand.New(rand.NewChaCha8(roundSeed(seed, "elo", uint64(r))))
+				clear(c)
+				rng := rand.NewChaCha8(roundSeed(seed, "elo", uint64(r)))
 				left, mass := 2*total, total
-				for _, c := range cells {
+				draw := func(n int64) int64 {
+					var x int64
+					if n >= mass {
+						x = left
+					} else {
+						x = binomial(rng, left, float64(n)/float64(mass))
+					}
+					mass -= n
+					left -= x
+					return x
+				}
+				for idx, n := range g.Wins {
 					if left == 0 {
 						break
 					}
-					var x int64
-					if c.n >= mass {
-						x = left
-					} else {
-						x = binomial(rng, left, float64(c.n)/float64(mass))
-					}
-					mass -= c.n
-					left -= x
-					if c.tie {
-						rg.Ties[c.idx] = x
-					} else {
-						rg.Wins[c.idx] = x
+					if n > 0 {
+						if x := draw(n); x > 0 {
+							c[idx] += float64(2 * x)
+						}
 					}
 				}
-				theta, rr := fitGames(rg, start)
-				out[r], reg[r] = ToElo(theta), rr
+				for idx, n := range g.Ties {
+					if left == 0 {
+						break
+					}
+					if n > 0 {
+						if x := draw(n); x > 0 {
+							i, j := idx/P, idx%P
+							c[i*P+j] += float64(x)
+							c[j*P+i] += float64(x)
+						}
+					}
+				}
+				rr := regulariseIfSeparated(c, P)
+				out[r], reg[r] = ToElo(fitRobust(c, P, start)), rr
 			}
 		}(w)
 	}
@@ -715,7 +752,7 @@ func bootstrapMeans(vals [][]float64, strata [][]int, rounds int, seed [32]byte)
 			for a := w; a < len(vals); a += workers {
 				v := vals[a]
 				starts := strata[a]
-				rng := rand.New(rand.NewChaCha8(roundSeed(seed, "ns", uint64(a))))
+				rng := rand.NewChaCha8(roundSeed(seed, "ns", uint64(a)))
 				for r := range means {
 					var s float64
 					for k, lo := range starts {
@@ -732,7 +769,7 @@ func bootstrapMeans(vals [][]float64, strata [][]int, rounds int, seed [32]byte)
 							}
 						} else {
 							for range task {
-								s += task[rng.Uint64N(uint64(n))]
+								s += task[rand.New(rng).Uint64N(uint64(n))]
 							}
 						}
 					}
@@ -750,7 +787,7 @@ func bootstrapMeans(vals [][]float64, strata [][]int, rounds int, seed [32]byte)
 // indexDrawer draws uniform indices in [0, n) two per 64-bit random word, by Lemire's
 // multiply-and-reject (exactly uniform, as Uint32N, with half the generator calls).
 type indexDrawer struct {
-	rng  *rand.Rand
+	rng  *rand.ChaCha8
 	n    uint32
 	word uint64
 	left int
@@ -807,4 +844,13 @@ func round9(x float64) float64 {
 		return 0
 	}
 	return r
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -201,7 +201,14 @@ func (p *packer) addFile(abs, rel string) (ipld.Node, error) {
 		Maxlinks:   helpers.DefaultLinksPerBlock,
 		CidBuilder: CidBuilder,
 	}
-	db, err := params.New(chunker.NewSizeSplitter(r, ChunkSize))
+	var spl chunker.Splitter = chunker.NewSizeSplitter(r, ChunkSize)
+	if before.size >= parallelMinChunks*ChunkSize {
+		b := newPrehashedBuilder()
+		ps := newPrehashSplitter(spl, b)
+		defer ps.close()
+		spl, params.CidBuilder = ps, b
+	}
+	db, err := params.New(spl)
 	if err != nil {
 		return nil, err
 	}

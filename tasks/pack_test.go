@@ -265,3 +265,36 @@ func TestCARWriterBadPath(t *testing.T) {
 		t.Errorf("left %v", ents)
 	}
 }
+
+// Parallel leaf hashing (files of parallelMinChunks chunks or more) gives the very DAG of
+// the one-goroutine importer: the same root and the same bytes under every CID.
+func TestPackParallelHashingSameDAG(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	writeRandom(t, filepath.Join(dir, "big.bin"), 12*ChunkSize+5, 3) // the 175-chunk kubo vector takes this path too
+	writeRandom(t, filepath.Join(dir, "small.bin"), 3*ChunkSize, 4)
+	pack := func(minChunks int64) (*memDAG, string) {
+		defer func(old int64) { parallelMinChunks = old }(parallelMinChunks)
+		parallelMinChunks = minChunks
+		dag := NewMemDAG().(*memDAG)
+		c, err := Pack(ctx, dir, dag, PackOptions{Unchecked: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dag, c.String()
+	}
+	seqDAG, seqRoot := pack(1 << 40)
+	parDAG, parRoot := pack(1)
+	if seqRoot != parRoot {
+		t.Fatalf("root: one goroutine %s, parallel %s", seqRoot, parRoot)
+	}
+	if len(seqDAG.nodeMap) != len(parDAG.nodeMap) {
+		t.Fatalf("blocks: one goroutine %d, parallel %d", len(seqDAG.nodeMap), len(parDAG.nodeMap))
+	}
+	for c, n := range seqDAG.nodeMap {
+		p, ok := parDAG.nodeMap[c]
+		if !ok || !bytes.Equal(p.RawData(), n.RawData()) {
+			t.Fatalf("block %s differs or is missing in the parallel pack", c)
+		}
+	}
+}
