@@ -499,6 +499,7 @@ func (m *Mesh) apply(a protocol.Actions) {
 			// A full queue loses a claim message, which the protocol tolerates (claims are
 			// soft state); blocking the loop would not.
 			m.n.opts.Logf("mesh: claim queue full: dropped %s of %s", c.Kind, c.Slot)
+			m.ps.CountDrop("claim_queue_full")
 		}
 	}
 	for _, ab := range a.Abort {
