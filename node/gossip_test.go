@@ -427,10 +427,18 @@ func TestClaimsOverRealGossipsub(t *testing.T) {
 		}
 		return gap
 	}
-	_ = testutil.Poll(90*time.Second, func() bool {
+	settled := func() bool {
 		d, w := attDelivered()
 		return everywhere() == honest && d >= w && acceptedUndelivered() == 0
-	})
+	}
+	// On a starved machine the drivers drain their queues slowly: keep waiting while
+	// deliveries still progress (up to 5 minutes), stop at the first 30 s without progress.
+	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); {
+		before := acceptedUndelivered()
+		if testutil.Poll(30*time.Second, settled) == nil || acceptedUndelivered() >= before {
+			break
+		}
+	}
 	attGot, attWant := attDelivered()
 	undelivered := acceptedUndelivered()
 	// The counters as of now: the shutdown below closes streams with forwarded copies still
@@ -522,7 +530,7 @@ func TestClaimsOverRealGossipsub(t *testing.T) {
 		honest, learned, len(slots), elapsed.Round(time.Millisecond), runs, w.dups, 100*float64(w.dups)/float64(len(slots)),
 		pct(0.50).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), len(lat), protocol.DefaultSettle,
 		published, float64(published)/float64(len(slots)), delivered, w.aborts, dupMsgs)
-	t.Logf("pubsub alone, up to 90 s after the last slot finished: run attestations delivered %d of %d (%.1f%%); slots each node does not know finished: %v; claim deliveries %d of %d published×%d (every node delivers its own too)",
+	t.Logf("pubsub alone, once deliveries stopped progressing after the last slot finished: run attestations delivered %d of %d (%.1f%%); slots each node does not know finished: %v; claim deliveries %d of %d published×%d (every node delivers its own too)",
 		attGot, attWant, 100*float64(attGot)/float64(attWant), notDone, delivered, published, honest)
 	t.Logf("losses counted: %d %v", counted, lossReasons)
 	t.Logf("verdicts at honest nodes: campaigns/reject/unknown_lab %d, claims/reject/unknown_lab %d, claims/reject/cert_not_for_sender %d",
