@@ -100,11 +100,8 @@ type Mesh struct {
 	labPeers  map[string]time.Time // nodes of our lab heard from, for the re-score split
 	labs      []string             // the trusted labs' IDs, sorted: the re-scorer order's members
 	pending   map[string]bool      // campaigns whose bundles are being fetched
-	// capFreeAt is when this node last went from full to having free capacity;
-	// claimToStart holds each started run's claim→start time.
-	capFreeAt    time.Time
-	claimToStart []time.Duration
-	wake         *time.Timer
+	clock     claimClock           // claim→start per run (mesh_claimclock.go)
+	wake      *time.Timer
 
 	bundleMu sync.Mutex
 	bundles  map[string]*sync.Mutex // per-CID fetch lock
@@ -325,8 +322,9 @@ func (m *Mesh) openCapacity() {
 		}
 	}
 	m.do(func() {
-		m.capFreeAt = m.opts.Now()
-		m.apply(m.cm.SetCapacity(m.opts.Capacity, m.capFreeAt))
+		now := m.opts.Now()
+		m.clock.reset(m.opts.Capacity, now)
+		m.apply(m.cm.SetCapacity(m.opts.Capacity, now))
 	})
 }
 
@@ -500,6 +498,7 @@ func (m *Mesh) gossip(kind string, data []byte) {
 
 // apply carries out the claim machine's actions: publish, abort, start (in that order).
 func (m *Mesh) apply(a protocol.Actions) {
+	m.clock.observe(m.cm.Held(), a, m.cm.FreeSince, m.opts.Now())
 	for _, c := range a.Publish {
 		select {
 		case m.publish <- c:
@@ -507,6 +506,7 @@ func (m *Mesh) apply(a protocol.Actions) {
 			// A full queue loses a claim message, which the protocol tolerates (claims are
 			// soft state); blocking the loop would not.
 			m.n.opts.Logf("mesh: claim queue full: dropped %s of %s", c.Kind, c.Slot)
+			m.ps.CountDrop("claim_queue_full")
 		}
 	}
 	for _, ab := range a.Abort {
@@ -514,6 +514,7 @@ func (m *Mesh) apply(a protocol.Actions) {
 			r.aborted = true
 			r.cancel()
 			delete(m.running, ab.SlotID)
+			m.clock.unitFreed(m.opts.Now())
 			m.n.opts.Logf("mesh: aborted run of slot %s (%s)", ab.SlotID, ab.Reason)
 		}
 	}
@@ -652,14 +653,7 @@ func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 		m.apply(m.cm.RunEnded(s.Slot.ID, protocol.RunOutcome{Kind: protocol.RunInfraFailed, Detail: "campaign unknown"}, now))
 		return
 	}
-	// claim→start as the simulator defines it: from when this node had free capacity while
-	// the slot was free, to now: the protocol's own overhead (claiming, settling a tie).
-	if from := m.cm.FreeSince(s.Slot.ID); !from.IsZero() {
-		if m.capFreeAt.After(from) {
-			from = m.capFreeAt
-		}
-		m.claimToStart = append(m.claimToStart, now.Sub(from))
-	}
+	m.clock.started(s.Slot.ID, now)
 	ctx, cancel := context.WithCancel(m.ctx)
 	ar := &activeRun{cancel: cancel, attempt: s.Attempt}
 	m.running[s.Slot.ID] = ar
@@ -675,10 +669,8 @@ func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 			if ar.aborted || m.running[s.Slot.ID] != ar {
 				return // the machine already considers the run over
 			}
-			if len(m.running) == m.opts.Capacity {
-				m.capFreeAt = m.opts.Now() // full until now
-			}
 			delete(m.running, s.Slot.ID)
+			m.clock.unitFreed(m.opts.Now())
 			m.apply(m.cm.RunEnded(s.Slot.ID, outcome, m.opts.Now()))
 		})
 	}()
@@ -1170,6 +1162,6 @@ func (m *Mesh) announceHead() {
 // ClaimToStart returns the claim→start time of every run this node started.
 func (m *Mesh) ClaimToStart(ctx context.Context) ([]time.Duration, error) {
 	var out []time.Duration
-	err := m.query(ctx, func() { out = slices.Clone(m.claimToStart) })
+	err := m.query(ctx, func() { out = slices.Clone(m.clock.samples) })
 	return out, err
 }

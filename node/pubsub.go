@@ -222,6 +222,10 @@ func (p *PubSub) MeshPeers(kind string) []peer.ID {
 	return p.counters.meshPeers(protocol.Topic(p.network, kind))
 }
 
+// CountDrop counts a message the node itself dropped before Publish (a full queue of its
+// own), under reason, so Counters().Dropped accounts for every loss, ours and the library's.
+func (p *PubSub) CountDrop(reason string) { p.counters.add(p.counters.c.Dropped, reason) }
+
 // Counters returns a snapshot of what was published, delivered, refused and dropped.
 func (p *PubSub) Counters() PubSubCounters { return p.counters.snapshot() }
 
@@ -247,7 +251,11 @@ type PubSubCounters struct {
 	// "validation failed", "validation ignored", "self originated message", ...), by kind.
 	Refused map[string]uint64 `json:"refused"`
 	// Dropped counts messages lost for lack of room, by reason: "validation_queue_full",
-	// "validation_throttled", "outbound_queue_full" (RPCs to a peer), "subscriber_too_slow".
+	// "validation_throttled", "outbound_queue_full" (messages in RPCs a peer's queue had no
+	// room for), "outbound_control_dropped" (control-only RPCs, repeated by the library),
+	// "outbound_stream_closed" (messages queued to a peer whose stream then closed),
+	// "peer_throttled", "subscriber_too_slow", and the node's own queues in front of
+	// Publish (CountDrop: "claim_queue_full").
 	Dropped map[string]uint64 `json:"dropped"`
 	// Duplicates counts messages received again after their first copy (not a loss).
 	Duplicates uint64 `json:"duplicates"`
@@ -269,10 +277,16 @@ type pubsubCounters struct {
 	mu     sync.Mutex
 	c      PubSubCounters
 	mesh   map[string]map[peer.ID]bool // topic → our mesh peers
+	// queued counts, per peer, the messages in RPCs handed to its outbound queue and not
+	// yet written: when the stream closes (a write past its 30 s deadline on a starved
+	// peer, a reset) the library discards its queue without a trace of its own.
+	// The writer goroutine may trace a completion before the event loop traces the send,
+	// so the count may dip below zero for a moment.
+	queued map[peer.ID]int64
 }
 
 func newPubsubCounters(network string) *pubsubCounters {
-	return &pubsubCounters{prefix: protocol.Topic(network, ""), mesh: map[string]map[peer.ID]bool{}, c: PubSubCounters{
+	return &pubsubCounters{prefix: protocol.Topic(network, ""), mesh: map[string]map[peer.ID]bool{}, queued: map[peer.ID]int64{}, c: PubSubCounters{
 		Published: map[string]uint64{}, Delivered: map[string]uint64{}, Verdicts: map[string]uint64{},
 		Refused: map[string]uint64{}, Dropped: map[string]uint64{},
 	}}
@@ -320,10 +334,28 @@ func (c *pubsubCounters) RejectMessage(m *pubsub.Message, reason string) {
 		c.add(c.c.Refused, c.kindOf(m)+"/"+reason)
 	}
 }
-func (c *pubsubCounters) DropRPC(*pubsub.RPC, peer.ID) { c.add(c.c.Dropped, "outbound_queue_full") }
+
+// DropRPC: an RPC to a peer found its queue full (or the peer gone). Each message in it is
+// a loss to that peer; an RPC of control only (graft, prune, gossip) is counted apart,
+// since the library queues grafts and prunes again and gossip repeats every heartbeat.
+func (c *pubsubCounters) DropRPC(rpc *pubsub.RPC, _ peer.ID) {
+	n := uint64(len(rpc.GetPublish()))
+	c.mu.Lock()
+	if n == 0 {
+		c.c.Dropped["outbound_control_dropped"]++
+	} else {
+		c.c.Dropped["outbound_queue_full"] += n
+	}
+	c.mu.Unlock()
+}
+
 func (c *pubsubCounters) UndeliverableMessage(*pubsub.Message) {
 	c.add(c.c.Dropped, "subscriber_too_slow")
 }
+
+// ThrottlePeer: the router accepted only control from a peer, so the messages in its RPC
+// were not read (the peer gater; not configured today, counted should it ever be).
+func (c *pubsubCounters) ThrottlePeer(peer.ID) { c.add(c.c.Dropped, "peer_throttled") }
 
 // The mesh, from Graft and Prune, so tests and status can tell when a topic's mesh has
 // formed: until the first heartbeat after peers subscribe, a message goes one hop only.
@@ -347,7 +379,27 @@ func (c *pubsubCounters) OnClosedOutboundStream(p peer.ID) {
 	for _, m := range c.mesh {
 		delete(m, p)
 	}
+	if n := c.queued[p]; n > 0 {
+		c.c.Dropped["outbound_stream_closed"] += uint64(n)
+	}
+	delete(c.queued, p)
 	c.mu.Unlock()
+}
+
+func (c *pubsubCounters) SendRPC(rpc *pubsub.RPC, p peer.ID) {
+	if n := int64(len(rpc.GetPublish())); n > 0 {
+		c.mu.Lock()
+		c.queued[p] += n
+		c.mu.Unlock()
+	}
+}
+
+func (c *pubsubCounters) SendRPCCompleted(rpc *pubsub.RPC, p peer.ID, _ time.Duration) {
+	if n := int64(len(rpc.GetPublish())); n > 0 {
+		c.mu.Lock()
+		c.queued[p] -= n
+		c.mu.Unlock()
+	}
 }
 
 func (c *pubsubCounters) meshPeers(topic string) []peer.ID {
@@ -361,12 +413,9 @@ func (c *pubsubCounters) DuplicateMessage(*pubsub.Message) {
 	c.c.Duplicates++
 	c.mu.Unlock()
 }
-func (c *pubsubCounters) OnNewOutboundStream(peer.ID, libp2pproto.ID)          {}
-func (c *pubsubCounters) Join(string)                                          {}
-func (c *pubsubCounters) Leave(string)                                         {}
-func (c *pubsubCounters) ValidateMessage(*pubsub.Message)                      {}
-func (c *pubsubCounters) DeliverMessage(*pubsub.Message)                       {}
-func (c *pubsubCounters) ThrottlePeer(peer.ID)                                 {}
-func (c *pubsubCounters) RecvRPC(*pubsub.RPC)                                  {}
-func (c *pubsubCounters) SendRPC(*pubsub.RPC, peer.ID)                         {}
-func (c *pubsubCounters) SendRPCCompleted(*pubsub.RPC, peer.ID, time.Duration) {}
+func (c *pubsubCounters) OnNewOutboundStream(peer.ID, libp2pproto.ID) {}
+func (c *pubsubCounters) Join(string)                                 {}
+func (c *pubsubCounters) Leave(string)                                {}
+func (c *pubsubCounters) ValidateMessage(*pubsub.Message)             {}
+func (c *pubsubCounters) DeliverMessage(*pubsub.Message)              {}
+func (c *pubsubCounters) RecvRPC(*pubsub.RPC)                         {}

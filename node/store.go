@@ -492,6 +492,12 @@ func (set *Set) Add(envelopes [][]byte, src Source, from string) ([]AddResult, e
 	var fresh []int
 	seen := map[recon.ID]bool{}
 	wasRefused := map[int]bool{}
+	// With no refusal kept (the common case: a late joiner's whole fetch) the per-envelope
+	// refusal lookup is skipped; a refusal stored meanwhile by a concurrent Add only costs
+	// this one a second verification of the same bytes, with the same verdict.
+	set.mu.RLock()
+	anyRefused := set.refused > 0
+	set.mu.RUnlock()
 	for i, e := range envelopes {
 		ids[i] = DigestOf(e)
 		results[i].ID = attest.EnvelopeID(e)
@@ -511,6 +517,10 @@ func (set *Set) Add(envelopes [][]byte, src Source, from string) ([]AddResult, e
 		}
 		if ok {
 			results[i].Status = StatusKnown
+			continue
+		}
+		if !anyRefused {
+			fresh = append(fresh, i)
 			continue
 		}
 		if r, ok, err := set.refusal(ids[i]); err != nil {

@@ -2,13 +2,13 @@ package process
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
+	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/runner"
 )
 
@@ -155,23 +155,18 @@ func (e *Executor) pollExit(ctx context.Context, s state) <-chan struct{} {
 	return ch
 }
 
+// recordStatus writes the status file atomically and durably (home.WriteAtomic: temp file,
+// fsync, rename, folder fsync), so a crash right after never leaves a run whose result was
+// reported but not kept.
 func recordStatus(path string, res *runner.ExitResult) error {
 	b, err := jsonMarshal(res)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".status-*")
-	if err != nil {
+	return home.WriteAtomic(path, 0o600, func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
 		return err
-	}
-	_, werr := tmp.Write(append(b, '\n'))
-	serr := tmp.Sync()
-	cerr := tmp.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	})
 }
 
 // Inspect implements runner.Executor.
