@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/client"
 
+	"github.com/evalmesh/evalmesh/internal/testutil"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/docker"
 	"github.com/evalmesh/evalmesh/runner/executortest"
@@ -294,5 +295,58 @@ func TestModelPolicyRefusesUnlistedImage(t *testing.T) {
 	_, err := r.Run(bg, runner.Request{TaskDir: exampleTask(t, "sentiment"), Agent: agent})
 	if err == nil || !strings.Contains(err.Error(), "runner.models.images") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// SIGKILL of the node while agent and model run; the next process re-attaches to both,
+// finishes the run, and removes both containers.
+func TestModelPodSIGKILLRecovery(t *testing.T) {
+	r, ex, img := podRunner(t)
+	agent := runner.AgentSpec{Name: "sleeper", Version: "1", Image: img, Command: []string{"/testagent", "sleep", "6s"}, Model: standinModel(img)}
+	o := sigkillRecovery(t, r, agent)
+	if o.Predicate.Model == nil || o.Predicate.Model.Image != img {
+		t.Fatalf("recovered run attests model %+v", o.Predicate.Model)
+	}
+	if left := runContainers(t, ex, o.RunID); len(left) != 0 {
+		t.Fatalf("containers left after recovery: %+v", left)
+	}
+}
+
+// SIGKILL while the model is still loading: recovery removes the model (and fails the run,
+// whose agent never started).
+func TestModelPodSIGKILLWhileLoading(t *testing.T) {
+	r, ex, img := podRunner(t)
+	m := standinModel(img, "--never-ready")
+	m.ReadyTimeoutSeconds = 600
+	agent := runner.AgentSpec{Name: "react", Version: "1", Image: img, Command: []string{"/agent"}, Model: m}
+	req, _ := json.Marshal(map[string]any{"Home": r.Home.Dir, "Task": exampleTask(t, "arithmetic"), "Executor": "docker", "Agent": agent, "Models": r.Models})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "EVALMESH_TEST_NODE="+string(req))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	testutil.WaitFor(t, 60*time.Second, "the node to record its model task", func() bool {
+		runs, _ := runner.ListRuns(r.Home)
+		if len(runs) == 1 && runs[0].ModelHandle != nil {
+			id = runs[0].ID
+			return true
+		}
+		return false
+	})
+	cmd.Process.Kill()
+	cmd.Wait()
+	if c := runContainers(t, ex, id); len(c) != 1 || !c[0].Running {
+		t.Fatalf("after SIGKILL the model should still run: %+v", c)
+	}
+	rec, err := r.Recover(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec) != 1 || rec[0].Err == nil {
+		t.Fatalf("recovered %+v, want the run failed", rec)
+	}
+	if left := runContainers(t, ex, id); len(left) != 0 {
+		t.Fatalf("containers left after recovery: %+v", left)
 	}
 }
