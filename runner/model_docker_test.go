@@ -149,9 +149,28 @@ func runContainers(t *testing.T, ex *docker.Executor, runID string) []docker.Con
 	return out
 }
 
+// weightsFolder makes a small weight folder, lists it in r's policy as "tiny" and returns
+// its digest.
+func weightsFolder(t *testing.T, r *runner.Runner) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "weights.bin"), []byte("not really weights\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := runner.WeightsDigest(bg, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Models.Weights = map[string]string{"tiny": dir}
+	return d
+}
+
 func TestModelPodReActAgentScores(t *testing.T) {
 	r, ex, img := podRunner(t)
-	agent := &runner.AgentSpec{Name: "react", Version: "1", Image: img, Command: []string{"/agent"}, Model: standinModel(img)}
+	m := standinModel(img)
+	digest := weightsFolder(t, r)
+	m.Weights = []runner.WeightRef{{Name: "tiny", Digest: digest}}
+	agent := &runner.AgentSpec{Name: "react", Version: "1", Image: img, Command: []string{"/agent"}, Model: m}
 	o, err := r.Run(bg, runner.Request{TaskDir: exampleTask(t, "sentiment"), Agent: agent})
 	if err != nil {
 		t.Fatal(err)
@@ -165,9 +184,9 @@ func TestModelPodReActAgentScores(t *testing.T) {
 	if !strings.Contains(string(log), "Action: list_files[/public]") || !strings.Contains(string(log), "Final Answer:") {
 		t.Fatalf("agent log lacks the model's turns:\n%s", log)
 	}
-	m := o.Predicate.Model
-	if m == nil || m.Image != img || m.Name != "standin" || m.GPUCount != 0 || m.ReadySeconds <= 0 {
-		t.Fatalf("attested model %+v", m)
+	if pm := o.Predicate.Model; pm == nil || pm.Image != img || pm.Name != "standin" || pm.GPUCount != 0 || pm.ReadySeconds <= 0 ||
+		len(pm.Weights) != 1 || pm.Weights[0].Digest != digest {
+		t.Fatalf("attested model %+v", pm)
 	}
 	if ml, err := os.ReadFile(filepath.Join(dir, "logs", "model.log")); err != nil || !strings.Contains(string(ml), "test double") {
 		t.Fatalf("model log %q, %v", ml, err)
@@ -348,5 +367,17 @@ func TestModelPodSIGKILLWhileLoading(t *testing.T) {
 	}
 	if left := runContainers(t, ex, id); len(left) != 0 {
 		t.Fatalf("containers left after recovery: %+v", left)
+	}
+}
+
+func TestModelWeightsDigestMismatchFailsTheRun(t *testing.T) {
+	r, _, img := podRunner(t)
+	weightsFolder(t, r)
+	m := standinModel(img)
+	m.Weights = []runner.WeightRef{{Name: "tiny", Digest: "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"}}
+	agent := &runner.AgentSpec{Name: "react", Version: "1", Image: img, Command: []string{"/agent"}, Model: m}
+	_, err := r.Run(bg, runner.Request{TaskDir: exampleTask(t, "sentiment"), Agent: agent})
+	if err == nil || !strings.Contains(err.Error(), "the spec records bafkreigh2ak") {
+		t.Fatalf("err %v, want the digest mismatch", err)
 	}
 }
