@@ -113,6 +113,33 @@ type RunPredicate struct {
 	Executor *ExecutorInfo `json:"executor,omitempty"`
 	// Build names the evalmesh build that ran and signed this run.
 	Build *BuildInfo `json:"build,omitempty"`
+	// Model is the model served beside the agent, when its spec names one.
+	Model *ModelRun `json:"model,omitempty"`
+}
+
+// ModelRun is what a run attests of the model served beside its agent: which model (image
+// and weights, by digest) and what each of the two containers used. The predicate's own
+// gpu_seconds and energy_joules are the run's totals (model and agent together).
+type ModelRun struct {
+	Name    string          `json:"name"`
+	Image   string          `json:"image"`
+	Weights []WeightsDigest `json:"weights,omitempty"`
+	// GPUCount, GPUSeconds and EnergyJoules are the model container's; AgentGPUCount,
+	// AgentGPUSeconds and AgentEnergyJoules the agent container's.
+	GPUCount          int     `json:"gpu_count"`
+	GPUSeconds        float64 `json:"gpu_seconds"`
+	EnergyJoules      float64 `json:"energy_joules"`
+	AgentGPUCount     int     `json:"agent_gpu_count"`
+	AgentGPUSeconds   float64 `json:"agent_gpu_seconds"`
+	AgentEnergyJoules float64 `json:"agent_energy_joules"`
+	// ReadySeconds is how long the model took from its start to its first ready probe.
+	ReadySeconds float64 `json:"ready_seconds"`
+}
+
+// WeightsDigest names one read-only weight folder the model was given.
+type WeightsDigest struct {
+	Name   string `json:"name"`
+	Digest string `json:"digest"` // UnixFS root CID of the folder
 }
 
 // Isolation levels an executor can report in ExecutorInfo.Isolation.

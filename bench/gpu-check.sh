@@ -6,7 +6,12 @@
 #      if a counter cannot be read, goes backwards or does not advance: even an idle H200
 #      draws tens of watts);
 #   4. runs one example slot holding one GPU (process executor) and prints the attestation's
-#      predicate: GPU model, hashed UUID, GPU-seconds, energy.
+#      predicate: GPU model, hashed UUID, GPU-seconds, energy;
+#   5. when a Docker engine with the NVIDIA runtime answers: one run of the ReAct example
+#      agent beside the stand-in model (a test double) in a container given GPU 0 by UUID
+#      (the agent gets GPU 1 where there is one), and prints the attested model part:
+#      GPU count, GPU-seconds and energy of each container (exits 5 when the model's energy
+#      is not above 0). Without Docker the step is skipped (SKIP line), not failed.
 # Every step has its own time bound; the whole script takes well under 3 minutes once Go's
 # module cache is warm (a cold build downloads modules: no network, no build — build on a
 # machine that has both and pass EVALMESH_BIN=/path/to/evalmesh).
@@ -93,4 +98,43 @@ ID=$(sed -n 's/.*"attestation_id": "\(.*\)".*/\1/p' "$OUT/run.json")
 echo "== attestation $ID (statement)"
 sed -n 's/.*"payload": *"\([^"]*\)".*/\1/p' "$H/attestations/$ID.json" | base64 -d
 echo
+
+echo "== a run with a model container (docker)"
+if ! command -v docker >/dev/null || ! timeout 10 docker info >/dev/null 2>&1; then
+  echo "SKIP: no Docker engine answers (the model-container check needs docker and the NVIDIA container runtime)"
+else
+  P="$OUT/pod"; mkdir -p "$P"
+  CGO_ENABLED=0 timeout 120 go build -o "$P/agent" ./examples/agents/cmd/react || fail 5 "go build react"
+  CGO_ENABLED=0 timeout 120 go build -o "$P/model" ./examples/agents/cmd/standin-model || fail 5 "go build standin-model"
+  printf 'FROM scratch\nCOPY agent /agent\nCOPY model /model\n' >"$P/Dockerfile"
+  DOCKER_BUILDKIT=0 timeout 120 docker build -q -t evalmesh-gpu-check-pod "$P" >/dev/null || fail 5 "docker build of the pod image"
+  IMG=$(docker inspect --format '{{.Id}}' evalmesh-gpu-check-pod)
+  NG=$(grep -c '"uuid"' "$OUT/gpus.json" || true)
+  TG=1; [ "${NG:-1}" -ge 2 ] && TG=2
+  sed -i "s/^    images: \[\]$/    images: [\"$IMG\"]/" "$H/config.yaml"
+  grep -q "$IMG" "$H/config.yaml" || fail 5 "could not list the model image in $H/config.yaml (runner.models.images)"
+  sed -i "s/^  gpus: 1$/  gpus: $TG/" "$T/task.yaml"
+  cat >"$P/agent.yaml" <<SPEC
+name: react-gpu-check
+version: "1"
+image: $IMG
+command: ["/agent"]
+model:
+  name: standin
+  image: $IMG
+  command: ["/model", "serve", "--addr", "127.0.0.1:8000", "--model", "standin"]
+  gpus: 1
+  port: 8000
+  ready_path: /health
+  probe: ["/model", "probe"]
+  ready_timeout_seconds: 60
+SPEC
+  timeout 180 "$EM" run --home "$H" --task "$T" --agent "$P/agent.yaml" --executor docker --json | tee "$OUT/pod-run.json" ||
+    fail 5 "the model-container run failed (is the NVIDIA container runtime installed? docker run --gpus all needs it)"
+  PID=$(sed -n 's/.*"attestation_id": "\(.*\)".*/\1/p' "$OUT/pod-run.json")
+  [ -n "$PID" ] || fail 5 "the model-container run printed no attestation ID"
+  sed -n 's/.*"payload": *"\([^"]*\)".*/\1/p' "$H/attestations/$PID.json" | base64 -d >"$OUT/pod-statement.json"
+  python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["predicate"]["model"]; print(json.dumps(m, indent=1)); sys.exit(0 if m["gpu_count"]==1 and m["energy_joules"]>0 else 5)' "$OUT/pod-statement.json" ||
+    fail 5 "the attested model part lacks its GPU or its energy (see $OUT/pod-statement.json)"
+fi
 echo "== done in $(( $(date +%s) - t0 )) s; files in $OUT"

@@ -56,6 +56,8 @@ type CampaignReport struct {
 	CampaignInfo
 	Status protocol.CampaignStatus `json:"status"`
 	Slots  []SlotReport            `json:"slot_reports"`
+	// Refused lists the agents this node's policy will not run (their slots it never claims).
+	Refused []AgentRefusal `json:"refused,omitempty"`
 }
 
 // SlotReport is one slot of a campaign report.
@@ -64,7 +66,8 @@ type SlotReport struct {
 	Task  string `json:"task"`
 	Agent string `json:"agent"`
 	Seed  int    `json:"seed"`
-	// State is "done" (a run attestation is known), "running" (on this node) or "open".
+	// State is "done" (a run attestation is known), "running" (on this node), "refused" (this
+	// node's policy will not run its agent: CampaignReport.Refused) or "open".
 	State string      `json:"state"`
 	Runs  []RunReport `json:"runs"`
 }
@@ -205,10 +208,13 @@ func (m *Mesh) CampaignStatus(ctx context.Context, id string) (*CampaignReport, 
 			return
 		}
 		st, _ := m.cm.Status(id, m.opts.Now())
-		rep = &CampaignReport{CampaignInfo: mc.info(), Status: st, Slots: []SlotReport{}}
+		rep = &CampaignReport{CampaignInfo: mc.info(), Status: st, Slots: []SlotReport{}, Refused: mc.refusals()}
 		for _, s := range mc.v.Campaign.Slots() {
 			sid := protocol.SlotID(s)
 			sr := SlotReport{ID: sid, Task: s.Task, Agent: s.Agent, Seed: s.Seed, State: "open", Runs: []RunReport{}}
+			if _, no := mc.refused[s.Agent]; no {
+				sr.State = "refused" // by this node's policy (Refused says why)
+			}
 			if _, ok := m.running[sid]; ok {
 				sr.State = "running"
 			}

@@ -120,6 +120,8 @@ type meshCampaign struct {
 	tasks  map[string]tasks.Meta // bundle CID -> metadata (after fetching it)
 	agents map[string]*runner.AgentSpec
 	added  bool // handed to the claim machine
+	// refused: agent CID -> why this node's policy will not run it (mesh_policy.go).
+	refused map[string]string
 }
 
 type slotRef struct {
@@ -622,9 +624,13 @@ func (m *Mesh) addCampaign(mc *meshCampaign) {
 	c := mc.v.Campaign
 	m.campaigns[mc.v.ID] = mc
 	spec := protocol.CampaignSpec{ID: mc.v.ID, Created: c.Created, Deadline: c.Deadline}
+	m.refuseByPolicy(mc)
 	for _, s := range c.Slots() {
 		id := protocol.SlotID(s)
 		m.slots[id] = slotRef{campaign: mc.v.ID, slot: s}
+		if _, no := mc.refused[s.Agent]; no {
+			continue // never claimed here
+		}
 		limit := time.Duration(0)
 		if meta, ok := mc.tasks[s.Task]; ok && meta.Limits.WallClockSeconds > 0 {
 			// The runner enforces the task's own limit; the claim's hard limit adds the

@@ -37,6 +37,9 @@ type AgentSpec struct {
 	// policy (runner.allow_network) also allows it.
 	Network   string    `json:"network,omitempty" yaml:"network,omitempty"`
 	Resources Resources `json:"resources,omitzero" yaml:"resources,omitempty"`
+	// Model, if set, is served beside the agent in a container of its own; the agent reaches
+	// it at http://127.0.0.1:PORT/v1 and nothing else (docs/agents.md, runner/model.go).
+	Model *ModelSpec `json:"model,omitempty" yaml:"model,omitempty"`
 }
 
 // Resources are what the agent asks for; the task's limits cap them.
@@ -114,6 +117,19 @@ func (s *AgentSpec) Validate() error {
 	}
 	if s.Resources.GPUs < 0 || s.Resources.CPUs < 0 || s.Resources.MemoryBytes < 0 {
 		return fmt.Errorf("agent spec %s: resources must not be negative", s.Name)
+	}
+	if s.Model != nil {
+		if s.Network == "bridge" {
+			return fmt.Errorf("agent spec %s: network: bridge and a model exclude each other: an agent with a model lives in its model's network namespace (loopback only)", s.Name)
+		}
+		if err := s.Model.Validate(); err != nil {
+			return fmt.Errorf("agent spec %s: %w", s.Name, err)
+		}
+		for k := range s.Env {
+			if k == EnvOpenAIBaseURL || k == EnvModelName {
+				return fmt.Errorf("agent spec %s: env name %q is set by the runner when the spec names a model", s.Name, k)
+			}
+		}
 	}
 	for k := range s.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.HasPrefix(k, "EVALMESH_") {

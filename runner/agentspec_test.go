@@ -21,6 +21,12 @@ func TestParseAgentSpec(t *testing.T) {
 		{name: "reserved env", in: "name: a\nversion: \"1\"\ncommand: [x]\nenv: {EVALMESH_PUBLIC: /}\n", err: "EVALMESH_* are set by the runner"},
 		{name: "negative resources", in: "name: a\nversion: \"1\"\ncommand: [x]\nresources: {gpus: -1}\n", err: "must not be negative"},
 		{name: "empty", in: "", err: "empty"},
+		{name: "model", in: "name: a\nversion: \"1\"\ncommand: [x]\nmodel: {name: m, image: " + digest + ", command: [/model], port: 8000, ready_path: /health, probe: [/model, probe], weights: [{name: w, digest: bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy}]}\n"},
+		{name: "model no probe", in: "name: a\nversion: \"1\"\ncommand: [x]\nmodel: {name: m, image: " + digest + ", command: [/model], port: 8000, ready_path: /health}\n", err: "probe is required"},
+		{name: "model bad port", in: "name: a\nversion: \"1\"\ncommand: [x]\nmodel: {name: m, image: " + digest + ", command: [/model], port: 0, ready_path: /health, probe: [p]}\n", err: "port 0"},
+		{name: "model and bridge", in: "name: a\nversion: \"1\"\ncommand: [x]\nnetwork: bridge\nmodel: {name: m, image: " + digest + ", command: [/model], port: 1, ready_path: /h, probe: [p]}\n", err: "exclude each other"},
+		{name: "model bad weights digest", in: "name: a\nversion: \"1\"\ncommand: [x]\nmodel: {name: m, image: " + digest + ", command: [/model], port: 1, ready_path: /h, probe: [p], weights: [{name: w, digest: nope}]}\n", err: "is not a CID"},
+		{name: "model sets base url", in: "name: a\nversion: \"1\"\ncommand: [x]\nenv: {OPENAI_BASE_URL: http://x}\nmodel: {name: m, image: " + digest + ", command: [/model], port: 1, ready_path: /h, probe: [p]}\n", err: "set by the runner"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

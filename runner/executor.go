@@ -15,11 +15,13 @@ const (
 	AgentWorkspaceDir = "/workspace" // read-write scratch, empty at start
 	AgentOutputDir    = "/output"    // read-write: the agent leaves its submission here
 	AgentPromptPath   = "/task/prompt.md"
+	AgentMetaPath     = "/task/task.yaml" // read-only: the bundle's task.yaml (submission header, rows)
 
 	EnvPublic    = "EVALMESH_PUBLIC"
 	EnvWorkspace = "EVALMESH_WORKSPACE"
 	EnvOutput    = "EVALMESH_OUTPUT"
 	EnvPrompt    = "EVALMESH_PROMPT"
+	EnvTaskMeta  = "EVALMESH_TASK_META"
 	EnvSeed      = "EVALMESH_SEED"
 	EnvGPUs      = "EVALMESH_GPUS" // comma-separated UUIDs assigned to the run
 )
@@ -48,13 +50,18 @@ type TaskConfig struct {
 	OutputDir    string `json:"output_dir,omitempty"`
 	// PromptPath is a host file mounted read-only at AgentPromptPath.
 	PromptPath string `json:"prompt_path,omitempty"`
+	// MetaPath is a host file (the bundle's task.yaml) mounted read-only at AgentMetaPath.
+	MetaPath string `json:"meta_path,omitempty"`
 	// ExtraMounts are further read-only host folders, e.g. private/ for an evaluator; never
 	// used for an agent.
 	ExtraMounts []Mount `json:"extra_mounts,omitempty"`
 	// GPUs are the NVML UUIDs assigned to this task.
 	GPUs []string `json:"gpus,omitempty"`
 	// Network gives the task a network; false means loopback only.
-	Network bool   `json:"network,omitempty"`
+	Network bool `json:"network,omitempty"`
+	// JoinNetworkOf is the ID of a running task whose network namespace this task shares
+	// (a pod: the agent beside its model); it then has no network of its own.
+	JoinNetworkOf string `json:"join_network_of,omitempty"`
 	Limits  Limits `json:"limits"`
 	// LogPath receives the task's stdout and stderr.
 	LogPath string `json:"log_path"`

@@ -105,13 +105,24 @@ func (r *Runner) recoverRun(ctx context.Context, st *RunState) (*Outcome, error)
 				_ = ex.Destroy(ctx, h)
 			}
 		}
+		r.removeModelLeftover(ctx, ex, st)
 		return nil, r.fail(st, errors.New("node restarted before the agent task was recorded"))
 	case PhaseAwaitingKey:
 		st.Phase = PhaseEvaluating // try the key again (sealed.go)
 	case PhaseAgent:
 		if err := ex.Recover(ctx, st.AgentHandle); err != nil {
 			_ = ex.Destroy(ctx, st.AgentHandle)
+			r.removeModelLeftover(ctx, ex, st)
 			return nil, r.fail(st, fmt.Errorf("agent task lost after a node restart: %w", err))
+		}
+		// An agent without its model cannot do its work: both go, and the run fails.
+		if st.ModelHandle != nil && !st.ModelEnded {
+			if err := ex.Recover(ctx, st.ModelHandle); err != nil {
+				_ = ex.Stop(ctx, st.AgentHandle, 0)
+				_ = ex.Destroy(ctx, st.AgentHandle)
+				r.removeModelLeftover(ctx, ex, st)
+				return nil, r.fail(st, fmt.Errorf("model task lost after a node restart: %w", err))
+			}
 		}
 	}
 	b, err := tasks.Open(st.TaskDir)
@@ -120,6 +131,7 @@ func (r *Runner) recoverRun(ctx context.Context, st *RunState) (*Outcome, error)
 			_ = ex.Stop(ctx, st.AgentHandle, 0)
 			_ = ex.Destroy(ctx, st.AgentHandle)
 		}
+		r.removeModelLeftover(ctx, ex, st)
 		return nil, r.fail(st, fmt.Errorf("recover: bundle: %w", err))
 	}
 	return r.drive(ctx, st, b, nil)
@@ -128,4 +140,18 @@ func (r *Runner) recoverRun(ctx context.Context, st *RunState) (*Outcome, error)
 func (r *Runner) placeholderConfig(st *RunState) (TaskConfig, error) {
 	dir := RunDir(r.Home, st.ID)
 	return TaskConfig{ID: st.ID + "-agent", LogPath: filepath.Join(dir, "logs", "agent.log")}, nil
+}
+
+// removeModelLeftover stops and removes a run's model task, by its saved handle or, when the
+// node died before saving one, by its task ID.
+func (r *Runner) removeModelLeftover(ctx context.Context, ex Executor, st *RunState) {
+	if st.Agent.Model == nil || st.ModelEnded {
+		return
+	}
+	h := st.ModelHandle
+	if h == nil {
+		h = &Handle{Driver: ex.Name(), Config: TaskConfig{ID: st.ID + "-model", LogPath: filepath.Join(RunDir(r.Home, st.ID), "logs", "model.log")}}
+	}
+	StopModel(ctx, ex, h)
+	st.ModelEnded = true
 }

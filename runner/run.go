@@ -44,6 +44,11 @@ type Runner struct {
 	// AllowNetwork is the lab's policy: an agent gets a network only if its spec asks and
 	// this allows.
 	AllowNetwork bool
+	// Models is the lab's model policy (config runner.models): which model images and
+	// weight folders this node serves. WeightsDigest, if set, replaces WeightsDigest (a
+	// cache; tests).
+	Models        ModelPolicy
+	WeightsDigest func(ctx context.Context, dir string) (string, error)
 	// Key signs attestations; Cert is the node's lab certificate; Lab its lab ID. Without a
 	// Cert a run is refused unless SelfSigned (attestations then count only where a trust
 	// file lists the node key itself). Trust, if set, is the trust store the preflight checks
@@ -165,6 +170,13 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Outcome, error) {
 	if _, err := r.executor(r.Executor); err != nil {
 		return nil, err
 	}
+	if m := req.Agent.Model; m != nil {
+		pol := r.Models
+		pol.AllowNetwork = r.AllowNetwork
+		if err := CheckAgentPolicy(req.Agent, pol); err != nil {
+			return nil, err
+		}
+	}
 	if r.Executor == "docker" && req.Agent.Image == "" {
 		return nil, fmt.Errorf("agent %s has no image: the docker executor needs image: sha256:… (or use --executor process)", req.Agent.Name)
 	}
@@ -193,6 +205,9 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Outcome, error) {
 	need := b.Meta.Limits.GPUs
 	if need == 0 {
 		need = req.Agent.Resources.GPUs
+	}
+	if m := req.Agent.Model; m != nil {
+		need = max(need, m.GPUs) // the model takes the first m.GPUs, the agent the rest
 	}
 
 	start := r.now()
@@ -271,14 +286,21 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 		if err != nil {
 			return nil, r.fail(st, err)
 		}
+		if st.Agent.Model != nil {
+			if err := r.startModel(ctx, ex, st, &cfg); err != nil {
+				return nil, r.fail(st, err)
+			}
+		}
 		h, err := ex.Start(ctx, cfg)
 		if err != nil {
+			r.endModel(ctx, ex, st)
 			return nil, r.fail(st, fmt.Errorf("start agent %s: %w", st.Agent.Name, err))
 		}
 		st.AgentHandle, st.Phase = h, PhaseAgent
 		if err := saveState(r.Home, st, r.now()); err != nil {
 			_ = ex.Stop(context.Background(), h, 0)
 			_ = ex.Destroy(context.Background(), h)
+			r.endModel(context.Background(), ex, st)
 			return nil, r.fail(st, err)
 		}
 	}
@@ -293,6 +315,7 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 		if err != nil {
 			// The executor lost the task: not the agent's doing, so no attestation.
 			_ = ex.Destroy(context.Background(), st.AgentHandle)
+			r.endModel(context.Background(), ex, st)
 			return nil, r.fail(st, fmt.Errorf("agent task: %w", err))
 		}
 		st.Telemetry = meter.Finish()
@@ -306,6 +329,8 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 		if err := ex.Destroy(ctx, st.AgentHandle); err != nil {
 			return nil, r.fail(st, fmt.Errorf("destroy agent task: %w", err))
 		}
+		// The model goes with its agent, before anything is scored.
+		r.endModel(ctx, ex, st)
 		st.Phase = PhaseEvaluating
 		if err := saveState(r.Home, st, r.now()); err != nil {
 			return nil, r.fail(st, err)
@@ -313,6 +338,7 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 		r.progress(st, meter.Last)
 	}
 	if st.Phase == PhaseEvaluating {
+		r.endModel(ctx, ex, st) // a node that died between the agent's end and its model's
 		if st.EvalHandle != nil {
 			// An evaluator of an earlier process: its result was never recorded; run anew.
 			_ = ex.Stop(ctx, st.EvalHandle, 0)
@@ -382,6 +408,13 @@ func (r *Runner) agentTask(st *RunState, b *tasks.Bundle, ex Executor) (TaskConf
 		env[k] = v
 	}
 	env[EnvSeed] = fmt.Sprint(st.Seed)
+	if m := st.Agent.Model; m != nil {
+		env[EnvOpenAIBaseURL] = m.BaseURL()
+		env[EnvModelName], env[EnvOpenAIModel] = m.Name, m.Name
+		if _, ok := env[EnvOpenAIAPIKey]; !ok {
+			env[EnvOpenAIAPIKey] = "evalmesh-local-model"
+		}
+	}
 	lim := b.Meta.Limits
 	limits := Limits{
 		MemoryBytes: lim.MemoryBytes,
@@ -404,6 +437,7 @@ func (r *Runner) agentTask(st *RunState, b *tasks.Bundle, ex Executor) (TaskConf
 		WorkspaceDir: filepath.Join(dir, "workspace"),
 		OutputDir:    filepath.Join(dir, "output"),
 		PromptPath:   b.PromptPath(),
+		MetaPath:     filepath.Join(b.Dir, tasks.MetaFile),
 		GPUs:         st.GPUs,
 		Network:      st.Agent.WantsNetwork() && r.AllowNetwork,
 		Limits:       limits,
@@ -591,6 +625,7 @@ func (r *Runner) runPredicate(ex Executor, st *RunState, b *tasks.Bundle, ev *ev
 		Attempt:       st.Attempt,
 		Executor:      executorInfo(ex, st.AgentHandle),
 		Build:         &build,
+		Model:         modelRun(st, wall),
 	}
 	if pred.Hardware.GPUModel == "" {
 		pred.Hardware.GPUModel = "cpu"

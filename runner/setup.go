@@ -34,6 +34,7 @@ func ForHome(h home.Home, executors map[string]Executor, executor string, log io
 	r := &Runner{
 		Home: h, Executors: executors, Executor: executor, Key: key,
 		AllowNetwork: cfg.Runner.AllowNetwork, AllowedGPUs: cfg.Runner.GPUs,
+		Models: PolicyFromConfig(cfg.Runner),
 	}
 	cert, err := attest.LoadNodeCert(h.CertPath())
 	switch {
@@ -62,3 +63,8 @@ func ForHome(h home.Home, executors map[string]Executor, executor string, log io
 
 // Inventory is the node's GPU inventory as runs see it (NVML, read once).
 func (r *Runner) Inventory() (gpu.Inventory, error) { return r.inventory() }
+
+// PolicyFromConfig is the lab's model and network policy of a config's runner section.
+func PolicyFromConfig(c home.RunnerConfig) ModelPolicy {
+	return ModelPolicy{Images: c.Models.Images, Weights: c.Models.Weights, MaxGPUs: c.Models.MaxGPUs, AllowNetwork: c.AllowNetwork}
+}

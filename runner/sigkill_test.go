@@ -25,6 +25,7 @@ func nodeMain() int {
 	var req struct {
 		Home, Task, Executor string
 		Agent                runner.AgentSpec
+		Models               runner.ModelPolicy
 	}
 	if err := json.Unmarshal([]byte(os.Getenv("EVALMESH_TEST_NODE")), &req); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -41,7 +42,7 @@ func nodeMain() int {
 	}
 	h := home.Home{Dir: req.Home}
 	key, _ := h.Identity()
-	r := &runner.Runner{Home: h, Executors: map[string]runner.Executor{ex.Name(): ex}, Executor: ex.Name(), Key: key, SelfExe: os.Args[0], SelfSigned: true}
+	r := &runner.Runner{Home: h, Executors: map[string]runner.Executor{ex.Name(): ex}, Executor: ex.Name(), Key: key, SelfExe: os.Args[0], SelfSigned: true, Models: req.Models}
 	if _, err := r.Run(bg, runner.Request{TaskDir: req.Task, Agent: &req.Agent}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -51,8 +52,8 @@ func nodeMain() int {
 
 // sigkillRecovery starts a node process, SIGKILLs it while the agent runs, then recovers in
 // this process: the run is re-attached and finished, and attested exactly once.
-func sigkillRecovery(t *testing.T, r *runner.Runner, agent runner.AgentSpec) {
-	req, _ := json.Marshal(map[string]any{"Home": r.Home.Dir, "Task": exampleTask(t, "arithmetic"), "Executor": r.Executor, "Agent": agent})
+func sigkillRecovery(t *testing.T, r *runner.Runner, agent runner.AgentSpec) *runner.Outcome {
+	req, _ := json.Marshal(map[string]any{"Home": r.Home.Dir, "Task": exampleTask(t, "arithmetic"), "Executor": r.Executor, "Agent": agent, "Models": r.Models})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "EVALMESH_TEST_NODE="+string(req))
 	var stderr strings.Builder
@@ -96,6 +97,7 @@ func sigkillRecovery(t *testing.T, r *runner.Runner, agent runner.AgentSpec) {
 	if again, _ := r.Recover(bg); len(again) != 0 {
 		t.Fatalf("recovered twice: %+v", again)
 	}
+	return o
 }
 
 func TestSIGKILLRecoveryProcess(t *testing.T) {

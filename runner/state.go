@@ -58,6 +58,13 @@ type RunState struct {
 	// AgentHandle is saved right after Start, before waiting, so Recover can re-attach.
 	AgentHandle *Handle     `json:"agent_handle,omitempty"`
 	AgentExit   *ExitResult `json:"agent_exit,omitempty"`
+	// ModelHandle is the model's task (an agent spec with a model), saved before waiting
+	// for it to be ready; ModelGPUs its share of GPUs; ModelReady when it first answered;
+	// ModelEnded once it was stopped and removed (after the agent, before scoring).
+	ModelHandle *Handle   `json:"model_handle,omitempty"`
+	ModelGPUs   []string  `json:"model_gpus,omitempty"`
+	ModelReady  time.Time `json:"model_ready,omitempty"`
+	ModelEnded  bool      `json:"model_ended,omitempty"`
 	// EvalHandle is the evaluator task while it runs; EvalAttempt numbers evaluator tasks so
 	// a retry after a restart never collides with a leftover of the previous attempt.
 	EvalHandle  *Handle `json:"eval_handle,omitempty"`

@@ -16,6 +16,10 @@ type ImportOptions struct {
 	// evaluate_prepare.py: train/, test/ (and validation/) go to public/, test_with_labels/
 	// to private/.
 	DataDir string
+	// GPUs, if not nil, replaces AIRS-Bench's one GPU per run (0 makes a CPU-only variant).
+	GPUs *int
+	// WallClockSeconds, if above 0, replaces AIRS-Bench's 24 hours per run.
+	WallClockSeconds int64
 }
 
 // ImportAIRS turns an upstream AIRS-Bench task folder (metadata.yaml,
@@ -35,6 +39,18 @@ func ImportAIRS(src, out string, opts ImportOptions) (*Meta, error) {
 	m, err := a.ToMeta()
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w", src, err)
+	}
+	if opts.GPUs != nil {
+		if *opts.GPUs < 0 {
+			return nil, fmt.Errorf("import %s: --gpus %d: expected a count >= 0 (0: a CPU-only variant)", src, *opts.GPUs)
+		}
+		m.Limits.GPUs = *opts.GPUs
+	}
+	if opts.WallClockSeconds < 0 {
+		return nil, fmt.Errorf("import %s: --wall-clock: expected a positive duration", src)
+	}
+	if opts.WallClockSeconds > 0 {
+		m.Limits.WallClockSeconds = opts.WallClockSeconds
 	}
 	prompt, err := ReadRegular(filepath.Join(src, "project_description.md"))
 	if err != nil {

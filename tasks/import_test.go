@@ -176,3 +176,27 @@ func TestImportCreatesMissingParents(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// --gpus and --wall-clock make a variant on purpose: a CPU-only import asks for no GPU.
+func TestImportLimitsVariant(t *testing.T) {
+	src := standInAIRS(t, "MathQuestionAnsweringSVAMPAccuracy")
+	zero := 0
+	m, err := ImportAIRS(src, filepath.Join(t.TempDir(), "b"), ImportOptions{GPUs: &zero, WallClockSeconds: 7200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Limits.GPUs != 0 || m.Limits.WallClockSeconds != 7200 {
+		t.Fatalf("limits %+v, want 0 GPUs and 7200 s", m.Limits)
+	}
+	d, err := ImportAIRS(src, filepath.Join(t.TempDir(), "c"), ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Limits.GPUs != 1 || d.Limits.WallClockSeconds != AIRSDefaultWallClockSeconds {
+		t.Fatalf("default limits %+v", d.Limits)
+	}
+	neg := -1
+	if _, err := ImportAIRS(src, filepath.Join(t.TempDir(), "d"), ImportOptions{GPUs: &neg}); err == nil || !strings.Contains(err.Error(), "--gpus -1") {
+		t.Fatalf("err %v", err)
+	}
+}

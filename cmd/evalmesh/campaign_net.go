@@ -210,6 +210,9 @@ func printCampaignReport(w io.Writer, rep *node.CampaignReport) {
 		fmt.Fprint(w, " (deadline passed)")
 	}
 	fmt.Fprintln(w)
+	for _, r := range rep.Refused {
+		fmt.Fprintf(w, "not claimed here: agent %s: %s\n", shortID(r.Agent), r.Reason)
+	}
 	for _, sl := range rep.Slots {
 		fmt.Fprintf(w, "  %s seed %d  %s/%s  %s\n", shortID(sl.ID), sl.Seed, shortID(sl.Task), shortID(sl.Agent), sl.State)
 		for _, r := range sl.Runs {

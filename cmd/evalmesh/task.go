@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -41,6 +42,8 @@ Typical flow for an AIRS-Bench task:
 
 func newTaskImportCmd(g *globals) *cobra.Command {
 	var out, data string
+	var gpus int
+	var wall time.Duration
 	cmd := &cobra.Command{
 		Use:   "import AIRS_TASK_DIR --out DIR",
 		Short: "Turn an AIRS-Bench task folder into a bundle",
@@ -53,6 +56,10 @@ file is kept unchanged under source/.
 DIR/train, DIR/test (and DIR/validation) go to public/, DIR/test_with_labels to private/.
 Without --data, public/ and private/ are empty.
 
+AIRS-Bench gives every run one GPU and 24 hours; --gpus N and --wall-clock DUR make a
+variant on purpose (--gpus 0: a CPU-only variant that a node without GPUs will run). The
+variant is another bundle with another CID.
+
 Example:
   evalmesh task import rad/MathQuestionAnsweringSVAMPAccuracy --data /data/svamp --out svamp`,
 		Args: cobra.ExactArgs(1),
@@ -60,7 +67,14 @@ Example:
 			if out == "" {
 				return fmt.Errorf("--out DIR is required: where to write the bundle")
 			}
-			m, err := tasks.ImportAIRS(args[0], out, tasks.ImportOptions{DataDir: data})
+			opts := tasks.ImportOptions{DataDir: data, WallClockSeconds: int64(wall / time.Second)}
+			if cmd.Flags().Changed("gpus") {
+				opts.GPUs = &gpus
+			}
+			if cmd.Flags().Changed("wall-clock") && wall < time.Second {
+				return fmt.Errorf("--wall-clock %s: expected at least 1s (e.g. 2h)", wall)
+			}
+			m, err := tasks.ImportAIRS(args[0], out, opts)
 			if err != nil {
 				return err
 			}
@@ -76,6 +90,8 @@ Example:
 	}
 	cmd.Flags().StringVar(&out, "out", "", "folder to create (must not exist, or be empty)")
 	cmd.Flags().StringVar(&data, "data", "", "prepared data folder with train/, test/, test_with_labels/")
+	cmd.Flags().IntVar(&gpus, "gpus", 1, "GPUs per run (AIRS-Bench: 1; 0 makes a CPU-only variant)")
+	cmd.Flags().DurationVar(&wall, "wall-clock", 24*time.Hour, "wall-clock limit per run (AIRS-Bench: 24h)")
 	return cmd
 }
 

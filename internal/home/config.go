@@ -46,6 +46,20 @@ type RunnerConfig struct {
 	// MaxParallel is how many runs a node takes on at once when it has no GPU (a GPU node
 	// takes one run per free GPU); 0 means 1.
 	MaxParallel int `yaml:"max_parallel"`
+	// Models is which models this node serves beside agents (docs/agents.md).
+	Models ModelsConfig `yaml:"models"`
+}
+
+// ModelsConfig is the lab's model policy: an agent spec naming a model image or weight
+// folder not listed here, or more GPUs than MaxGPUs, is not claimed and not run.
+type ModelsConfig struct {
+	// Images are the model image IDs (sha256:…) this node will run; empty: none.
+	Images []string `yaml:"images"`
+	// Weights maps a weight folder's name (what specs reference) to its host path; the
+	// folder is mounted read-only and checked against the digest the spec records.
+	Weights map[string]string `yaml:"weights"`
+	// MaxGPUs is the most GPUs one model may take; 0 means 1.
+	MaxGPUs int `yaml:"max_gpus"`
 }
 
 // DefaultConfigYAML is what `evalmesh init` writes; it is also parsed for the defaults, so
@@ -92,6 +106,13 @@ runner:
   gpus: []
   # Runs at once on a node without GPUs (a GPU node takes one run per allowed GPU).
   max_parallel: 1
+  # Models served beside agents (docs/agents.md): the model image IDs this node runs, the
+  # weight folders it offers (name: host path, mounted read-only), and the most GPUs one
+  # model may take. A campaign whose agent asks for anything else is not claimed here.
+  models:
+    images: []
+    weights: {}
+    max_gpus: 1
 `
 
 // DefaultConfig returns the defaults.

@@ -99,6 +99,12 @@ func containerSpec(cfg runner.TaskConfig, user string, tmpfsBytes int64, init bo
 		}
 		env[runner.EnvPrompt] = runner.AgentPromptPath
 	}
+	if cfg.MetaPath != "" {
+		if err := bind(cfg.MetaPath, runner.AgentMetaPath, true); err != nil {
+			return nil, nil, err
+		}
+		env[runner.EnvTaskMeta] = runner.AgentMetaPath
+	}
 	for _, m := range cfg.ExtraMounts {
 		if !filepath.IsAbs(m.Target) {
 			return nil, nil, fmt.Errorf("task %s: extra mount target %q must be an absolute path", cfg.ID, m.Target)
@@ -141,7 +147,12 @@ func containerSpec(cfg runner.TaskConfig, user string, tmpfsBytes int64, init bo
 	}
 
 	network := container.NetworkMode("none")
-	if cfg.Network {
+	switch {
+	case cfg.JoinNetworkOf != "":
+		// The pod's shared loopback: the task sees the other task's interfaces (loopback
+		// only, for a model started with network none) and no others.
+		network = container.NetworkMode("container:" + ContainerName(cfg.JoinNetworkOf))
+	case cfg.Network:
 		network = "bridge"
 	}
 	hc := &container.HostConfig{

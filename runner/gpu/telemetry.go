@@ -12,6 +12,9 @@ type Telemetry struct {
 	// can still compute the delta).
 	EnergyStartMJ map[string]uint64 `json:"energy_start_mj,omitempty"`
 	EnergyJoules  float64           `json:"energy_joules"`
+	// EnergyJoulesByGPU is each GPU's part of EnergyJoules (set by Finish), so a run that
+	// split its GPUs (a model beside its agent) can say what each part used.
+	EnergyJoulesByGPU map[string]float64 `json:"energy_joules_by_gpu,omitempty"`
 	// Samples counts readings (one per GPU per poll).
 	Samples int `json:"samples"`
 	// UtilMeanPercent is the mean over samples and GPUs; UtilMaxPercent the largest reading.
@@ -93,14 +96,19 @@ func (m *Meter) Poll() {
 func (m *Meter) Finish() Telemetry {
 	if m.src != nil {
 		total := 0.0
+		by := map[string]float64{}
 		for u, start := range m.T.EnergyStartMJ {
 			end, err := m.src.EnergyMilliJoules(u)
 			if err != nil || end < start {
 				continue
 			}
-			total += float64(end-start) / 1000
+			by[u] = float64(end-start) / 1000
+			total += by[u]
 		}
 		m.T.EnergyJoules = total
+		if len(by) > 0 {
+			m.T.EnergyJoulesByGPU = by
+		}
 	}
 	return m.T
 }

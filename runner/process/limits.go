@@ -80,6 +80,9 @@ func taskEnv(cfg runner.TaskConfig) []string {
 	if cfg.PromptPath != "" {
 		env[runner.EnvPrompt] = abs(cfg.PromptPath)
 	}
+	if cfg.MetaPath != "" {
+		env[runner.EnvTaskMeta] = abs(cfg.MetaPath)
+	}
 	if len(cfg.GPUs) > 0 {
 		env[runner.EnvGPUs] = strings.Join(cfg.GPUs, ",")
 		env["CUDA_VISIBLE_DEVICES"] = strings.Join(cfg.GPUs, ",")

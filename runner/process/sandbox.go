@@ -162,6 +162,16 @@ func (e *Executor) makeSandbox(cfg runner.TaskConfig, name string, uid, gid int)
 		}
 		out.PromptPath = sb.prompt()
 	}
+	if cfg.MetaPath != "" {
+		meta := filepath.Join(sb.Dir, "task", "task.yaml")
+		if err := os.MkdirAll(filepath.Dir(meta), 0o755); err != nil {
+			return sb, cfg, fmt.Errorf("sandbox: %w", err)
+		}
+		if err := copyFile(cfg.MetaPath, meta, nil); err != nil {
+			return sb, cfg, fmt.Errorf("sandbox: copy task.yaml: %w", err)
+		}
+		out.MetaPath = meta
+	}
 	for _, d := range []string{sb.workspace(), sb.output()} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return sb, cfg, fmt.Errorf("sandbox: %w", err)
