@@ -56,14 +56,11 @@ func readSubmission(outDir, name string) ([]byte, string) {
 		return nil, fmt.Sprintf("the agent's output reached the task's output limit of %d bytes and was cut off, so %s is not trusted to be whole", rep.LimitBytes, name)
 	}
 	if why := rep.refusedFor(name); why != "" {
-		return nil, "submission " + why
+		return nil, why
 	}
 	f, fi, why := OpenOutputFile(outDir, name, MaxSubmissionBytes)
 	if why != "" {
-		if strings.HasPrefix(why, "no submission") {
-			return nil, why
-		}
-		return nil, "submission " + why
+		return nil, why
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, fi.Size()+1))
