@@ -107,7 +107,7 @@ func (e *Executor) ResolveImage(ctx context.Context, ref string) (string, error)
 	info, err := e.cli.ImageInspect(ctx, ref)
 	if err != nil {
 		if errdefs.IsNotFound(err) {
-			return "", fmt.Errorf("docker executor: image %q is not in the local engine and evalmesh never pulls; load it first (docker load -i IMAGE.tar, or the agent spec's image tar)", ref)
+			return "", fmt.Errorf("docker executor: image %q is not in the local engine and evalmesh never pulls; load it first (docker load -i IMAGE.tar, the agent spec's image_tar, or evalmesh agent pull SPEC.yaml when the spec has image_cid)", ref)
 		}
 		return "", fmt.Errorf("docker executor: inspect image %q: %w", ref, err)
 	}
