@@ -55,6 +55,8 @@ addr=$("$em" id --home "$WORK/A" --json | grep -m1 -o '"/ip4/[^"]*/tcp/[^"]*"' |
 "$em" connect --home "$WORK/B" "$addr" >/dev/null
 
 now() { date +%s.%N; }
+calc() { awk "BEGIN { printf \"%.3f\", $1 }"; }
+lt() { awk "BEGIN { exit !($1 < $2) }"; }
 best_base="" best_em="" tar_bytes=0
 for run in $(seq "$RUNS"); do
 	t0=$(now)
@@ -64,7 +66,7 @@ for run in $(seq "$RUNS"); do
 	t1=$(now)
 	tar_bytes=$(stat -c %s "$WORK/base.tar")
 	rm -f "$WORK/base.tar"
-	base=$(echo "$t1 - $t0" | bc)
+	base=$(calc "$t1 - $t0")
 
 	printf 'name: bench\nversion: "%s"\nimage: %s\ncommand: ["/big"]\n' "$run" "$image" >"$WORK/spec.yaml"
 	t0=$(now)
@@ -75,19 +77,19 @@ for run in $(seq "$RUNS"); do
 	"$em" agent pull --home "$WORK/B" "$WORK/spec.yaml" >/dev/null
 	t3=$(now)
 	docker image inspect "$image" >/dev/null
-	emt=$(echo "($t1 - $t0) + ($t3 - $t2)" | bc)
-	echo "run $run: docker ${base}s; evalmesh ${emt}s (add $(echo "$t1 - $t0" | bc)s, pull $(echo "$t3 - $t2" | bc)s)" >&2
+	emt=$(calc "($t1 - $t0) + ($t3 - $t2)")
+	echo "run $run: docker ${base}s; evalmesh ${emt}s (add $(calc "$t1 - $t0")s, pull $(calc "$t3 - $t2")s)" >&2
 	# Unpin on both so the next run adds and fetches afresh.
 	cid=$(sed -n 's/^image_cid: *//p' "$WORK/spec.yaml")
 	"$em" pin rm --home "$WORK/A" "$cid" >/dev/null
 	"$em" pin rm --home "$WORK/B" "$cid" >/dev/null
 	"$em" repo gc --home "$WORK/A" >/dev/null
 	"$em" repo gc --home "$WORK/B" >/dev/null
-	[ -z "$best_base" ] || [ "$(echo "$base < $best_base" | bc)" = 1 ] && best_base=$base
-	[ -z "$best_em" ] || [ "$(echo "$emt < $best_em" | bc)" = 1 ] && best_em=$emt
+	if [ -z "$best_base" ] || lt "$base" "$best_base"; then best_base=$base; fi
+	if [ -z "$best_em" ] || lt "$emt" "$best_em"; then best_em=$emt; fi
 done
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); image $SIZE_MIB MiB of random bytes, tar $tar_bytes bytes; best of $RUNS"
 printf '%-22s %10s %10s %8s\n' path seconds MB/s ratio
-printf '%-22s %10.2f %10.1f %8.2f\n' "docker save + load" "$best_base" "$(echo "$tar_bytes / $best_base / 1000000" | bc -l)" 1
-printf '%-22s %10.2f %10.1f %8.2f\n' "evalmesh add + pull" "$best_em" "$(echo "$tar_bytes / $best_em / 1000000" | bc -l)" "$(echo "$best_em / $best_base" | bc -l)"
+printf '%-22s %10.2f %10.1f %8.2f\n' "docker save + load" "$best_base" "$(calc "$tar_bytes / $best_base / 1000000")" 1
+printf '%-22s %10.2f %10.1f %8.2f\n' "evalmesh add + pull" "$best_em" "$(calc "$tar_bytes / $best_em / 1000000")" "$(calc "$best_em / $best_base")"
