@@ -146,6 +146,9 @@ Example:
 			if has, err := d.HasImage(ctx, spec.Image); err != nil {
 				return err
 			} else if has {
+				if g.jsonOut {
+					return printJSON(cmd.OutOrStdout(), map[string]any{"image": spec.Image, "image_cid": spec.ImageCID, "loaded": false})
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "image %s is already in the local engine\n", spec.Image)
 				return nil
 			}
@@ -177,6 +180,9 @@ Example:
 			lbar.Finish()
 			if err != nil {
 				return err
+			}
+			if g.jsonOut {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"image": spec.Image, "image_cid": spec.ImageCID, "loaded": true, "bytes": size})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "image %s loaded from %s\n", spec.Image, root)
 			return nil
