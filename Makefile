@@ -37,6 +37,7 @@ bench-smoke:
 	@echo "== bench smoke: ledger-scale"; bench/ledger-scale.sh -rounds 1 -solvers cg 20 >/dev/null
 	@echo "== bench smoke: campaign"; bench/campaign.sh -seeds 1 >/dev/null
 	@echo "== bench smoke: dashboard pages"; go test -run '^$$' -bench Page -benchtime 1x ./node/dashboard/ >/dev/null
+	@echo "== bench smoke: agentimage (skipped without a Docker engine)"; if docker info >/dev/null 2>&1; then SIZE_MIB=1 RUNS=1 WORK=$(BENCH_WORK)-agentimage bench/agentimage.sh >/dev/null; fi
 	@echo "== bench smoke: gpu-check (exit 2 means no GPU here, as expected without one)"; rc=0; OUT=$(BENCH_WORK)-gpu bench/gpu-check.sh >/dev/null 2>&1 || rc=$$?; rm -rf $(BENCH_WORK)-gpu; [ $$rc = 0 ] || [ $$rc = 2 ] || { echo "bench/gpu-check.sh failed with exit $$rc"; exit 1; }
 
 # The git revision is passed in as well: the go command stamps vcs.revision itself only in a

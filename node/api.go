@@ -233,6 +233,7 @@ func (n *Node) Handler() http.Handler {
 		writeJSON(w, out)
 	})
 	n.registerStoreAPI(mux)
+	n.registerFileAPI(mux)
 	mux.HandleFunc("POST "+apiPrefix+"repo/gc", func(w http.ResponseWriter, r *http.Request) {
 		var req gcReq
 		if !readJSON(w, r, &req) {

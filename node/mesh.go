@@ -697,6 +697,9 @@ func (m *Mesh) execute(ctx context.Context, s protocol.StartRun, spec *runner.Ag
 	if err != nil {
 		return infra(err)
 	}
+	if err := m.ensureAgentImage(ctx, spec); err != nil {
+		return infra(err)
+	}
 	o, err := m.opts.Runner.Run(ctx, runner.Request{
 		TaskDir: dir, TaskCID: s.Slot.Slot.Task, Agent: spec, Seed: s.Slot.Slot.Seed,
 		Campaign: s.Campaign, Attempt: s.Attempt,

@@ -61,7 +61,7 @@ func TestReadSubmissionRefusesSymlinks(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "labels.csv")
 	os.WriteFile(secret, []byte("id,label\n"), 0o644)
 	os.Symlink(secret, filepath.Join(dir, "submission.csv"))
-	if data, why := readSubmission(dir, "submission.csv"); data != nil || !strings.Contains(why, "not a regular file") {
+	if data, why := readSubmission(dir, "submission.csv"); data != nil || !strings.Contains(why, "is a symbolic link") {
 		t.Fatalf("symlinked submission read: %q %q", data, why)
 	}
 	if _, why := readSubmission(dir, "../x"); !strings.Contains(why, "no usable submission file") {

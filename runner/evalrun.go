@@ -43,31 +43,32 @@ func invalidResult(evaluator, reason string, sub []byte) *evalResult {
 	return &evalResult{evaluator: evaluator, reason: reason, submission: sub}
 }
 
-// readSubmission reads the agent's submission file. A symlink is refused: the runner must
-// never follow an agent-made link to a file the agent could not read itself.
+// readSubmission reads the agent's submission file from its output folder without following
+// anything out of it (OpenOutputFile: no symlink, FIFO, special or hard-linked file, nothing
+// over MaxSubmissionBytes). What the executor refused when it collected the output, or an
+// output that hit the task's limit, makes it invalid with the reason recorded then.
 func readSubmission(outDir, name string) ([]byte, string) {
-	if name == "" || strings.Contains(name, "/") || name == ".." {
+	if name == "" || strings.Contains(name, "/") || name == ".." || name == "." {
 		return nil, fmt.Sprintf("task names no usable submission file (%q)", name)
 	}
-	p := filepath.Join(outDir, name)
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return nil, fmt.Sprintf("no submission: the agent left no %s in its output folder", name)
+	rep := ReadOutputReport(outDir)
+	if rep != nil && rep.Truncated {
+		return nil, fmt.Sprintf("the agent's output reached the task's output limit of %d bytes and was cut off, so %s is not trusted to be whole", rep.LimitBytes, name)
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Sprintf("submission %s is not a regular file (%s)", name, fi.Mode().Type())
+	if why := rep.refusedFor(name); why != "" {
+		return nil, why
 	}
-	if fi.Size() > MaxSubmissionBytes {
-		return nil, fmt.Sprintf("submission %s is %d bytes, over the %d-byte limit", name, fi.Size(), MaxSubmissionBytes)
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, fmt.Sprintf("submission %s: %v", name, err)
+	f, fi, why := OpenOutputFile(outDir, name, MaxSubmissionBytes)
+	if why != "" {
+		return nil, why
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxSubmissionBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, fi.Size()+1))
 	if err != nil {
 		return nil, fmt.Sprintf("submission %s: %v", name, err)
+	}
+	if int64(len(data)) != fi.Size() {
+		return nil, fmt.Sprintf("submission %s changed while it was read (%d bytes, then %d)", name, fi.Size(), len(data))
 	}
 	return data, ""
 }

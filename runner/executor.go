@@ -32,6 +32,10 @@ type Limits struct {
 	NanoCPUs    int64         `json:"nano_cpus,omitempty"` // 1e9 = one core
 	PIDs        int64         `json:"pids,omitempty"`
 	WallClock   time.Duration `json:"wall_clock,omitempty"`
+	// OutputBytes bounds the task's output folder: a size-limited mount where the node can
+	// make one (writes past it fail), else checked when the output is collected; either way
+	// the output is cut off there and the run invalid (runner.CollectOutput).
+	OutputBytes int64 `json:"output_bytes,omitempty"`
 }
 
 // TaskConfig is everything an executor needs to start one agent or evaluator task.

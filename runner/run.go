@@ -3,6 +3,7 @@ package runner
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -421,6 +422,7 @@ func (r *Runner) agentTask(st *RunState, b *tasks.Bundle, ex Executor) (TaskConf
 		NanoCPUs:    int64(lim.CPUs * 1e9),
 		PIDs:        lim.PIDs,
 		WallClock:   time.Duration(lim.WallClockSeconds) * time.Second,
+		OutputBytes: cmp.Or(lim.OutputBytes, DefaultOutputBytes),
 	}
 	if m := st.Agent.Resources.MemoryBytes; m > 0 && (limits.MemoryBytes == 0 || m < limits.MemoryBytes) {
 		limits.MemoryBytes = m

@@ -87,12 +87,14 @@ type SOTA struct {
 
 // Limits bound one agent run. Zero means "the node's default".
 type Limits struct {
-	WallClockSeconds int64          `yaml:"wall_clock_seconds,omitempty" json:"wall_clock_seconds,omitempty"`
-	GPUs             int            `yaml:"gpus,omitempty" json:"gpus,omitempty"`
-	MemoryBytes      int64          `yaml:"memory_bytes,omitempty" json:"memory_bytes,omitempty"`
-	CPUs             float64        `yaml:"cpus,omitempty" json:"cpus,omitempty"`
-	PIDs             int64          `yaml:"pids,omitempty" json:"pids,omitempty"`
-	Extra            map[string]any `yaml:",inline" json:"-"`
+	WallClockSeconds int64   `yaml:"wall_clock_seconds,omitempty" json:"wall_clock_seconds,omitempty"`
+	GPUs             int     `yaml:"gpus,omitempty" json:"gpus,omitempty"`
+	MemoryBytes      int64   `yaml:"memory_bytes,omitempty" json:"memory_bytes,omitempty"`
+	CPUs             float64 `yaml:"cpus,omitempty" json:"cpus,omitempty"`
+	PIDs             int64   `yaml:"pids,omitempty" json:"pids,omitempty"`
+	// OutputBytes bounds the agent's output folder (0: the runner's default, 1 GiB).
+	OutputBytes int64          `yaml:"output_bytes,omitempty" json:"output_bytes,omitempty"`
+	Extra       map[string]any `yaml:",inline" json:"-"`
 }
 
 // Evaluator says how a submission is scored: a built-in metric over a labels CSV in the
@@ -454,6 +456,9 @@ func (m *Meta) validate(present map[string]bool) []FieldError {
 	}
 	if m.Limits.PIDs < 0 {
 		bad("limits.pids", "%d: expected a count >= 0 (0: node default)", m.Limits.PIDs)
+	}
+	if m.Limits.OutputBytes < 0 {
+		bad("limits.output_bytes", "%d: expected bytes >= 0 (0: 1 GiB)", m.Limits.OutputBytes)
 	}
 	ev := m.Evaluator
 	if ev.Metric == "" && ev.Image == "" {

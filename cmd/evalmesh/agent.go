@@ -12,10 +12,10 @@ func init() { register(newAgentCmd) }
 // evaluator) linked into this binary, so the process executor runs them with no build.
 func newAgentCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:    "agent NAME [ARGS...]",
-		Short:  "Run a built-in example agent (used by the process executor)",
-		Hidden: true,
-		Long: `Run one of the example agents linked into evalmesh, in the folders the runner passes in
+		Use:   "agent NAME [ARGS...]",
+		Short: "Agent images over IPFS (add, pull), and the built-in example agents",
+		Long: `evalmesh agent add|pull move an agent's container image between labs by CID (see
+their --help). evalmesh agent NAME runs one of the example agents linked into evalmesh, in the folders the runner passes in
 EVALMESH_PUBLIC, EVALMESH_OUTPUT and EVALMESH_SEED. Agents: constant, heuristic, flaky,
 solver; "evaluator" is the example AIRS-Bench-contract evaluator.
 

@@ -107,7 +107,7 @@ func (e *Executor) ResolveImage(ctx context.Context, ref string) (string, error)
 	info, err := e.cli.ImageInspect(ctx, ref)
 	if err != nil {
 		if errdefs.IsNotFound(err) {
-			return "", fmt.Errorf("docker executor: image %q is not in the local engine and evalmesh never pulls; load it first (docker load -i IMAGE.tar, or the agent spec's image tar)", ref)
+			return "", fmt.Errorf("docker executor: image %q is not in the local engine and evalmesh never pulls; load it first (docker load -i IMAGE.tar, the agent spec's image_tar, or evalmesh agent pull SPEC.yaml when the spec has image_cid)", ref)
 		}
 		return "", fmt.Errorf("docker executor: inspect image %q: %w", ref, err)
 	}
@@ -175,7 +175,7 @@ func parseLoadOutput(r io.Reader) (id, ref string, err error) {
 }
 
 // Start implements runner.Executor: it creates and starts the task's container.
-func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Handle, error) {
+func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (h *runner.Handle, err error) {
 	if cfg.ID == "" {
 		return nil, errors.New("docker executor: task config has no ID")
 	}
@@ -196,7 +196,18 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 			return nil, fmt.Errorf("docker executor: task %s: %w", cfg.ID, err)
 		}
 	}
-	cc, hc, err := containerSpec(cfg, e.user, e.tmpfs, e.init)
+	bound := cfg
+	if bound.OutputDir, err = e.stageOutput(cfg); err != nil {
+		return nil, fmt.Errorf("docker executor: task %s: %w", cfg.ID, err)
+	}
+	if bound.OutputDir != cfg.OutputDir {
+		defer func() {
+			if err != nil {
+				_ = runner.UnmountOutputLimit(bound.OutputDir)
+			}
+		}()
+	}
+	cc, hc, err := containerSpec(bound, e.user, e.tmpfs, e.init)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +226,7 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 		_ = e.cli.ContainerRemove(rmCtx, created.ID, container.RemoveOptions{Force: true})
 		return nil, fmt.Errorf("docker executor: task %s: start container: %w", cfg.ID, err)
 	}
-	h := &runner.Handle{
+	h = &runner.Handle{
 		Driver:      DriverName,
 		Config:      cfg,
 		Started:     started,
@@ -292,6 +303,10 @@ func (e *Executor) Destroy(ctx context.Context, h *runner.Handle) error {
 	err := e.cli.ContainerRemove(ctx, ref, container.RemoveOptions{Force: true})
 	if err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("docker executor: task %s: remove container: %w", h.Config.ID, err)
+	}
+	// The container is gone: nothing writes to its output any more.
+	if err := e.collectOutput(h.Config); err != nil {
+		return fmt.Errorf("docker executor: task %s: collect the output: %w", h.Config.ID, err)
 	}
 	return nil
 }

@@ -342,7 +342,7 @@ func (e *Executor) Destroy(ctx context.Context, h *runner.Handle) error {
 	}
 	err = removeCgroups(s.Cgroups)
 	sb := sandboxLayout{Dir: s.Sandbox}
-	err = errors.Join(err, collectOutput(sb, h.Config.OutputDir), removeSandbox(sb))
+	err = errors.Join(err, collectOutput(sb, h.Config.OutputDir, h.Config.Limits.OutputBytes), removeSandbox(sb))
 	if rerr := os.Remove(s.StatusPath); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		err = errors.Join(err, rerr)
 	}

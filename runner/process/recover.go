@@ -131,7 +131,7 @@ func (e *Executor) Wait(ctx context.Context, h *runner.Handle) (*runner.ExitResu
 	}
 	// Anything the agent left behind in its group dies with it.
 	_ = syscall.Kill(-s.PID, syscall.SIGKILL)
-	if err := collectOutput(sandboxLayout{Dir: s.Sandbox}, h.Config.OutputDir); err != nil {
+	if err := collectOutput(sandboxLayout{Dir: s.Sandbox}, h.Config.OutputDir, h.Config.Limits.OutputBytes); err != nil {
 		return nil, fmt.Errorf("process executor: task %s: %w", h.Config.ID, err)
 	}
 	return res, nil

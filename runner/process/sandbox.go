@@ -182,6 +182,10 @@ func (e *Executor) makeSandbox(cfg runner.TaskConfig, name string, uid, gid int)
 			}
 		}
 	}
+	// The output limit: a tmpfs of that size over output/ where the node can mount one.
+	if _, err := runner.MountOutputLimit(sb.output(), cfg.Limits.OutputBytes, uid, gid); err != nil {
+		return sb, cfg, fmt.Errorf("sandbox: %w", err)
+	}
 	out.WorkspaceDir, out.OutputDir = sb.workspace(), sb.output()
 	return sb, out, nil
 }
@@ -191,7 +195,11 @@ func removeSandbox(sb sandboxLayout) error {
 	if sb.Dir == "" {
 		return nil
 	}
-	err := os.RemoveAll(sb.Dir)
+	var err error
+	if runner.OutputMounted(sb.output()) {
+		err = runner.UnmountOutputLimit(sb.output())
+	}
+	err = errors.Join(err, os.RemoveAll(sb.Dir))
 	if rerr := os.Remove(sb.status()); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		err = errors.Join(err, rerr)
 	}
@@ -199,21 +207,25 @@ func removeSandbox(sb sandboxLayout) error {
 }
 
 // collectOutput copies what the agent left in the sandbox's output/ into the run's own
-// output folder, once (the sandbox's output/ is removed after): regular files and folders
-// only, never following a link the agent made; other entries are left out.
-func collectOutput(sb sandboxLayout, dst string) error {
+// output folder, once (the sandbox's output/ is removed after), with runner.CollectOutput:
+// regular files and folders only, never following a link the agent made, no FIFO or
+// hard-linked file, at most limit bytes; what it leaves out, and an output/ mount the agent
+// filled, are recorded in the run's output folder for the evaluator.
+func collectOutput(sb sandboxLayout, dst string, limit int64) error {
 	if sb.Dir == "" || dst == "" {
 		return nil
 	}
 	if _, err := os.Lstat(sb.output()); errors.Is(err, os.ErrNotExist) {
 		return nil // collected already
 	}
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return err
-	}
-	skip := func(string, os.FileMode) error { return nil }
-	if err := copyInto(sb.output(), dst, skip); err != nil {
+	mounted := runner.OutputMounted(sb.output())
+	if err := runner.CollectOutput(sb.output(), dst, limit, mounted && runner.OutputFull(sb.output())); err != nil {
 		return fmt.Errorf("collect the agent's output: %w", err)
+	}
+	if mounted {
+		if err := runner.UnmountOutputLimit(sb.output()); err != nil {
+			return err
+		}
 	}
 	return os.RemoveAll(sb.output())
 }
@@ -229,18 +241,10 @@ func copyTree(src, dst string, link bool) error {
 	refuse := func(p string, m os.FileMode) error {
 		return fmt.Errorf("%s: not a regular file or folder (%v)", p, m.Type())
 	}
-	return copyEntries(src, dst, link, false, refuse)
+	return copyEntries(src, dst, link, refuse)
 }
 
-// copyInto copies the folders and regular files under src into the folder dst; other
-// entries go to other (which may skip them by returning nil). A subfolder that cannot be
-// copied (an agent's tree too deep for a path) is left out: only the top level's files
-// (where the submission is) must come back.
-func copyInto(src, dst string, other func(string, os.FileMode) error) error {
-	return copyEntries(src, dst, false, true, other)
-}
-
-func copyEntries(src, dst string, link, subdirsBestEffort bool, other func(string, os.FileMode) error) error {
+func copyEntries(src, dst string, link bool, other func(string, os.FileMode) error) error {
 	ents, err := os.ReadDir(src)
 	if err != nil {
 		return err
@@ -251,9 +255,9 @@ func copyEntries(src, dst string, link, subdirsBestEffort bool, other func(strin
 		case t.IsDir():
 			err := os.Mkdir(d, 0o755)
 			if err == nil || errors.Is(err, os.ErrExist) {
-				err = copyEntries(s, d, link, false, other)
+				err = copyEntries(s, d, link, other)
 			}
-			if err != nil && !subdirsBestEffort {
+			if err != nil {
 				return err
 			}
 		case t.IsRegular():

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -108,6 +109,8 @@ func main() {
 		writes()
 	case "child-of-forkbomb":
 		time.Sleep(time.Hour)
+	case "output": // output KIND [ARG]: a hostile submission.csv (see hostileOutput)
+		hostileOutput(arg(2, ""), arg(3, ""))
 	default:
 		fmt.Fprintln(os.Stderr, "unknown mode", os.Args[1])
 		os.Exit(64)
@@ -237,4 +240,54 @@ func writes() {
 			fmt.Printf("write %s: ok\n", p)
 		}
 	}
+}
+
+// hostileOutput leaves a submission.csv in the output folder that an evaluator must refuse:
+// "symlink TARGET" a link to TARGET; "fifo" a named pipe; "hardlink [TARGET]" a second link
+// to TARGET (default: a file beside it); "fill BYTES" a good submission, then BYTES more in
+// another file, writing until the limit stops it.
+func hostileOutput(kind, a string) {
+	out := os.Getenv("EVALMESH_OUTPUT")
+	sub := filepath.Join(out, "submission.csv")
+	var err error
+	switch kind {
+	case "symlink":
+		err = os.Symlink(a, sub)
+	case "fifo":
+		err = syscall.Mkfifo(sub, 0o644)
+	case "hardlink":
+		if a == "" {
+			a = filepath.Join(out, "answers.csv")
+			if err = os.WriteFile(a, []byte("id,answer\n1,42\n"), 0o644); err != nil {
+				break
+			}
+		}
+		err = os.Link(a, sub)
+	case "fill":
+		n, _ := strconv.ParseInt(a, 10, 64)
+		if err = os.WriteFile(sub, []byte("id,answer\n1,42\n"), 0o644); err != nil {
+			break
+		}
+		var f *os.File
+		if f, err = os.Create(filepath.Join(out, "fill.bin")); err != nil {
+			break
+		}
+		buf := make([]byte, 1<<20)
+		var wrote int64
+		for wrote < n {
+			var k int
+			k, err = f.Write(buf[:min(int64(len(buf)), n-wrote)])
+			wrote += int64(k)
+			if err != nil {
+				break
+			}
+		}
+		f.Close()
+		fmt.Printf("fill: wrote %d of %d bytes (%v)\n", wrote, n, err)
+		return
+	default:
+		fmt.Fprintln(os.Stderr, "output: unknown kind", kind)
+		os.Exit(64)
+	}
+	fmt.Printf("output %s: %v\n", kind, err)
 }
