@@ -113,6 +113,8 @@ type RunPredicate struct {
 	Executor *ExecutorInfo `json:"executor,omitempty"`
 	// Build names the evalmesh build that ran and signed this run.
 	Build *BuildInfo `json:"build,omitempty"`
+	// Heureka is set on HeurekaBench runs (heureka.go): the judge and per-question outcome.
+	Heureka *HeurekaRunInfo `json:"heureka,omitempty"`
 }
 
 // Isolation levels an executor can report in ExecutorInfo.Isolation.
@@ -324,6 +326,9 @@ func (p *RunPredicate) validate() error {
 	}
 	if p.Score != nil && (math.IsNaN(*p.Score) || math.IsInf(*p.Score, 0)) {
 		return errors.New("score is not finite")
+	}
+	if p.Heureka != nil {
+		return p.Heureka.validate(p.Valid)
 	}
 	return nil
 }
