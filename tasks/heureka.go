@@ -455,6 +455,24 @@ func ImportHeureka(itemsPath, out string, opts HeurekaImportOptions) (*Meta, err
 	if opts.Name == "" {
 		opts.Name = strings.TrimSuffix(filepath.Base(itemsPath), filepath.Ext(itemsPath))
 	}
+	files, m, err := HeurekaBundleFiles(items, opts)
+	if err != nil {
+		return nil, fmt.Errorf("import-heureka: %w", err)
+	}
+	if err := writeBundle(out, files, opts.DataDir); err != nil {
+		return nil, fmt.Errorf("import-heureka: --out %s: %w", out, err)
+	}
+	return m, nil
+}
+
+// HeurekaBundleFiles lays out a HeurekaBench bundle from checked items: task.yaml,
+// prompt.md, public/questions.jsonl, private/answers.jsonl and the judge prompt, by
+// slash-separated path (the dataset under public/data/ is the caller's). Same inputs give
+// the same bytes.
+func HeurekaBundleFiles(items []HeurekaItem, opts HeurekaImportOptions) (map[string][]byte, *Meta, error) {
+	if probs := CheckHeurekaItems(items); len(probs) > 0 {
+		return nil, nil, fmt.Errorf("%d problem(s):\n  %s", len(probs), strings.Join(probs, "\n  "))
+	}
 	if opts.Version == "" {
 		opts.Version = "1"
 	}
@@ -500,17 +518,14 @@ func ImportHeureka(itemsPath, out string, opts HeurekaImportOptions) (*Meta, err
 			Judge: HeurekaJudge{Model: opts.JudgeModel, Prompt: HeurekaPromptFile}},
 	}
 	if errs := m.validate(map[string]bool{"metric.lower_is_better": true, "metric.optimal_score": true, "sota.score": true}); len(errs) > 0 {
-		return nil, fmt.Errorf("import-heureka: %w", &ValidationError{Fields: errs})
+		return nil, nil, &ValidationError{Fields: errs}
 	}
 	y, err := m.Marshal()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	files[MetaFile] = y
-	if err := writeBundle(out, files, opts.DataDir); err != nil {
-		return nil, fmt.Errorf("import-heureka: --out %s: %w", out, err)
-	}
-	return m, nil
+	return files, m, nil
 }
 
 // HeurekaPrompt is the prompt.md of an imported HeurekaBench task.
