@@ -4,7 +4,8 @@
 // analysis by words in its text (what an LLM's reading of the question stands in for).
 //
 //   - Thorough analyses per cell type and condition (fold changes per gene and cell type,
-//     composition, markers, per-donor effects) and writes its numbers into its answers.
+//     composition, markers, per-donor effects) and writes its numbers into its answers; on
+//     odd seeds it skips the per-donor analysis and leaves that question unanswered.
 //   - Hasty pools every cell (no cell types), so it finds only the effects shared by all
 //     cells; elsewhere it guesses a letter from its seed, writes a vague sentence, and
 //     leaves the last two questions unanswered.
@@ -150,6 +151,7 @@ type findings struct {
 	strongest      string  // cell type with the largest shared-gene fold
 	strongestFold  float64 //
 	donorsUp       int     // donors with ISG15 up > 2x
+	skipDonors     bool    // the per-donor analysis was not run (odd seeds)
 	folds          map[string]float64
 }
 
@@ -311,7 +313,7 @@ func thoroughAnswer(f *findings, q question) answer {
 	case has(text, "repress", "falls in t"):
 		a.MCQ = pick(q.MCQ.Options, f.down["T"])
 		a.OEQ = fmt.Sprintf("%s falls in treated T cells (%s): a decrease of naive T-cell genes.", strings.Join(f.down["T"], ", "), foldText(f, f.down["T"], "T"))
-	case has(text, "donor"):
+	case has(text, "donor") && !f.skipDonors:
 		a.MCQ = pick(q.MCQ.Options, []string{[]string{"None", "One", "Two", "Three", "All four"}[min(f.donorsUp, 4)]})
 		a.OEQ = fmt.Sprintf("Yes: ISG15 is induced in all four donors (%d of 4 above two-fold).", f.donorsUp)
 	case has(text, "stable", "do not change"):
@@ -370,12 +372,15 @@ func write(out string, answers []answer) error {
 
 // Thorough is the stronger co-scientist.
 func Thorough(stderr io.Writer) int {
-	t, qs, out, _, err := load()
+	t, qs, out, seed, err := load()
 	if err != nil {
 		fmt.Fprintf(stderr, "cosci-thorough: %v\n", err)
 		return 2
 	}
 	f := thoroughAnalysis(t)
+	// On odd seeds its plan leaves out the per-donor analysis, as an agent's plan varies
+	// from run to run: that question then gets no answer.
+	f.skipDonors = seed%2 == 1
 	var answers []answer
 	for _, q := range qs {
 		answers = append(answers, thoroughAnswer(f, q))
