@@ -336,6 +336,9 @@ func applyLabCaps[C any](cs []C, p AcceptPolicy, of func(C) (*Verified, scoring.
 func toResult(v *Verified, task, agent string) scoring.Result {
 	rp := v.Run
 	r := scoring.Result{Task: task, Agent: agent, Seed: rp.Slot.Seed, AttestationID: v.ID}
+	if rp.Heureka != nil {
+		r.Heureka = &scoring.HeurekaRun{Questions: rp.Heureka.Questions}
+	}
 	switch {
 	case rp.Valid && rp.Score != nil && !math.IsNaN(*rp.Score) && !math.IsInf(*rp.Score, 0):
 		s := *rp.Score

@@ -115,6 +115,8 @@ type RunPredicate struct {
 	Build *BuildInfo `json:"build,omitempty"`
 	// Model is the model served beside the agent, when its spec names one.
 	Model *ModelRun `json:"model,omitempty"`
+	// Heureka is set on HeurekaBench runs (heureka.go): the judge and per-question outcome.
+	Heureka *HeurekaRunInfo `json:"heureka,omitempty"`
 }
 
 // ModelRun is what a run attests of the model served beside its agent: which model (image
@@ -351,6 +353,9 @@ func (p *RunPredicate) validate() error {
 	}
 	if p.Score != nil && (math.IsNaN(*p.Score) || math.IsInf(*p.Score, 0)) {
 		return errors.New("score is not finite")
+	}
+	if p.Heureka != nil {
+		return p.Heureka.validate(p.Valid)
 	}
 	return nil
 }

@@ -336,10 +336,12 @@ func fastRun(b []byte) (*RunPredicate, bool) {
 			}
 			r.Build = &BuildInfo{}
 			return p.build(r.Build)
+		case "heureka":
+			return false // HeurekaBench runs are rare: encoding/json decodes them
 		default:
 			return !foldsTo(key, "slot", "node", "lab", "hardware", "start", "end", "wall_seconds", "gpu_seconds",
 				"energy_joules", "exit", "valid", "invalid_reason", "score", "metric", "evaluator", "telemetry",
-				"attempt", "executor", "build") && p.skip(0)
+				"attempt", "executor", "build", "heureka") && p.skip(0)
 		}
 		return ok
 	})

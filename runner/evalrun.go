@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/scoring"
 	"github.com/evalmesh/evalmesh/tasks"
 )
@@ -37,6 +38,9 @@ type evalResult struct {
 	reason     string
 	evaluator  string
 	submission []byte
+	// HeurekaBench runs (heureka.go): the judge and per-question outcome, and the verdict file.
+	heureka  *attest.HeurekaRunInfo
+	verdicts []byte
 }
 
 func invalidResult(evaluator, reason string, sub []byte) *evalResult {
@@ -77,6 +81,9 @@ func readSubmission(outDir, name string) ([]byte, string) {
 // (evaluator.metric, or no evaluator image), else in an evaluator task of its own.
 func (r *Runner) evaluate(ctx context.Context, ex Executor, st *RunState, b *tasks.Bundle) (*evalResult, error) {
 	m := b.Meta
+	if m.IsHeureka() {
+		return r.evaluateHeureka(ctx, ex, st, b)
+	}
 	dir := RunDir(r.Home, st.ID)
 	builtin := m.Evaluator.Image == "" && len(m.Evaluator.Command) == 0
 	metric := m.Evaluator.Metric
@@ -107,38 +114,93 @@ func (r *Runner) evaluate(ctx context.Context, ex Executor, st *RunState, b *tas
 // a copy of the submission, private/ read-only, no network, none of the agent's variables.
 func (r *Runner) evaluateInTask(ctx context.Context, ex Executor, st *RunState, b *tasks.Bundle, evaluator string, sub []byte) (*evalResult, error) {
 	m := b.Meta
-	dir := RunDir(r.Home, st.ID)
-	subDir := filepath.Join(dir, "eval", "submission")
-	work := filepath.Join(dir, "eval", "workspace")
-	for _, d := range []string{subDir, work} {
-		if err := os.RemoveAll(d); err != nil {
-			return nil, err
-		}
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	if err := os.WriteFile(filepath.Join(subDir, m.Submission.File), sub, 0o644); err != nil {
-		return nil, err
-	}
-	logPath := filepath.Join(dir, "logs", "evaluator.log")
-	_ = os.Remove(logPath)
-	cmd, err := r.resolveCommand(m.Evaluator.Command, ex)
+	exit, out, _, err := r.runEvaluatorTask(ctx, ex, evalTask{
+		dir: RunDir(r.Home, st.ID), id: fmt.Sprintf("%s-eval%d", st.ID, st.EvalAttempt), bundle: b, evaluator: evaluator, submission: sub,
+		started: func(h *Handle) error {
+			st.EvalHandle = h
+			return saveState(r.Home, st, r.now())
+		},
+		ended: func() { st.EvalHandle = nil },
+	})
 	if err != nil {
 		return nil, err
 	}
+	if !exit.Successful() {
+		return invalidResult(evaluator, "evaluator "+exitReason(exit), sub), nil
+	}
+	res, err := ParseEvaluatorOutput(out, m.Metric.Name)
+	if err != nil {
+		return invalidResult(evaluator, err.Error(), sub), nil
+	}
+	score := res.Score
+	return &evalResult{valid: true, score: &score, evaluator: evaluator, submission: sub}, nil
+}
+
+// evalTask is one evaluator (or judge) task: the folder its eval/ is made in (a run's or a
+// re-score's), its executor task ID, and what it is handed besides the submission.
+type evalTask struct {
+	dir, id    string
+	bundle     *tasks.Bundle
+	evaluator  string
+	submission []byte
+	// files are written read-only beside the submission (the judge prompt); env gets the
+	// task's view of the submission folder and of its workspace and returns extra variables.
+	files map[string][]byte
+	env   func(subDir, workspace string) map[string]string
+	// started is called once the task runs (a run saves its handle); ended once it is gone.
+	started func(*Handle) error
+	ended   func()
+}
+
+// runEvaluatorTask runs t with private/ read-only, no network and a fresh workspace, and
+// returns how it ended, its output (bounded) and the host path of its workspace.
+func (r *Runner) runEvaluatorTask(ctx context.Context, ex Executor, t evalTask) (*ExitResult, []byte, string, error) {
+	m := t.bundle.Meta
+	subDir := filepath.Join(t.dir, "eval", "submission")
+	work := filepath.Join(t.dir, "eval", "workspace")
+	for _, d := range []string{subDir, work} {
+		if err := os.RemoveAll(d); err != nil {
+			return nil, nil, "", err
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(subDir, m.Submission.File), t.submission, 0o644); err != nil {
+		return nil, nil, "", err
+	}
+	for name, data := range t.files {
+		if err := os.WriteFile(filepath.Join(subDir, name), data, 0o644); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	logPath := filepath.Join(t.dir, "logs", "evaluator.log")
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return nil, nil, "", err
+	}
+	_ = os.Remove(logPath)
+	cmd, err := r.resolveCommand(m.Evaluator.Command, ex)
+	if err != nil {
+		return nil, nil, "", err
+	}
 	env := map[string]string{}
-	subPath := filepath.Join(EvaluatorSubmissionDir, m.Submission.File)
+	taskSub, taskWork := EvaluatorSubmissionDir, AgentWorkspaceDir
 	if ex.Name() == "docker" {
 		env[EnvPrivate] = EvaluatorPrivateDir
 	} else {
-		env[EnvPrivate] = b.PrivateDir()
-		subPath = filepath.Join(subDir, m.Submission.File)
+		env[EnvPrivate] = t.bundle.PrivateDir()
+		taskSub, taskWork = subDir, work
 	}
+	subPath := filepath.Join(taskSub, m.Submission.File)
 	env[EnvSubmission] = subPath
+	if t.env != nil {
+		for k, v := range t.env(taskSub, taskWork) {
+			env[k] = v
+		}
+	}
 	cmd = append(cmd, "--submission-file", subPath)
 	cfg := TaskConfig{
-		ID:           fmt.Sprintf("%s-eval%d", st.ID, st.EvalAttempt),
+		ID:           t.id,
 		Image:        m.Evaluator.Image,
 		Command:      cmd,
 		Env:          env,
@@ -149,12 +211,12 @@ func (r *Runner) evaluateInTask(ctx context.Context, ex Executor, st *RunState, 
 	if ex.Name() == "docker" {
 		// A subprocess gets the host paths in Env instead. The container's user (not root)
 		// reads a copy: the bundle's own private/ is closed to every uid but the node's.
-		priv := filepath.Join(dir, "eval", "private")
+		priv := filepath.Join(t.dir, "eval", "private")
 		if err := os.RemoveAll(priv); err != nil {
-			return nil, err
+			return nil, nil, "", err
 		}
-		if err := tasks.CopyTree(b.PrivateDir(), priv); err != nil {
-			return nil, fmt.Errorf("task %s: copy private/ for the evaluator: %w", m.Name, err)
+		if err := tasks.CopyTree(t.bundle.PrivateDir(), priv); err != nil {
+			return nil, nil, "", fmt.Errorf("task %s: copy private/ for the evaluator: %w", m.Name, err)
 		}
 		cfg.ExtraMounts = []Mount{
 			{Source: priv, Target: EvaluatorPrivateDir},
@@ -163,36 +225,34 @@ func (r *Runner) evaluateInTask(ctx context.Context, ex Executor, st *RunState, 
 	}
 	h, err := ex.Start(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("start evaluator %s: %w", evaluator, err)
+		return nil, nil, "", fmt.Errorf("start evaluator %s: %w", t.evaluator, err)
 	}
-	st.EvalHandle = h
-	if err := saveState(r.Home, st, r.now()); err != nil {
-		_ = ex.Stop(context.Background(), h, 0)
-		_ = ex.Destroy(context.Background(), h)
-		return nil, err
+	if t.started != nil {
+		if err := t.started(h); err != nil {
+			_ = ex.Stop(context.Background(), h, 0)
+			_ = ex.Destroy(context.Background(), h)
+			return nil, nil, "", err
+		}
 	}
 	exit, werr := ex.Wait(ctx, h)
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return nil, nil, "", ctx.Err()
 	}
 	_ = ex.Destroy(context.Background(), h)
-	st.EvalHandle = nil
+	if t.ended != nil {
+		t.ended()
+	}
 	if werr != nil {
-		return nil, fmt.Errorf("evaluator %s: %w", evaluator, werr)
+		return nil, nil, "", fmt.Errorf("evaluator %s: %w", t.evaluator, werr)
 	}
 	if !exit.Successful() {
-		return invalidResult(evaluator, "evaluator "+exitReason(exit), sub), nil
+		return exit, nil, work, nil
 	}
 	out, err := readAtMost(logPath, maxEvaluatorOutput+1) // more is refused by the parser
 	if err != nil {
-		return nil, fmt.Errorf("evaluator log: %w", err)
+		return nil, nil, "", fmt.Errorf("evaluator log: %w", err)
 	}
-	res, err := ParseEvaluatorOutput(out, m.Metric.Name)
-	if err != nil {
-		return invalidResult(evaluator, err.Error(), sub), nil
-	}
-	score := res.Score
-	return &evalResult{valid: true, score: &score, evaluator: evaluator, submission: sub}, nil
+	return exit, out, work, nil
 }
 
 // BundleCID computes a bundle folder's root CID (what `ipfs add -r --cid-version=1` gives)

@@ -577,6 +577,13 @@ func (r *Runner) storeSubjects(st *RunState, b *tasks.Bundle, ev *evalResult) ([
 		}
 		subjects = append(subjects, subject(b.Meta.Submission.File, ev.submission, c, attest.RoleSubmission))
 	}
+	if ev.verdicts != nil {
+		c, err := storeObject(r.Home, ev.verdicts)
+		if err != nil {
+			return nil, err
+		}
+		subjects = append(subjects, subject(VerdictsFile, ev.verdicts, c, attest.RoleVerdicts))
+	}
 	lc, err := storeObject(r.Home, logs)
 	if err != nil {
 		return nil, err
@@ -628,6 +635,7 @@ func (r *Runner) runPredicate(ex Executor, st *RunState, b *tasks.Bundle, ev *ev
 		Executor:      executorInfo(ex, st.AgentHandle),
 		Build:         &build,
 		Model:         modelRun(st, wall),
+		Heureka:       ev.heureka,
 	}
 	if pred.Hardware.GPUModel == "" {
 		pred.Hardware.GPUModel = "cpu"

@@ -36,6 +36,9 @@ type Result struct {
 	Status        string
 	Score         *float64
 	AttestationID string
+	// Heureka is set on HeurekaBench runs, which go to the ledger's Heureka table
+	// (heureka_ledger.go) instead of the AIRS-Bench rows.
+	Heureka *HeurekaRun
 }
 
 func (r *Result) valid() bool {
@@ -77,6 +80,8 @@ type Ledger struct {
 	EloBootstrapRegularised int       `json:"elo_bootstrap_regularised"`
 	Agents                  []Agent   `json:"agents"`
 	Tasks                   []TaskRow `json:"tasks"`
+	// Heureka is the HeurekaBench table; nil (and absent from the JSON) without such runs.
+	Heureka *HeurekaTable `json:"heureka,omitempty"`
 
 	canonical []byte
 	root      string
@@ -165,6 +170,7 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 	if err != nil {
 		return nil, err
 	}
+	results, heureka := splitHeureka(results)
 	in, err := sortInputs(results, tasks, worstMode)
 	if err != nil {
 		return nil, err
@@ -190,6 +196,9 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 	scores.fill(l.Agents, rounds, seed)
 	rankAndSort(l.Agents)
 	l.provisional = scores.provisional(l.Agents, in, len(in.tasks))
+	if l.Heureka, err = computeHeureka(heureka, tasks, rounds); err != nil {
+		return nil, err
+	}
 	if err := l.seal(); err != nil {
 		return nil, err
 	}
@@ -519,8 +528,10 @@ func (l *Ledger) seal() error {
 		EloBootstrapRegularised int       `json:"elo_bootstrap_regularised"`
 		Agents                  []Agent   `json:"agents"`
 		Tasks                   []TaskRow `json:"tasks"`
+
+		Heureka *HeurekaTable `json:"heureka,omitempty"`
 	}
-	b, err := json.Marshal(body{l.InputsDigest, l.Policy, l.EloFit, l.EloBootstrapRegularised, l.Agents, l.Tasks})
+	b, err := json.Marshal(body{l.InputsDigest, l.Policy, l.EloFit, l.EloBootstrapRegularised, l.Agents, l.Tasks, l.Heureka})
 	if err != nil {
 		return fmt.Errorf("scoring: encoding the ledger: %v", err)
 	}

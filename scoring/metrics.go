@@ -36,6 +36,9 @@ var metricTable = map[string]MetricInfo{
 	"mcqprecisionmicro":   {Name: "MCQPrecisionMicro", Optimum: 1, Tolerance: 1e-9},
 	"mcqrecallmicro":      {Name: "MCQRecallMicro", Optimum: 1, Tolerance: 1e-9},
 	"mcqf1micro":          {Name: "MCQF1Micro", Optimum: 1, Tolerance: 1e-9},
+	// A judge's verdicts are re-scored by running the judge again: a deterministic judge
+	// gives the very same mean, a sampling one does not, and that is a disagreement.
+	"oeqcorrectness": {Name: OEQMetric, Optimum: OEQMax, Tolerance: 0},
 }
 
 // LookupMetric returns the metric named name (case-insensitive). Pass@k is recognised for
@@ -443,6 +446,8 @@ func (m MetricInfo) Range() (lo, hi float64) {
 		return m.Optimum, math.Inf(1)
 	case m.Name == "SpearmanCorrelation":
 		return -1, m.Optimum
+	case m.Name == OEQMetric:
+		return OEQMin, m.Optimum
 	default:
 		return 0, m.Optimum
 	}

@@ -71,5 +71,8 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	}
 	_, err := fmt.Fprintf(w, "\n%d agents + sota (%d provisional), %d tasks, worst anchor %s, %d bootstrap rounds (%d regularised)\n%s\nledger root %s\n\n%s",
 		len(l.Agents)-1, len(l.provisional), len(l.Tasks), l.Policy.Worst, l.Policy.BootstrapRounds, l.EloBootstrapRegularised, fit, l.root, TableLegend)
-	return err
+	if err != nil {
+		return err
+	}
+	return l.Heureka.WriteTable(w)
 }

@@ -97,6 +97,11 @@ func Check(dir string, opts CheckOptions) *CheckReport {
 		r.Warnings = append(r.Warnings, "evaluator has a metric but no labels and no image: nothing can score this task yet (import with --data, or set evaluator.labels)")
 	}
 
+	if m.IsHeureka() {
+		r.Problems = append(r.Problems, checkHeurekaBundle(b)...)
+		r.OK = len(r.Problems) == 0
+		return r
+	}
 	gold := ""
 	for _, g := range goldNames {
 		if fi, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(g))); err == nil && fi.Mode().IsRegular() {

@@ -25,20 +25,24 @@ const FormatVersion = 2
 // Extra (at every level) and written back unchanged, so an older node re-saving a newer
 // task.yaml loses nothing.
 type Meta struct {
-	Format              int            `yaml:"format,omitempty" json:"format,omitempty"`
-	Name                string         `yaml:"name" json:"name"`
-	Version             string         `yaml:"version" json:"version"`
-	Category            string         `yaml:"category" json:"category"`
-	ResearchProblem     string         `yaml:"research_problem" json:"research_problem"`
-	Dataset             Dataset        `yaml:"dataset" json:"dataset"`
-	Metric              Metric         `yaml:"metric" json:"metric"`
-	ScoringColumn       StringList     `yaml:"scoring_column" json:"scoring_column"`
-	Submission          Submission     `yaml:"submission" json:"submission"`
-	SOTA                SOTA           `yaml:"sota" json:"sota"`
-	EstimatedWorstScore *float64       `yaml:"estimated_worst_score,omitempty" json:"estimated_worst_score,omitempty"`
-	Limits              Limits         `yaml:"limits" json:"limits"`
-	Evaluator           Evaluator      `yaml:"evaluator" json:"evaluator"`
-	Extra               map[string]any `yaml:",inline" json:"-"`
+	Format              int        `yaml:"format,omitempty" json:"format,omitempty"`
+	Name                string     `yaml:"name" json:"name"`
+	Version             string     `yaml:"version" json:"version"`
+	Category            string     `yaml:"category" json:"category"`
+	ResearchProblem     string     `yaml:"research_problem" json:"research_problem"`
+	Dataset             Dataset    `yaml:"dataset" json:"dataset"`
+	Metric              Metric     `yaml:"metric" json:"metric"`
+	ScoringColumn       StringList `yaml:"scoring_column" json:"scoring_column"`
+	Submission          Submission `yaml:"submission" json:"submission"`
+	SOTA                SOTA       `yaml:"sota" json:"sota"`
+	EstimatedWorstScore *float64   `yaml:"estimated_worst_score,omitempty" json:"estimated_worst_score,omitempty"`
+	Limits              Limits     `yaml:"limits" json:"limits"`
+	Evaluator           Evaluator  `yaml:"evaluator" json:"evaluator"`
+	// Benchmark is "" or "airs" for an AIRS-Bench-style task, "heureka" for a HeurekaBench
+	// bundle, which then has Heureka (heureka.go, docs/bundle-format.md §8).
+	Benchmark string         `yaml:"benchmark,omitempty" json:"benchmark,omitempty"`
+	Heureka   *HeurekaConfig `yaml:"heureka,omitempty" json:"heureka,omitempty"`
+	Extra     map[string]any `yaml:",inline" json:"-"`
 }
 
 // Dataset names where the task's data comes from (a Hugging Face dataset for AIRS-Bench).
@@ -479,7 +483,7 @@ func (m *Meta) validate(present map[string]bool) []FieldError {
 			bad("evaluator.labels", "%q: labels must live under private/ so the agent never sees them", ev.Labels)
 		}
 	}
-	return errs
+	return append(errs, m.validateHeureka()...)
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

@@ -97,7 +97,7 @@ Examples:
 	cmd.Flags().StringVar(&dashboardListen, "dashboard-listen", "127.0.0.1:0", "with --keep: the first node's web dashboard address (the others pick free ports); \"\" serves none")
 	cmd.Flags().IntVar(&seeds, "seeds", 3, "seeds per (task, agent)")
 	cmd.Flags().StringSliceVar(&agentNames, "agents", nil, "example agents to run (default: constant,heuristic,flaky,solver)")
-	cmd.Flags().StringSliceVar(&taskNames, "tasks", nil, "example tasks to run (default: arithmetic,regression,sentiment)")
+	cmd.Flags().StringSliceVar(&taskNames, "tasks", nil, "example tasks to run (default: arithmetic,regression,sentiment,heureka-sc)")
 	return cmd
 }
 
@@ -127,6 +127,14 @@ func printNetDemo(w io.Writer, asJSON bool, res *demo.NetResult) {
 		q[i] = shellQuote(a)
 	}
 	fmt.Fprintf(w, "all %d roots equal: %s\nrecompute it from the exported files:\n  %s\n", len(res.Nodes), res.LedgerRoot, strings.Join(q, " "))
+	if h := res.Heureka; h != nil {
+		fmt.Fprintf(w, "\nHeurekaBench, run on one node (%s) of lab %s and judged by the stand-in keyword judge (a test double for an LLM judge):", h.Node, h.LabName)
+		h.Ledger.Heureka.WriteTable(w)
+		for i, a := range h.LedgerCommand {
+			h.LedgerCommand[i] = shellQuote(a)
+		}
+		fmt.Fprintf(w, "ledger root %s; recompute it:\n  %s\n", h.LedgerRoot, strings.Join(h.LedgerCommand, " "))
+	}
 }
 
 // runSingleDemo is `demo --nodes 1`: one lab, one node, no network.

@@ -36,7 +36,7 @@ Typical flow for an AIRS-Bench task:
   evalmesh task inspect svamp.car --json
   evalmesh task unpack svamp.car /tmp/svamp`,
 	}
-	cmd.AddCommand(newTaskImportCmd(g), newTaskPackCmd(g), newTaskCheckCmd(g), newTaskInspectCmd(g), newTaskUnpackCmd(g))
+	cmd.AddCommand(newTaskImportCmd(g), newTaskImportHeurekaCmd(g), newTaskPackCmd(g), newTaskCheckCmd(g), newTaskInspectCmd(g), newTaskUnpackCmd(g))
 	return cmd
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/evalmesh/evalmesh/examples/agents/constant"
+	"github.com/evalmesh/evalmesh/examples/agents/cosci"
 	"github.com/evalmesh/evalmesh/examples/agents/flaky"
 	"github.com/evalmesh/evalmesh/examples/agents/heuristic"
 	"github.com/evalmesh/evalmesh/examples/agents/solver"
@@ -29,7 +30,13 @@ var registry = map[string]Agent{
 	"heuristic": {"heuristic", "sums numbers, predicts the mean, counts a few sentiment words", heuristic.Main},
 	"solver":    {"solver", "parses the operation, fits least squares, trains naive Bayes (strongest)", solver.Main},
 	"flaky":     {"flaky", "the heuristic agent, but it crashes or writes a bad header on two seeds in three", flaky.Main},
+	// HeurekaBench co-scientists (examples/heureka): they answer only that task.
+	"cosci-thorough": {"cosci-thorough", "co-scientist: analyses per cell type and condition (HeurekaBench, strongest)", cosci.Thorough},
+	"cosci-hasty":    {"cosci-hasty", "co-scientist: pools all cells, guesses the rest, skips the last questions (HeurekaBench)", cosci.Hasty},
 }
+
+// CoScientists lists the HeurekaBench example agents the demo runs, weakest first.
+var CoScientists = []string{"cosci-hasty", "cosci-thorough"}
 
 // Baselines lists the agents the demo runs, weakest first.
 var Baselines = []string{"constant", "heuristic", "flaky", "solver"}
@@ -54,6 +61,9 @@ func Lookup(name string) (Agent, bool) {
 func Run(name string, args []string, stdout, stderr io.Writer) int {
 	if name == "evaluator" {
 		return Evaluate(args, stdout, stderr)
+	}
+	if name == "heureka-judge" {
+		return Judge(args, stdout, stderr)
 	}
 	a, ok := registry[name]
 	if !ok {

@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/examples/agents"
+	heurekaexample "github.com/evalmesh/evalmesh/examples/heureka"
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/internal/taskset"
@@ -126,9 +128,11 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 	if len(opts.Agents) == 0 {
 		opts.Agents = agents.Baselines
 	}
+	heureka := wantsHeureka(opts.Tasks, len(opts.Tasks) == 0)
 	if len(opts.Tasks) == 0 {
 		opts.Tasks = exampletasks.Names
 	}
+	opts.Tasks = slices.DeleteFunc(slices.Clone(opts.Tasks), func(n string) bool { return n == heurekaexample.Name })
 	for _, a := range opts.Agents {
 		if _, ok := agents.Lookup(a); !ok {
 			return nil, fmt.Errorf("no example agent %q (have %v)", a, agents.Names())
@@ -188,6 +192,11 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 	// The ledger's other inputs: every task bundle (by CID) and agent spec (by CID).
 	if _, err := exampletasks.Generate(res.TasksDir); err != nil {
 		return nil, err
+	}
+	if heureka {
+		if _, err := heurekaexample.Generate(res.TasksDir); err != nil {
+			return nil, err
+		}
 	}
 	infos, bundles, err := taskInputs(ctx, res.TasksDir)
 	if err != nil {
@@ -249,6 +258,12 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 				}
 				fmt.Fprintf(log, "%-32s %-10s seed %d  %s  %s\n", m.Name, agent, seed, short(o.AttestationID), score)
 			}
+		}
+	}
+
+	if heureka {
+		if err := runHeureka(ctx, r, res, bundles, specs, opts.Seeds, log); err != nil {
+			return nil, err
 		}
 	}
 

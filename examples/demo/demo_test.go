@@ -15,6 +15,7 @@ import (
 	"github.com/evalmesh/evalmesh/examples/agents"
 	"github.com/evalmesh/evalmesh/examples/demo"
 	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/scoring"
 )
 
 func TestMain(m *testing.M) {
@@ -30,7 +31,8 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Runs) != 3*4*3 || res.Verified != len(res.Runs) {
+	// 3 tasks × 4 baselines × 3 seeds, and the HeurekaBench task × 2 co-scientists × 3 seeds.
+	if len(res.Runs) != 3*4*3+2*3 || res.Verified != len(res.Runs) {
 		t.Fatalf("%d runs, %d verified", len(res.Runs), res.Verified)
 	}
 	// Mean score per (task, agent): the baselines differ visibly, in the expected order.
@@ -75,6 +77,23 @@ func TestDemo(t *testing.T) {
 	}
 	if len(res.Ledger.Root()) != 64 {
 		t.Errorf("ledger root %q", res.Ledger.Root())
+	}
+	// The HeurekaBench table: the thorough co-scientist above the hasty one on every figure,
+	// and the AIRS-Bench rows hold no co-scientist.
+	if _, ok := rank["cosci-thorough"]; ok {
+		t.Error("a co-scientist is in the AIRS-Bench rows")
+	}
+	if res.Ledger.Heureka == nil {
+		t.Fatal("no HeurekaBench table")
+	}
+	hrow := map[string]scoring.HeurekaAgent{}
+	for _, a := range res.Ledger.Heureka.Agents {
+		hrow[a.Agent] = a
+	}
+	th, ha := hrow["cosci-thorough"], hrow["cosci-hasty"]
+	if th.OEQ == nil || ha.OEQ == nil || *th.OEQ <= *ha.OEQ || *th.MCQAccuracy <= *ha.MCQAccuracy ||
+		*th.MCQRecall <= *ha.MCQRecall || *th.MCQPrecision <= *ha.MCQPrecision || th.Elo <= ha.Elo || th.ValidRuns != 3 || ha.ValidRuns != 3 {
+		t.Errorf("HeurekaBench rows not in order of skill: thorough %+v, hasty %+v", th, ha)
 	}
 	// Every attestation is in the home under its ID.
 	ents, _ := os.ReadDir(filepath.Join(dir, "attestations"))

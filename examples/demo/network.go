@@ -17,6 +17,7 @@ import (
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/examples/agents"
+	heurekaexample "github.com/evalmesh/evalmesh/examples/heureka"
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/node"
@@ -104,6 +105,9 @@ type NetResult struct {
 	// LedgerCommand recomputes LedgerRoot from the files the demo exported.
 	LedgerCommand []string `json:"ledger_command"`
 	Seconds       float64  `json:"seconds"`
+	// Heureka is the HeurekaBench part: the example task run on a single node of its own
+	// lab (demo.Execute), with its ledger's HeurekaBench table; nil when --tasks leaves it out.
+	Heureka *Result `json:"heureka,omitempty"`
 	// Slots is the campaign's size; DuplicateRuns the runs signed beyond one per slot.
 	Slots         int `json:"slots"`
 	DuplicateRuns int `json:"duplicate_runs"`
@@ -151,9 +155,11 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 	if len(opts.Agents) == 0 {
 		opts.Agents = agents.Baselines
 	}
+	heureka := wantsHeureka(opts.Tasks, len(opts.Tasks) == 0)
 	if len(opts.Tasks) == 0 {
 		opts.Tasks = exampletasks.Names
 	}
+	opts.Tasks = slices.DeleteFunc(slices.Clone(opts.Tasks), func(n string) bool { return n == heurekaexample.Name })
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Minute
 	}
@@ -402,6 +408,13 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 		slices.Sort(c2s)
 		pct := func(q float64) float64 { return float64(c2s[int(q*float64(len(c2s)-1))]) / 1e6 }
 		res.ClaimToStartMS.P50, res.ClaimToStartMS.P99 = pct(0.50), pct(0.99)
+	}
+	if heureka {
+		// HeurekaBench runs on one node for now (heureka.go): the daemons' re-score path
+		// scores built-in metrics only, not a judge.
+		if res.Heureka, err = Execute(ctx, Options{Home: filepath.Join(dir, "heureka"), Seeds: opts.Seeds, Tasks: []string{heurekaexample.Name}, Log: log}); err != nil {
+			return nil, fmt.Errorf("HeurekaBench: %w", err)
+		}
 	}
 	if opts.Keep && opts.Ready != nil {
 		opts.Ready(res)
