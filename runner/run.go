@@ -467,6 +467,8 @@ func (r *Runner) sampleAgent(ctx context.Context, ex Executor, st *RunState) {
 	st.AgentPeakMemory = max(st.AgentPeakMemory, ts.PeakMemoryBytes)
 	st.AgentCPUSeconds = max(st.AgentCPUSeconds, ts.CPUSeconds)
 	st.AgentPIDsLimitHits = max(st.AgentPIDsLimitHits, ts.PIDsLimitHits)
+	st.AgentGPUSeconds = max(st.AgentGPUSeconds, ts.GPUSeconds)
+	st.AgentEnergyJoules = max(st.AgentEnergyJoules, ts.EnergyJoules)
 }
 
 // exitReason says in words how the agent ended.
@@ -584,6 +586,14 @@ func (r *Runner) runPredicate(ex Executor, st *RunState, b *tasks.Bundle, ev *ev
 		Attempt:       st.Attempt,
 		Executor:      executorInfo(ex, st.AgentHandle),
 		Build:         &build,
+	}
+	// A scheduler counts the GPUs it granted from the job's start, not from when the run was
+	// queued; its accounting replaces the runner's estimate where it has one.
+	if st.AgentGPUSeconds > 0 {
+		pred.GPUSeconds = st.AgentGPUSeconds
+	}
+	if st.AgentEnergyJoules > 0 {
+		pred.EnergyJoules = st.AgentEnergyJoules
 	}
 	if pred.Hardware.GPUModel == "" {
 		pred.Hardware.GPUModel = "cpu"
