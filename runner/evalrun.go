@@ -125,7 +125,7 @@ func (r *Runner) evaluateInTask(ctx context.Context, ex Executor, st *RunState, 
 	}
 	env := map[string]string{}
 	subPath := filepath.Join(EvaluatorSubmissionDir, m.Submission.File)
-	if ex.Name() == "docker" {
+	if inContainer(ex) {
 		env[EnvPrivate] = EvaluatorPrivateDir
 	} else {
 		env[EnvPrivate] = b.PrivateDir()
@@ -142,7 +142,7 @@ func (r *Runner) evaluateInTask(ctx context.Context, ex Executor, st *RunState, 
 		Limits:       Limits{WallClock: EvaluatorWallClock, MemoryBytes: m.Limits.MemoryBytes},
 		LogPath:      logPath,
 	}
-	if ex.Name() == "docker" {
+	if inContainer(ex) {
 		// A subprocess gets the host paths in Env instead. The container's user (not root)
 		// reads a copy: the bundle's own private/ is closed to every uid but the node's.
 		priv := filepath.Join(dir, "eval", "private")

@@ -156,3 +156,11 @@ type Containment struct {
 type ContainmentReporter interface {
 	Containment(h *Handle) Containment
 }
+
+// inContainer reports whether ex runs tasks in containers (docker here, or slurm on a
+// compute node's engine): the task sees the Agent*Dir paths, an image is required, and a
+// command's "evalmesh" is the image's, not this binary.
+func inContainer(ex Executor) bool {
+	n := ex.Name()
+	return n == "docker" || n == "slurm"
+}

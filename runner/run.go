@@ -162,8 +162,8 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Outcome, error) {
 	if _, err := r.executor(r.Executor); err != nil {
 		return nil, err
 	}
-	if r.Executor == "docker" && req.Agent.Image == "" {
-		return nil, fmt.Errorf("agent %s has no image: the docker executor needs image: sha256:… (or use --executor process)", req.Agent.Name)
+	if ex, _ := r.executor(r.Executor); inContainer(ex) && req.Agent.Image == "" {
+		return nil, fmt.Errorf("agent %s has no image: the %s executor needs image: sha256:… (or use --executor process)", req.Agent.Name, r.Executor)
 	}
 	// Fail before the work: a run whose attestation would be refused is not started.
 	if err := r.CheckSigning(time.Duration(b.Meta.Limits.WallClockSeconds) * time.Second); err != nil {
@@ -350,7 +350,7 @@ func closePrivate(b *tasks.Bundle) {
 // resolveCommand maps a first word "evalmesh" to this binary for the process executor.
 func (r *Runner) resolveCommand(cmd []string, ex Executor) ([]string, error) {
 	out := append([]string(nil), cmd...)
-	if ex.Name() == "docker" || len(out) == 0 || out[0] != "evalmesh" {
+	if inContainer(ex) || len(out) == 0 || out[0] != "evalmesh" {
 		return out, nil
 	}
 	self := r.SelfExe

@@ -45,7 +45,9 @@ type cmdError struct {
 	err         error
 }
 
-func (e *cmdError) Error() string { return fmt.Sprintf("slurm executor: %s: %v: %s", e.cmd, e.err, e.stderr) }
+func (e *cmdError) Error() string {
+	return fmt.Sprintf("slurm executor: %s: %v: %s", e.cmd, e.err, e.stderr)
+}
 func (e *cmdError) Unwrap() error { return e.err }
 
 // job is what Slurm says about one job, from `scontrol show job -o` while the controller
