@@ -117,6 +117,15 @@ func parseJob(out []byte) (*job, error) {
 	j.Start, j.End = parseTime(f["StartTime"]), parseTime(f["EndTime"])
 	j.Elapsed = parseDuration(f["RunTime"])
 	j.GPUs = tresCount(f["TRES"], "gres/gpu")
+	if j.GPUs == 0 {
+		// Without slurmdbd the TRES lists no GRES; what the job asked for stands in.
+		for _, k := range []string{"TresPerJob", "TresPerNode"} {
+			if _, n := gresGPUs(strings.TrimPrefix(f[k], "gres:")); n > 0 {
+				j.GPUs = n
+				break
+			}
+		}
+	}
 	if e, err := strconv.ParseFloat(f["ConsumedEnergy"], 64); err == nil {
 		j.EnergyJ = e
 	}

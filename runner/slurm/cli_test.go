@@ -11,7 +11,7 @@ import (
 
 // Lines as Slurm 22.05 prints them (captured from the test cluster).
 const (
-	jobRunning = `JobId=7 JobName=evalmesh-x UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 Nice=0 Account=(null) QOS=(null) JobState=RUNNING Reason=None Dependency=(null) Requeue=0 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=00:01:05 TimeLimit=00:02:00 TimeMin=N/A SubmitTime=2026-12-01T23:38:18 EligibleTime=2026-12-01T23:38:18 AccrueTime=2026-12-01T23:38:18 StartTime=2026-12-01T23:38:20 EndTime=2026-12-01T23:40:20 Deadline=N/A Partition=evalmesh AllocNode:Sid=vm:2901 NodeList=localhost BatchHost=localhost NumNodes=1 NumCPUs=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=1,node=1,billing=1,gres/gpu=2 Command=/runs/x/job.sh WorkDir=/runs/x Power= TresPerJob=gres:gpu:2`
+	jobRunning = `JobId=7 JobName=evalmesh-x UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 Nice=0 Account=(null) QOS=(null) JobState=RUNNING Reason=None Dependency=(null) Requeue=0 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=00:01:05 TimeLimit=00:02:00 TimeMin=N/A SubmitTime=2026-12-01T23:38:18 EligibleTime=2026-12-01T23:38:18 AccrueTime=2026-12-01T23:38:18 StartTime=2026-12-01T23:38:20 EndTime=2026-12-01T23:40:20 Deadline=N/A Partition=evalmesh AllocNode:Sid=vm:2901 NodeList=localhost BatchHost=localhost NumNodes=1 NumCPUs=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=1,node=1,billing=1 Command=/runs/x/job.sh WorkDir=/runs/x Power= TresPerJob=gres:gpu:2`
 	jobPending = `JobId=8 JobName=wrap JobState=PENDING Reason=BeginTime ExitCode=0:0 RunTime=00:00:00 StartTime=2026-12-02T00:40:00 EndTime=Unknown Partition=evalmesh NodeList=(null) TRES=cpu=1,node=1`
 	sacctLine  = "12|CANCELLED by 0|0:15|gpu-07|h200|2026-12-01T10:00:00|2026-12-01T11:00:00|3600|billing=8,cpu=8,gres/gpu=4,mem=64G,node=1|123456\n"
 )
@@ -130,4 +130,16 @@ func FuzzParseJob(f *testing.F) {
 		_ = parseDuration(s)
 		_ = maxJobsPU(s)
 	})
+}
+
+func TestUsage(t *testing.T) {
+	s := state{JobID: "1", JobDir: "/d", GPUs: 2}
+	g, e := usage(s, taskView{job: &job{State: "COMPLETED", GPUs: 4, Elapsed: 90 * time.Second, EnergyJ: 500}})
+	if g != 360 || e != 500 {
+		t.Errorf("usage = %v GPU-s, %v J; want 360, 500 (Slurm's TRES and energy)", g, e)
+	}
+	g, e = usage(s, taskView{job: &job{State: "COMPLETED", Elapsed: 10 * time.Second, EnergyJ: 500}, rec: &record{EnergyJoules: 42}})
+	if g != 20 || e != 42 {
+		t.Errorf("usage = %v GPU-s, %v J; want 20 (asked GPUs), 42 (the node's NVML)", g, e)
+	}
 }

@@ -97,3 +97,8 @@ func TestSIGKILLRecovery(t *testing.T) {
 	env, _ := testEnv(t)
 	executortest.SIGKILLRecovery(t, env, "TestHelperProcess")
 }
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}

@@ -194,16 +194,24 @@ func (e *Executor) Inspect(ctx context.Context, h *runner.Handle) (*runner.TaskS
 		res = &runner.ExitResult{ExitCode: -1, Err: err.Error(), Finished: e.o.Now()}
 	}
 	ts.Exit = res
+	ts.GPUSeconds, ts.EnergyJoules = usage(s, v)
+	return ts, nil
+}
+
+// usage is a final job's accounting: GPU-seconds are the GPUs Slurm allocated (its TRES,
+// else what was asked) times the job's elapsed time; energy is the compute node's NVML
+// reading, else Slurm's ConsumedEnergy.
+func usage(s state, v taskView) (gpuSeconds, energyJoules float64) {
 	if v.job != nil {
 		gpus := v.job.GPUs
 		if gpus == 0 {
 			gpus = s.GPUs
 		}
-		ts.GPUSeconds = float64(gpus) * v.job.Elapsed.Seconds()
-		ts.EnergyJoules = v.job.EnergyJ
+		gpuSeconds = float64(gpus) * v.job.Elapsed.Seconds()
+		energyJoules = v.job.EnergyJ
 	}
 	if v.rec != nil && v.rec.EnergyJoules > 0 {
-		ts.EnergyJoules = v.rec.EnergyJoules
+		energyJoules = v.rec.EnergyJoules
 	}
-	return ts, nil
+	return gpuSeconds, energyJoules
 }

@@ -149,9 +149,10 @@ PartitionName=%[6]s Nodes=%[4]s Default=YES MaxTime=INFINITE State=UP
 		return err == nil && (s == "idle" || s == "mixed" || s == "allocated")
 	})
 	if err != nil {
-		logs, _ := os.ReadFile(filepath.Join(dir, "slurmd.log"))
-		c.Stop()
-		return nil, fmt.Errorf("slurm test cluster in %s did not come up: %v\n%s", dir, err, logs)
+		ctld, _ := os.ReadFile(filepath.Join(dir, "slurmctld.log"))
+		d, _ := os.ReadFile(filepath.Join(dir, "slurmd.log"))
+		c.stopDaemons() // the folder stays, for its logs
+		return nil, fmt.Errorf("slurm test cluster in %s did not come up: %v\nslurmctld.log:\n%s\nslurmd.log:\n%s", dir, err, lastLines(ctld, 15), lastLines(d, 15))
 	}
 	return c, nil
 }
@@ -178,6 +179,11 @@ func (c *Cluster) Stop() {
 	if c == nil {
 		return
 	}
+	c.stopDaemons()
+	_ = os.RemoveAll(c.Dir)
+}
+
+func (c *Cluster) stopDaemons() {
 	for _, cmd := range []*exec.Cmd{c.d, c.ctld} {
 		if cmd == nil || cmd.Process == nil {
 			continue
@@ -192,7 +198,11 @@ func (c *Cluster) Stop() {
 			<-done
 		}
 	}
-	_ = os.RemoveAll(c.Dir)
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
 
 var (
