@@ -14,6 +14,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == "slurm-job" {
 		os.Exit(RunJob(os.Args[2], os.Stderr))
 	}
+	if os.Getenv(nodeEnv) != "" {
+		os.Exit(nodeMain())
+	}
 	code := m.Run()
 	slurmtest.StopShared()
 	os.Exit(code)
