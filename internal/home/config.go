@@ -37,7 +37,7 @@ type Config struct {
 
 // RunnerConfig is the lab's policy for runs on this node.
 type RunnerConfig struct {
-	// Executor is "docker" or "process".
+	// Executor is "docker", "process" or "slurm".
 	Executor string `yaml:"executor"`
 	// AllowNetwork lets agents whose spec asks for a network have one.
 	AllowNetwork bool `yaml:"allow_network"`
@@ -46,6 +46,21 @@ type RunnerConfig struct {
 	// MaxParallel is how many runs a node takes on at once when it has no GPU (a GPU node
 	// takes one run per free GPU); 0 means 1.
 	MaxParallel int `yaml:"max_parallel"`
+	// Slurm configures the slurm executor (runner/slurm).
+	Slurm SlurmConfig `yaml:"slurm"`
+}
+
+// SlurmConfig is where and how the slurm executor submits jobs.
+type SlurmConfig struct {
+	// Partition, Account and QoS are passed to sbatch; empty: the cluster's defaults.
+	Partition string `yaml:"partition"`
+	Account   string `yaml:"account"`
+	QoS       string `yaml:"qos"`
+	// ContainerRuntime runs the agent on the compute node: "docker" (the only one so far).
+	ContainerRuntime string `yaml:"container_runtime"`
+	// SbatchOptions are further sbatch options the lab allows, each --name or --name=value
+	// (e.g. --constraint=h200); options evalmesh sets from the task are refused.
+	SbatchOptions []string `yaml:"sbatch_options"`
 }
 
 // DefaultConfigYAML is what `evalmesh init` writes; it is also parsed for the defaults, so
@@ -84,7 +99,8 @@ max_bundle_size: 68719476736
 blockstore: pack
 
 runner:
-  # docker (production) or process (development, no isolation beyond the OS).
+  # docker (production) or process (development, no isolation beyond the OS), or slurm
+  # (each task a batch job on the cluster: see runner.slurm below and docs/slurm.md).
   executor: docker
   # Give agents a network when their spec asks for one.
   allow_network: false
@@ -92,6 +108,15 @@ runner:
   gpus: []
   # Runs at once on a node without GPUs (a GPU node takes one run per allowed GPU).
   max_parallel: 1
+  # The slurm executor: jobs go to this partition (empty: the cluster's default), account
+  # and QoS; the compute node runs the agent through its Docker engine; sbatch_options are
+  # further options the lab allows, e.g. [--constraint=h200].
+  slurm:
+    partition: ""
+    account: ""
+    qos: ""
+    container_runtime: docker
+    sbatch_options: []
 `
 
 // DefaultConfig returns the defaults.

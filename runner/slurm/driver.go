@@ -224,3 +224,8 @@ func removeJobFiles(dir string) error {
 	}
 	return nil
 }
+
+// FromConfig is the options config.yaml's runner.slurm gives.
+func FromConfig(c home.SlurmConfig) Options {
+	return Options{Partition: c.Partition, Account: c.Account, QoS: c.QoS, ContainerRuntime: c.ContainerRuntime, ExtraSbatch: c.SbatchOptions}
+}
