@@ -12,12 +12,7 @@ import (
 	"time"
 )
 
-// cli runs Slurm's commands. evalmesh talks to Slurm through sbatch / scontrol / scancel /
-// sacct rather than slurmrestd: the commands ship with every Slurm (Debian's slurm-wlm has
-// no slurmrestd), need no token or socket of their own, keep one output format across
-// releases (slurmrestd's data_parser paths change with every version: v0.0.38 in 22.05,
-// v0.0.39 in 23.02, …), and cost about 30 ms a call here (bench: BenchmarkCLI), well under a
-// poll interval. A lab whose controller is loaded can raise Options.PollInterval.
+// cli runs Slurm's commands (why commands and not slurmrestd: the package doc).
 type cli struct {
 	env []string // extra environment (SLURM_CONF)
 }
