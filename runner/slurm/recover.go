@@ -79,21 +79,43 @@ func (e *Executor) Recover(ctx context.Context, h *runner.Handle) error {
 	return nil
 }
 
+// controllerPatience is how long Wait keeps polling a controller that does not answer.
+const controllerPatience = 10 * time.Minute
+
 // Wait implements runner.Executor: it polls Slurm until the job ends, then reports how. The
 // wall clock is enforced on the compute node (exact, from the container's start) with the
 // job's time limit as the backstop, not here: a job may queue for longer than the task
-// runs. If ctx ends first, Wait returns ctx.Err() and the job keeps going.
+// runs. A controller that does not answer is asked again for up to 10 minutes. If ctx
+// ends first, Wait returns ctx.Err() and the job keeps going.
 func (e *Executor) Wait(ctx context.Context, h *runner.Handle) (*runner.ExitResult, error) {
 	t := time.NewTicker(e.o.PollInterval)
 	defer t.Stop()
+	var failingSince time.Time
 	for {
 		s, v, err := e.look(ctx, h)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return nil, err
+			var ce *cmdError
+			if !errors.As(err, &ce) {
+				return nil, err // lost, or a bad handle
+			}
+			// The controller does not answer (restarting, overloaded): the job goes on
+			// without it, so keep asking for a while rather than fail the run.
+			if failingSince.IsZero() {
+				failingSince = e.o.Now()
+			} else if e.o.Now().Sub(failingSince) > controllerPatience {
+				return nil, fmt.Errorf("%w (for %v)", err, controllerPatience)
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-t.C:
+			}
+			continue
 		}
+		failingSince = time.Time{}
 		if v.ended() {
 			return e.result(h, s, v)
 		}
