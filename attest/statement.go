@@ -162,6 +162,9 @@ type ExecutorInfo struct {
 	Limits string `json:"limits"`
 	// SeparateUID is true when the agent ran under a uid other than the node's.
 	SeparateUID bool `json:"separate_uid,omitempty"`
+	// Partition and Node name where a scheduler (the slurm executor) ran the agent.
+	Partition string `json:"partition,omitempty"`
+	Node      string `json:"node,omitempty"`
 }
 
 // BuildInfo identifies the evalmesh binary (runtime/debug.ReadBuildInfo).

@@ -46,6 +46,12 @@ type MeshOptions struct {
 	// Capacity is how many runs this node holds at once (GPU count, or runner.max_parallel
 	// on a CPU-only node); 0 means 1.
 	Capacity int
+	// FreeCapacity, when set, is re-read every CapacityEvery (default 5 s) once claiming has
+	// opened: capacity becomes the runs this node holds plus the runs a shared cluster can
+	// start besides them now (the slurm executor: the partition's free GPUs), so claims
+	// never exceed what it can start; on an error capacity stays. mesh_capacity.go.
+	FreeCapacity  func() (int, error)
+	CapacityEvery time.Duration
 	// Claims tunes leases, heartbeats and settling (zero fields: protocol defaults).
 	Claims protocol.ClaimConfig
 	// RescoreTimeout is how long a chosen re-scorer lab may stay silent before the next lab
@@ -293,6 +299,10 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 	m.ledgerChanged()
 	m.wg.Add(1)
 	go m.openCapacity()
+	if opts.FreeCapacity != nil {
+		m.wg.Add(1)
+		go m.followCapacity()
+	}
 	return m, nil
 }
 

@@ -185,7 +185,7 @@ func (r *Runner) runEvaluatorTask(ctx context.Context, ex Executor, t evalTask) 
 	}
 	env := map[string]string{}
 	taskSub, taskWork := EvaluatorSubmissionDir, AgentWorkspaceDir
-	if ex.Name() == "docker" {
+	if inContainer(ex) {
 		env[EnvPrivate] = EvaluatorPrivateDir
 	} else {
 		env[EnvPrivate] = t.bundle.PrivateDir()
@@ -208,7 +208,7 @@ func (r *Runner) runEvaluatorTask(ctx context.Context, ex Executor, t evalTask) 
 		Limits:       Limits{WallClock: EvaluatorWallClock, MemoryBytes: m.Limits.MemoryBytes},
 		LogPath:      logPath,
 	}
-	if ex.Name() == "docker" {
+	if inContainer(ex) {
 		// A subprocess gets the host paths in Env instead. The container's user (not root)
 		// reads a copy: the bundle's own private/ is closed to every uid but the node's.
 		priv := filepath.Join(t.dir, "eval", "private")

@@ -116,6 +116,11 @@ type TaskStatus struct {
 	CPUSeconds      float64 `json:"cpu_seconds,omitempty"`
 	// PIDsLimitHits counts forks the pids limit refused, where the executor can read it.
 	PIDsLimitHits int64 `json:"pids_limit_hits,omitempty"`
+	// GPUSeconds and EnergyJoules are what a scheduler's accounting recorded for the task
+	// once it ended (the slurm executor: allocated GPUs × the job's elapsed time, and the
+	// compute node's NVML or Slurm's energy counters); 0: the runner measures them itself.
+	GPUSeconds   float64 `json:"gpu_seconds,omitempty"`
+	EnergyJoules float64 `json:"energy_joules,omitempty"`
 }
 
 // ErrTaskLost is returned by Recover (and Wait after a restart) when the task no longer
@@ -151,10 +156,22 @@ type Containment struct {
 	SeparateUID bool
 	// Note says, when the task kept the node's uid, why (not attested; for logs).
 	Note string
+	// Partition and Node are where a scheduler ran the task (the slurm executor); empty for
+	// an executor on this machine.
+	Partition string
+	Node      string
 }
 
 // ContainmentReporter is an Executor that can say what it enforced on a task it started.
 // Runs of an executor that cannot are attested as host processes without limits.
 type ContainmentReporter interface {
 	Containment(h *Handle) Containment
+}
+
+// inContainer reports whether ex runs tasks in containers (docker here, or slurm on a
+// compute node's engine): the task sees the Agent*Dir paths, an image is required, and a
+// command's "evalmesh" is the image's, not this binary.
+func inContainer(ex Executor) bool {
+	n := ex.Name()
+	return n == "docker" || n == "slurm"
 }

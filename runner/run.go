@@ -178,8 +178,8 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Outcome, error) {
 			return nil, err
 		}
 	}
-	if r.Executor == "docker" && req.Agent.Image == "" {
-		return nil, fmt.Errorf("agent %s has no image: the docker executor needs image: sha256:… (or use --executor process)", req.Agent.Name)
+	if ex, _ := r.executor(r.Executor); inContainer(ex) && req.Agent.Image == "" {
+		return nil, fmt.Errorf("agent %s has no image: the %s executor needs image: sha256:… (or use --executor process)", req.Agent.Name, r.Executor)
 	}
 	// Fail before the work: a run whose attestation would be refused is not started.
 	if err := r.CheckSigning(time.Duration(b.Meta.Limits.WallClockSeconds) * time.Second); err != nil {
@@ -384,7 +384,7 @@ func closePrivate(b *tasks.Bundle) {
 // resolveCommand maps a first word "evalmesh" to this binary for the process executor.
 func (r *Runner) resolveCommand(cmd []string, ex Executor) ([]string, error) {
 	out := append([]string(nil), cmd...)
-	if ex.Name() == "docker" || len(out) == 0 || out[0] != "evalmesh" {
+	if inContainer(ex) || len(out) == 0 || out[0] != "evalmesh" {
 		return out, nil
 	}
 	self := r.SelfExe
@@ -510,6 +510,8 @@ func (r *Runner) sampleAgent(ctx context.Context, ex Executor, st *RunState) {
 	st.AgentPeakMemory = max(st.AgentPeakMemory, ts.PeakMemoryBytes)
 	st.AgentCPUSeconds = max(st.AgentCPUSeconds, ts.CPUSeconds)
 	st.AgentPIDsLimitHits = max(st.AgentPIDsLimitHits, ts.PIDsLimitHits)
+	st.AgentGPUSeconds = max(st.AgentGPUSeconds, ts.GPUSeconds)
+	st.AgentEnergyJoules = max(st.AgentEnergyJoules, ts.EnergyJoules)
 }
 
 // exitReason says in words how the agent ended.
@@ -636,6 +638,14 @@ func (r *Runner) runPredicate(ex Executor, st *RunState, b *tasks.Bundle, ev *ev
 		Build:         &build,
 		Model:         modelRun(st, wall),
 		Heureka:       ev.heureka,
+	}
+	// A scheduler counts the GPUs it granted from the job's start, not from when the run was
+	// queued; its accounting replaces the runner's estimate where it has one.
+	if st.AgentGPUSeconds > 0 {
+		pred.GPUSeconds = st.AgentGPUSeconds
+	}
+	if st.AgentEnergyJoules > 0 {
+		pred.EnergyJoules = st.AgentEnergyJoules
 	}
 	if pred.Hardware.GPUModel == "" {
 		pred.Hardware.GPUModel = "cpu"

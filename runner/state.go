@@ -73,8 +73,12 @@ type RunState struct {
 	AgentPeakMemory int64   `json:"agent_peak_memory_bytes,omitempty"`
 	AgentCPUSeconds float64 `json:"agent_cpu_seconds,omitempty"`
 	// AgentPIDsLimitHits counts forks the agent's pids limit refused (sampled while it ran).
-	AgentPIDsLimitHits int64         `json:"agent_pids_limit_hits,omitempty"`
-	Telemetry          gpu.Telemetry `json:"telemetry"`
+	AgentPIDsLimitHits int64 `json:"agent_pids_limit_hits,omitempty"`
+	// AgentGPUSeconds and AgentEnergyJoules are the executor's own accounting of the agent
+	// (a scheduler's: TaskStatus.GPUSeconds, EnergyJoules); 0: measured by the runner.
+	AgentGPUSeconds   float64       `json:"agent_gpu_seconds,omitempty"`
+	AgentEnergyJoules float64       `json:"agent_energy_joules,omitempty"`
+	Telemetry         gpu.Telemetry `json:"telemetry"`
 	// AttestationID is set once attestation.json exists.
 	AttestationID string    `json:"attestation_id,omitempty"`
 	Error         string    `json:"error,omitempty"`

@@ -20,6 +20,7 @@ import (
 	"github.com/evalmesh/evalmesh/node"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/runner"
+	"github.com/evalmesh/evalmesh/runner/slurm"
 )
 
 func init() { register(newDaemonCmd) }
@@ -207,12 +208,24 @@ func meshOptions(h home.Home, n *node.Node, claims protocol.ClaimConfig, log io.
 			capacity = len(allowed)
 		}
 	}
+	var free func() (int, error)
+	if sl, ok := r.Executors[r.Executor].(*slurm.Executor); ok {
+		// A Slurm node claims no more than its partition can start: its free GPUs now.
+		free = func() (int, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return sl.Capacity(ctx, 0)
+		}
+		if capacity, err = free(); err != nil {
+			return nil, err
+		}
+	}
 	counts := "isolated (container) runs only"
 	if net.Policy.AllowProcessRuns {
 		counts = "process-executor runs too (agents not isolated)"
 	}
 	fmt.Fprintf(log, "joining network %s: %d trusted lab(s), capacity %d run(s), executor %s; the ledger counts %s, replication %d\n",
 		n.Config().Network, len(trust.Labs()), max(capacity, 1), r.Executor, counts, net.Policy.Replication)
-	return &node.MeshOptions{Trust: trust, Runner: r, Capacity: capacity, Claims: claims,
+	return &node.MeshOptions{Trust: trust, Runner: r, Capacity: capacity, FreeCapacity: free, Claims: claims,
 		Policy: net.Policy, Scoring: net.Scoring, NetworkDoc: net.Doc}, nil
 }

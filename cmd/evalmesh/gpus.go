@@ -8,6 +8,7 @@ import (
 
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/gpu"
+	"github.com/evalmesh/evalmesh/runner/slurm"
 )
 
 func init() { register(newGPUsCmd) }
@@ -16,26 +17,37 @@ func newGPUsCmd(g *globals) *cobra.Command {
 	var energy time.Duration
 	cmd := &cobra.Command{
 		Use:   "gpus",
-		Short: "List the GPUs NVML reports (index, UUID, name, memory, driver)",
+		Short: "List the GPUs NVML reports (index, UUID, name, memory, driver), or the Slurm partition's",
 		Long: `List the NVIDIA GPUs this node can give to runs, as NVML reports them. Without the NVML
-library (no NVIDIA driver) the node runs CPU-only and this says so.
+library (no NVIDIA driver) the node runs CPU-only and this says so. On a node whose
+runner.executor is slurm, list the GPUs of its partition (runner.slurm.partition) on the nodes
+that can take jobs, one row each, named slurm:NODE/gpuN.
 
 Examples:
   evalmesh gpus
   evalmesh gpus --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// No log writer: without NVML the inventory below says CPU-only, once.
-			src, err := gpu.System(nil)
-			if err != nil {
+			var inv gpu.Inventory
+			if part, err := slurmPartition(g); err != nil {
 				return err
-			}
-			if energy > 0 {
-				return energySample(cmd, g, src, energy)
-			}
-			inv, err := src.Inventory()
-			if err != nil {
-				return err
+			} else if part != nil && energy == 0 {
+				// A Slurm node: the partition's GPUs are the ones runs get.
+				if inv, err = part.GPUSource().Inventory(); err != nil {
+					return err
+				}
+			} else {
+				// No log writer: without NVML the inventory below says CPU-only, once.
+				src, err := gpu.System(nil)
+				if err != nil {
+					return err
+				}
+				if energy > 0 {
+					return energySample(cmd, g, src, energy)
+				}
+				if inv, err = src.Inventory(); err != nil {
+					return err
+				}
 			}
 			// Which unfinished run of this home holds each GPU (none when no home exists).
 			held := map[string]string{}
@@ -54,7 +66,11 @@ Examples:
 				fmt.Fprintf(w, "no GPUs: %s (runs are CPU-only)\n", inv.Reason)
 				return nil
 			}
-			fmt.Fprintf(w, "driver %s, NVML %s, CUDA driver %d\n", inv.Driver, inv.NVMLVersion, inv.CUDAVersion)
+			if inv.NVMLVersion == "" {
+				fmt.Fprintf(w, "%s: %d GPU(s); Slurm picks which a job gets\n", inv.Driver, len(inv.GPUs))
+			} else {
+				fmt.Fprintf(w, "driver %s, NVML %s, CUDA driver %d\n", inv.Driver, inv.NVMLVersion, inv.CUDAVersion)
+			}
 			fmt.Fprintf(w, "%-5s %-42s %-28s %-10s %s\n", "INDEX", "UUID", "NAME", "MEMORY", "HELD BY RUN")
 			for _, d := range out.GPUs {
 				holder := d.HeldBy
@@ -136,4 +152,18 @@ func energySample(cmd *cobra.Command, g *globals, src *gpu.NVML, d time.Duration
 		fmt.Fprintf(cmd.OutOrStdout(), "%s  %d mJ -> %d mJ  %.3f J in %v (%.1f W, util %d%%)\n", r.UUID, r.FirstMJ, r.SecondMJ, r.DeltaJoules, d, r.Watts, r.UtilPercent)
 	}
 	return nil
+}
+
+// slurmPartition is the slurm executor of a home whose runner.executor is slurm; nil
+// elsewhere (no home, another executor).
+func slurmPartition(g *globals) (*slurm.Executor, error) {
+	h, err := g.Home()
+	if err != nil {
+		return nil, nil
+	}
+	cfg, err := h.Config()
+	if err != nil || cfg.Runner.Executor != slurm.DriverName {
+		return nil, err
+	}
+	return slurm.New(slurm.FromConfig(cfg.Runner.Slurm))
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/docker"
 	"github.com/evalmesh/evalmesh/runner/process"
+	"github.com/evalmesh/evalmesh/runner/slurm"
 	"github.com/evalmesh/evalmesh/tasks"
 )
 
@@ -29,7 +30,8 @@ func init() { register(newRunCmd) }
 // nodeRunner builds the runner of a home with the executors this machine can offer: the
 // process executor always; docker when it is the one asked for (then an engine must answer),
 // and also when an unfinished run of the home used docker and an engine answers, so that a
-// run recovered by `run --executor process` is re-attached rather than left behind.
+// run recovered by `run --executor process` is re-attached rather than left behind; slurm
+// likewise (config.yaml's runner.slurm), whose runs then hold the partition's GPUs.
 func nodeRunner(h home.Home, executor string, log io.Writer) (*runner.Runner, error) {
 	cfg, err := h.Config()
 	if err != nil {
@@ -46,19 +48,33 @@ func nodeRunner(h home.Home, executor string, log io.Writer) (*runner.Runner, er
 			return nil, err
 		}
 		exs["docker"] = d
-	} else if unfinishedDockerRuns(h) {
+	} else if unfinishedRuns(h, "docker") {
 		if d, err := docker.New(docker.Options{}); err == nil {
 			exs["docker"] = d
 		}
 	}
-	return runner.ForHome(h, exs, want, log)
+	var sl *slurm.Executor
+	if want == slurm.DriverName || unfinishedRuns(h, slurm.DriverName) {
+		s, err := slurm.New(slurm.FromConfig(cfg.Runner.Slurm))
+		if err != nil && want == slurm.DriverName {
+			return nil, err
+		}
+		if err == nil {
+			sl, exs[slurm.DriverName] = s, s
+		}
+	}
+	r, err := runner.ForHome(h, exs, want, log)
+	if err == nil && sl != nil && r.Executor == slurm.DriverName {
+		r.GPUs = sl.GPUSource() // runs hold the partition's GPUs, not this machine's
+	}
+	return r, err
 }
 
-// unfinishedDockerRuns reports whether a run of the home that is not final used docker.
-func unfinishedDockerRuns(h home.Home) bool {
+// unfinishedRuns reports whether a run of the home that is not final used the executor.
+func unfinishedRuns(h home.Home, executor string) bool {
 	runs, _ := runner.ListRuns(h)
 	for _, st := range runs {
-		if !st.Phase.Final() && st.Executor == "docker" {
+		if !st.Phase.Final() && st.Executor == executor {
 			return true
 		}
 	}
@@ -110,7 +126,7 @@ type runFlags struct {
 func newRunCmd(g *globals) *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run --task BUNDLE_DIR --agent AGENT.yaml [--seed N] [--executor docker|process] | run --recover",
+		Use:   "run --task BUNDLE_DIR --agent AGENT.yaml [--seed N] [--executor docker|process|slurm]|process] | run --recover",
 		Short: "Run one agent on one task, score it apart from the agent, and sign the attestation",
 		Long: `Run one slot end to end: hold the GPUs the task needs, run the agent with public/ read-only,
 an empty workspace and an output folder (no network unless the agent spec and the lab's
@@ -169,7 +185,7 @@ Without a certificate (a home made by evalmesh init):
 	cmd.Flags().StringVar(&f.taskDir, "task", "", "task bundle folder (task.yaml, prompt.md, public/, private/)")
 	cmd.Flags().StringVar(&f.agentPath, "agent", "", "agent spec file (YAML or JSON; docs/agent-spec.md)")
 	cmd.Flags().IntVar(&f.seed, "seed", 0, "seed index of the slot (passed to the agent as EVALMESH_SEED)")
-	cmd.Flags().StringVar(&f.executor, "executor", "", "docker or process (default: runner.executor in config.yaml)")
+	cmd.Flags().StringVar(&f.executor, "executor", "", "docker, process or slurm (default: runner.executor in config.yaml)")
 	cmd.Flags().StringVar(&f.taskCID, "task-cid", "", "the bundle's CID if known (default: computed from the folder)")
 	cmd.Flags().BoolVar(&f.recoverOnly, "recover", false, "only recover the unfinished runs of an earlier, killed evalmesh (re-attach or fail them), then exit")
 	cmd.Flags().BoolVar(&f.selfSigned, "self-signed", false, "sign without a node certificate (counted only where a trust file lists this node's key)")

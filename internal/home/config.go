@@ -37,7 +37,7 @@ type Config struct {
 
 // RunnerConfig is the lab's policy for runs on this node.
 type RunnerConfig struct {
-	// Executor is "docker" or "process".
+	// Executor is "docker", "process" or "slurm".
 	Executor string `yaml:"executor"`
 	// AllowNetwork lets agents whose spec asks for a network have one.
 	AllowNetwork bool `yaml:"allow_network"`
@@ -48,6 +48,8 @@ type RunnerConfig struct {
 	MaxParallel int `yaml:"max_parallel"`
 	// Models is which models this node serves beside agents (docs/agents.md).
 	Models ModelsConfig `yaml:"models"`
+	// Slurm configures the slurm executor (runner/slurm).
+	Slurm SlurmConfig `yaml:"slurm"`
 }
 
 // ModelsConfig is the lab's model policy: an agent spec naming a model image or weight
@@ -60,6 +62,19 @@ type ModelsConfig struct {
 	Weights map[string]string `yaml:"weights"`
 	// MaxGPUs is the most GPUs one model may take; 0 means 1.
 	MaxGPUs int `yaml:"max_gpus"`
+}
+
+// SlurmConfig is where and how the slurm executor submits jobs.
+type SlurmConfig struct {
+	// Partition, Account and QoS are passed to sbatch; empty: the cluster's defaults.
+	Partition string `yaml:"partition"`
+	Account   string `yaml:"account"`
+	QoS       string `yaml:"qos"`
+	// ContainerRuntime runs the agent on the compute node: "docker" (the only one so far).
+	ContainerRuntime string `yaml:"container_runtime"`
+	// SbatchOptions are further sbatch options the lab allows, each --name or --name=value
+	// (e.g. --constraint=h200); options evalmesh sets from the task are refused.
+	SbatchOptions []string `yaml:"sbatch_options"`
 }
 
 // DefaultConfigYAML is what `evalmesh init` writes; it is also parsed for the defaults, so
@@ -98,7 +113,8 @@ max_bundle_size: 68719476736
 blockstore: pack
 
 runner:
-  # docker (production) or process (development, no isolation beyond the OS).
+  # docker (production) or process (development, no isolation beyond the OS), or slurm
+  # (each task a batch job on the cluster: see runner.slurm below and docs/slurm.md).
   executor: docker
   # Give agents a network when their spec asks for one.
   allow_network: false
@@ -113,6 +129,15 @@ runner:
     images: []
     weights: {}
     max_gpus: 1
+  # The slurm executor: jobs go to this partition (empty: the cluster's default), account
+  # and QoS; the compute node runs the agent through its Docker engine; sbatch_options are
+  # further options the lab allows, e.g. [--constraint=h200].
+  slurm:
+    partition: ""
+    account: ""
+    qos: ""
+    container_runtime: docker
+    sbatch_options: []
 `
 
 // DefaultConfig returns the defaults.

@@ -122,21 +122,38 @@ func buildImage(cli *client.Client, bin string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(b)
-	ref := "evalmesh-testagent:" + hex.EncodeToString(sum[:])[:16]
+	return buildScratchImage(cli, "evalmesh-testagent", []imageFile{{"agent", b, 0o755}}, "/agent")
+}
+
+// imageFile is one executable of a FROM scratch image, at /name.
+type imageFile struct {
+	name string
+	data []byte
+	mode int64
+}
+
+// buildScratchImage builds (unless the engine has it) a FROM scratch image holding files,
+// tagged repo:<hash of the files>, with entrypoint.
+func buildScratchImage(cli *client.Client, repo string, files []imageFile, entrypoint string) (string, error) {
+	h := sha256.New()
+	for _, f := range files {
+		h.Write([]byte(f.name))
+		h.Write(f.data)
+	}
+	ref := repo + ":" + hex.EncodeToString(h.Sum(nil))[:16]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := cli.ImageInspect(ctx, ref); err == nil {
 		return ref, nil
 	}
-	dockerfile := "FROM scratch\nCOPY agent /agent\nENTRYPOINT [\"/agent\"]\n"
+	dockerfile := "FROM scratch\n"
+	for _, f := range files {
+		dockerfile += "COPY " + f.name + " /" + f.name + "\n"
+	}
+	entries := append([]imageFile{{"Dockerfile", []byte(dockerfile + "ENTRYPOINT [\"" + entrypoint + "\"]\n"), 0o644}}, files...)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, f := range []struct {
-		name string
-		mode int64
-		data []byte
-	}{{"Dockerfile", 0o644, []byte(dockerfile)}, {"agent", 0o755, b}} {
+	for _, f := range entries {
 		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: time.Unix(0, 0)}); err != nil {
 			return "", err
 		}
@@ -172,4 +189,50 @@ func buildImage(cli *client.Client, bin string) (string, error) {
 		return "", fmt.Errorf("image %s missing after build: %w", ref, err)
 	}
 	return ref, nil
+}
+
+var (
+	exampleOnce sync.Once
+	exampleRef  string
+	exampleErr  error
+)
+
+// ExampleImage returns the reference of a FROM scratch image holding the example solver
+// agent at /agent and the example evaluator at /evaluator (examples/agents), building
+// them (static) and the image once per test binary.
+func ExampleImage(tb testing.TB, cli *client.Client) string {
+	tb.Helper()
+	exampleOnce.Do(func() {
+		root := filepath.Join(srcDir(), "..", "..", "..")
+		dir, err := os.MkdirTemp("", "evalmesh-example-image-")
+		if err != nil {
+			exampleErr = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		var files []imageFile
+		for _, f := range []struct{ name, pkg string }{{"agent", "./examples/agents/cmd/solver"}, {"evaluator", "./examples/agents/cmd/evaluator"}} {
+			out := filepath.Join(dir, f.name)
+			cmd := exec.Command("go", "build", "-trimpath", "-o", out, f.pkg)
+			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				exampleErr = fmt.Errorf("go build %s: %v\n%s", f.pkg, err, b)
+				return
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				exampleErr = err
+				return
+			}
+			files = append(files, imageFile{f.name, b, 0o755})
+		}
+		imgMu.Lock()
+		defer imgMu.Unlock()
+		exampleRef, exampleErr = buildScratchImage(cli, "evalmesh-example-agents", files, "/agent")
+	})
+	if exampleErr != nil {
+		tb.Fatalf("build example agent image: %v", exampleErr)
+	}
+	return exampleRef
 }
