@@ -107,6 +107,7 @@ type Mesh struct {
 	labs      []string             // the trusted labs' IDs, sorted: the re-scorer order's members
 	pending   map[string]bool      // campaigns whose bundles are being fetched
 	clock     claimClock           // claim→start per run (mesh_claimclock.go)
+	capOpen   bool                 // openCapacity has given the claim machine its capacity
 	wake      *time.Timer
 
 	bundleMu sync.Mutex
@@ -336,6 +337,7 @@ func (m *Mesh) openCapacity() {
 	m.do(func() {
 		now := m.opts.Now()
 		m.clock.reset(m.opts.Capacity, now)
+		m.capOpen = true
 		m.apply(m.cm.SetCapacity(m.opts.Capacity, now))
 	})
 }

@@ -27,11 +27,13 @@ func (m *Mesh) followCapacity() {
 		}
 		m.do(func() {
 			c := len(m.running) + max(free, 0)
-			if m.capFreeAt.IsZero() || c == m.opts.Capacity {
+			if !m.capOpen || c == m.opts.Capacity {
 				return
 			}
+			now := m.opts.Now()
+			m.clock.resize(c-m.opts.Capacity, now)
 			m.opts.Capacity = c
-			m.apply(m.cm.SetCapacity(c, m.opts.Now()))
+			m.apply(m.cm.SetCapacity(c, now))
 		})
 	}
 }

@@ -83,5 +83,17 @@ func (c *claimClock) started(slotID string, now time.Time) {
 	}
 }
 
+// resize adds delta free units (the capacity grew) free from now, or takes away -delta of
+// the most recently freed ones (it shrank; units held by claims or runs go back when
+// those end, and the next resize or end settles the count).
+func (c *claimClock) resize(delta int, now time.Time) {
+	for ; delta > 0; delta-- {
+		c.free = append(c.free, now)
+	}
+	if delta < 0 {
+		c.free = c.free[:max(0, len(c.free)+delta)]
+	}
+}
+
 // unitFreed returns a run's unit (it ended or was aborted) at now.
 func (c *claimClock) unitFreed(now time.Time) { c.free = append(c.free, now) }

@@ -174,8 +174,7 @@ func fillHeurekaAgent(row *HeurekaAgent, in *ledgerInputs, rounds int, seed [32]
 	row.MCQF1 = set(c.Value("mcqf1macro"))
 	row.MCQRecallMicro, row.MCQPrecisionMicro, row.MCQF1Micro = set(c.Value("mcqrecallmicro")), set(c.Value("mcqprecisionmicro")), set(c.Value("mcqf1micro"))
 
-	rng := rand.New(rand.NewChaCha8(roundSeed(seed, "heureka questions "+row.Agent, 0)))
-	d := &indexDrawer{rng: rng, n: uint32(len(groups))}
+	d := &indexDrawer{rng: rand.NewChaCha8(roundSeed(seed, "heureka questions "+row.Agent, 0)), n: uint32(len(groups))}
 	cols := make([][]float64, 4)
 	for r := 0; r < rounds; r++ {
 		draw := make([]int, len(groups))
