@@ -130,15 +130,17 @@ func TestDemoCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if len(res.Runs) != 12 || res.Verified != 12 || len(res.Ledger.Agents) != 5 {
+	// 3 tasks × 4 baselines and the HeurekaBench task × 2 co-scientists; 4 baselines + sota.
+	if len(res.Runs) != 14 || res.Verified != 14 || len(res.Ledger.Agents) != 5 {
 		t.Fatalf("demo: %d runs, %d verified, %d leaderboard rows", len(res.Runs), res.Verified, len(res.Ledger.Agents))
 	}
 	// Again in text on the same home, restricted: a table with the solver in it.
 	out, _, code = runE2(t, "demo", "--nodes", "1", "--home", h, "--seeds", "1", "--agents", "solver,constant")
 	// The ledger covers both demos' attestations: the second demo repeats 6 slots of the
-	// first with the same submissions, so 6 are excluded as duplicates.
+	// first with the same submissions, so 6 are excluded as duplicates (and runs no
+	// co-scientist: --agents names none).
 	if code != 0 || !strings.Contains(out, "solver") || !strings.Contains(out, "6 runs (5 valid) signed by node") ||
-		!strings.Contains(out, "18 attestations verified under lab lab:") || !strings.Contains(out, "12 counted, 0 refused, 6 excluded") {
+		!strings.Contains(out, "20 attestations verified under lab lab:") || !strings.Contains(out, "14 counted, 0 refused, 6 excluded") {
 		t.Fatalf("demo text (%d):\n%s", code, out)
 	}
 	if _, e, code := runE2(t, "demo", "--nodes", "1", "--home", h, "--agents", "nobody"); code == 0 || !strings.Contains(e, `no example agent "nobody"`) {

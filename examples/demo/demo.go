@@ -125,8 +125,11 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Seeds <= 0 {
 		opts.Seeds = 3
 	}
+	coScientists := agents.CoScientists
 	if len(opts.Agents) == 0 {
 		opts.Agents = agents.Baselines
+	} else {
+		coScientists = slices.DeleteFunc(slices.Clone(agents.CoScientists), func(a string) bool { return !slices.Contains(opts.Agents, a) })
 	}
 	heureka := wantsHeureka(opts.Tasks, len(opts.Tasks) == 0)
 	if len(opts.Tasks) == 0 {
@@ -138,6 +141,8 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 			return nil, fmt.Errorf("no example agent %q (have %v)", a, agents.Names())
 		}
 	}
+	// The co-scientists answer only the HeurekaBench task; the baselines only the others.
+	opts.Agents = slices.DeleteFunc(slices.Clone(opts.Agents), func(a string) bool { return slices.Contains(agents.CoScientists, a) })
 	dir := opts.Home
 	if dir == "" {
 		var err error
@@ -261,8 +266,8 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 		}
 	}
 
-	if heureka {
-		if err := runHeureka(ctx, r, res, bundles, specs, opts.Seeds, log); err != nil {
+	if heureka && len(coScientists) > 0 {
+		if err := runHeureka(ctx, r, res, bundles, specs, coScientists, opts.Seeds, log); err != nil {
 			return nil, err
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/evalmesh/evalmesh/examples/agents"
 	heurekaexample "github.com/evalmesh/evalmesh/examples/heureka"
 	"github.com/evalmesh/evalmesh/runner"
 )
@@ -24,8 +23,8 @@ func wantsHeureka(tasks []string, defaulted bool) bool {
 	return defaulted || slices.Contains(tasks, heurekaexample.Name)
 }
 
-// runHeureka runs every co-scientist on the HeurekaBench task for seeds seeds.
-func runHeureka(ctx context.Context, r *runner.Runner, res *Result, bundles map[string]string, specs map[string]*runner.AgentSpec, seeds int, log io.Writer) error {
+// runHeureka runs the co-scientists on the HeurekaBench task for seeds seeds.
+func runHeureka(ctx context.Context, r *runner.Runner, res *Result, bundles map[string]string, specs map[string]*runner.AgentSpec, coScientists []string, seeds int, log io.Writer) error {
 	tdir := filepath.Join(res.TasksDir, heurekaexample.Name)
 	cid, err := runner.BundleCID(ctx, tdir)
 	if err != nil {
@@ -34,7 +33,7 @@ func runHeureka(ctx context.Context, r *runner.Runner, res *Result, bundles map[
 	if bundles[cid] != heurekaexample.Name {
 		return fmt.Errorf("task bundle %s has CID %s, which the ledger's task map does not name %s", tdir, cid, heurekaexample.Name)
 	}
-	for _, agent := range agents.CoScientists {
+	for _, agent := range coScientists {
 		for seed := 0; seed < seeds; seed++ {
 			t0 := time.Now()
 			o, err := r.Run(ctx, runner.Request{TaskDir: tdir, TaskCID: cid, Agent: specs[agent], Seed: seed})
