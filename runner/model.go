@@ -129,7 +129,9 @@ func (m *ModelSpec) Validate() error {
 func (m *ModelSpec) BaseURL() string { return fmt.Sprintf("http://127.0.0.1:%d/v1", m.Port) }
 
 // ReadyURL is what the probe is given.
-func (m *ModelSpec) ReadyURL() string { return fmt.Sprintf("http://127.0.0.1:%d%s", m.Port, m.ReadyPath) }
+func (m *ModelSpec) ReadyURL() string {
+	return fmt.Sprintf("http://127.0.0.1:%d%s", m.Port, m.ReadyPath)
+}
 
 // ModelPolicy is the lab's policy for models (config runner.models).
 type ModelPolicy struct {
