@@ -66,7 +66,7 @@ type TaskConfig struct {
 	// JoinNetworkOf is the ID of a running task whose network namespace this task shares
 	// (a pod: the agent beside its model); it then has no network of its own.
 	JoinNetworkOf string `json:"join_network_of,omitempty"`
-	Limits  Limits `json:"limits"`
+	Limits        Limits `json:"limits"`
 	// LogPath receives the task's stdout and stderr.
 	LogPath string `json:"log_path"`
 }

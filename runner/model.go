@@ -2,13 +2,17 @@ package runner
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ipfs/go-cid"
@@ -129,7 +133,9 @@ func (m *ModelSpec) Validate() error {
 func (m *ModelSpec) BaseURL() string { return fmt.Sprintf("http://127.0.0.1:%d/v1", m.Port) }
 
 // ReadyURL is what the probe is given.
-func (m *ModelSpec) ReadyURL() string { return fmt.Sprintf("http://127.0.0.1:%d%s", m.Port, m.ReadyPath) }
+func (m *ModelSpec) ReadyURL() string {
+	return fmt.Sprintf("http://127.0.0.1:%d%s", m.Port, m.ReadyPath)
+}
 
 // ModelPolicy is the lab's policy for models (config runner.models).
 type ModelPolicy struct {
@@ -353,7 +359,40 @@ func (r *Runner) weightsDigest(ctx context.Context, dir string) (string, error) 
 	if r.WeightsDigest != nil {
 		return r.WeightsDigest(ctx, dir)
 	}
-	return WeightsDigest(ctx, dir)
+	// Hashing hundreds of GB per run would cost minutes: the digest is kept per process for
+	// as long as the folder's stat fingerprint (names, sizes, mtimes) is unchanged. This
+	// guards against a folder that drifted, not against a lab forging its own mtimes.
+	fp, err := statFingerprint(dir)
+	if err != nil {
+		return "", fmt.Errorf("weights %s: %w", dir, err)
+	}
+	if d, ok := weightsCache.Load(dir + "\x00" + fp); ok {
+		return d.(string), nil
+	}
+	d, err := WeightsDigest(ctx, dir)
+	if err == nil {
+		weightsCache.Store(dir+"\x00"+fp, d)
+	}
+	return d, err
+}
+
+var weightsCache sync.Map // dir NUL fingerprint -> digest
+
+// statFingerprint is a sha256 over every entry's path, size and mtime under dir.
+func statFingerprint(dir string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%v\n", p, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil)), err
 }
 
 // startModel starts the run's model on its share of the GPUs and waits until it is ready,

@@ -268,3 +268,26 @@ func TestTaskUnpackBadMaxSize(t *testing.T) {
 		}
 	}
 }
+
+// `task import --gpus 0 --wall-clock 2h` makes a CPU-only variant with a 2-hour budget.
+func TestTaskImportLimitsFlags(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "MathQuestionAnsweringSVAMPAccuracy")
+	os.Mkdir(src, 0o755)
+	meta, _ := os.ReadFile(filepath.Join(svampFixture, "metadata.yaml"))
+	os.WriteFile(filepath.Join(src, "metadata.yaml"), meta, 0o644)
+	os.WriteFile(filepath.Join(src, "project_description.md"), []byte("# SVAMP\n"), 0o644)
+	bundle := filepath.Join(t.TempDir(), "svamp")
+	if _, errs, code := runCLI(t, "task", "import", src, "--out", bundle, "--gpus", "0", "--wall-clock", "2h"); code != 0 {
+		t.Fatalf("import: %s", errs)
+	}
+	m, err := tasks.LoadMeta(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Limits.GPUs != 0 || m.Limits.WallClockSeconds != 7200 {
+		t.Fatalf("limits %+v, want 0 GPUs and 7200 s", m.Limits)
+	}
+	if _, errs, code := runCLI(t, "task", "import", src, "--out", filepath.Join(t.TempDir(), "x"), "--wall-clock", "10ms"); code == 0 || !strings.Contains(errs, "--wall-clock") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+}

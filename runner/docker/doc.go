@@ -2,7 +2,10 @@
 // local Docker engine, with the bundle's public/ folder read-only, an empty workspace and an
 // output folder, the assigned GPUs by UUID, no network unless the task allows it, a read-only
 // root filesystem, every capability dropped, no-new-privileges, memory / CPU / pids limits,
-// a small tmpfs at /tmp, and the task's wall-clock limit enforced by Wait.
+// a small tmpfs at /tmp, and the task's wall-clock limit enforced by Wait. A task may join
+// another task's network namespace (TaskConfig.JoinNetworkOf: network mode container:<name>,
+// the agent beside its model, whose own mode is none), and Exec runs a command inside a
+// running task (the model's readiness probe; runner.StartModel).
 //
 // The executor never pulls: images come from the local engine by reference or digest, or are
 // loaded from a `docker save` tar with LoadImage. It keeps no state of its own: a task's
