@@ -339,3 +339,16 @@ func benchPage(b *testing.B, path string) {
 	}
 	b.ReportMetric(float64(size)/1024, "KB/page")
 }
+
+func TestRateLimiterTableIsBounded(t *testing.T) {
+	s := synthSnapshot(t, 2, 1, 1)
+	h := newTestHandler(t, s, Options{RatePerSecond: 1, Burst: 1})
+	for i := 0; i < maxClients+50; i++ {
+		req := httptest.NewRequest(http.MethodGet, "/style.css", nil)
+		req.RemoteAddr = fmt.Sprintf("[2001:db8::%x]:1", i)
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	if n := len(h.limiters); n != maxClients+1 {
+		t.Errorf("%d buckets, want at most %d", n, maxClients+1)
+	}
+}
