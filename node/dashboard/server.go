@@ -275,8 +275,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
+// maxClients bounds the rate limiter's table.
+const maxClients = 10000
+
 // allow takes a token from the client address's bucket. Buckets idle for a minute are
-// dropped (at most once a minute), so the table stays as small as the recent visitors.
+// dropped (at most once a minute), so the table stays as small as the recent visitors, and
+// never holds more than maxClients (+1 shared bucket).
 func (h *Handler) allow(r *http.Request) bool {
 	ip, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -294,6 +298,10 @@ func (h *Handler) allow(r *http.Request) bool {
 		h.sweptAt = now
 	}
 	l := h.limiters[ip]
+	if l == nil && len(h.limiters) >= maxClients {
+		ip = "overflow" // many addresses at once (a botnet, IPv6 sprays): they share one bucket
+		l = h.limiters[ip]
+	}
 	if l == nil {
 		l = &clientLimiter{lim: rate.NewLimiter(rate.Limit(h.opts.RatePerSecond), h.opts.Burst)}
 		h.limiters[ip] = l
