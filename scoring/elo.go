@@ -164,6 +164,85 @@ func addTaskGamesParallel(g *Games, runs []playerRuns, workers int) {
 	wg.Wait()
 }
 
+// addTaskGamesLocked is addTaskGames holding mu (when not nil) while it adds into g, so
+// workers counting different tasks can share one g (integer sums: the order they add in
+// does not matter).
+func addTaskGamesLocked(g *Games, runs []playerRuns, mu *sync.Mutex) {
+	P, R := g.P, len(runs)
+	type item struct {
+		v     float64
+		owner int32
+	}
+	var G []item
+	for r := range runs {
+		for _, v := range runs[r].good {
+			G = append(G, item{v, int32(r)})
+		}
+	}
+	slices.SortFunc(G, func(a, b item) int {
+		if c := cmp.Compare(a.v, b.v); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.owner, b.owner)
+	})
+	M := len(G)
+	// cnt[b] counts player b's scores in G[:lo], kept as lo advances: lo(x) never decreases
+	// along G, so one running vector stands for the whole prefix-count table (which at
+	// 5,000 players was 300 MB a task, and its copying most of the cost).
+	cnt := make([]int64, R)
+	W := taskWins.get(R * R)
+	defer taskWins.put(W)
+	lo := 0
+	for _, it := range G {
+		x := it.v
+		for lo < M && G[lo].v < x && !Tie(x, G[lo].v) {
+			cnt[G[lo].owner]++
+			lo++
+		}
+		acc := W[int(it.owner)*R : (int(it.owner)+1)*R]
+		for b, c := range cnt {
+			acc[b] += c
+		}
+	}
+	if mu != nil {
+		mu.Lock()
+		defer mu.Unlock()
+	}
+	for a := 0; a < R; a++ {
+		for b := a + 1; b < R; b++ {
+			ra, rb := &runs[a], &runs[b]
+			i, j := ra.player, rb.player
+			na, nb := int64(len(ra.good)), int64(len(rb.good))
+			aw, bw := W[a*R+b], W[b*R+a]
+			t := na*nb - aw - bw
+			aw += na * rb.invalid
+			bw += nb * ra.invalid
+			t += ra.invalid * rb.invalid
+			g.Wins[i*P+j] += aw
+			g.Wins[j*P+i] += bw
+			g.Ties[min(i, j)*P+max(i, j)] += t
+		}
+	}
+}
+
+// taskWins recycles addTaskGames' R×R win table (72 MB a task at 3,000 players): the
+// tasks of a ledger reuse a few instead of allocating one each. Buffers come back zeroed.
+var taskWins = &int64Pool{}
+
+type int64Pool struct{ p sync.Pool }
+
+func (p *int64Pool) get(n int) []int64 {
+	if b, ok := p.p.Get().(*[]int64); ok && cap(*b) >= n {
+		return (*b)[:n]
+	}
+	return make([]int64, n)
+}
+
+func (p *int64Pool) put(b []int64) {
+	clear(b)
+	p.p.Put(&b)
+}
+
 // weights turns game counts into Bradley–Terry "win weights" c[i*P+j]: as upstream (the
 // Chatbot Arena recipe), a win counts 2 towards its direction and a tie 1 towards both
 // (each game is also added with the players swapped, which doubles everything and does not

@@ -88,3 +88,32 @@ func BenchmarkLedgerScale(b *testing.B) {
 		}
 	}
 }
+
+// The two ways of counting a task's games — the R×R running-count table (small ledgers)
+// and the two-pointer pairs without it (large ones, across workers) — give the same counts,
+// with near-ties and invalid runs in the mix.
+func TestTaskGamesTableAndPairsAgree(t *testing.T) {
+	const P = 40
+	for seed := 1; seed <= 5; seed++ {
+		var runs []playerRuns
+		for p := 0; p < P; p++ {
+			pr := playerRuns{player: p, invalid: int64((p * seed) % 3)}
+			for k := 0; k < 1+(p+seed)%5; k++ {
+				v := math.Round(math.Sin(float64(p*7+k*13+seed))*200) / 1000 // many exact and near ties
+				if k%4 == 3 {
+					v += 5e-7
+				}
+				pr.good = append(pr.good, v)
+			}
+			runs = append(runs, pr)
+		}
+		table, pairs := NewGames(P), NewGames(P)
+		addTaskGamesLocked(table, runs, nil)
+		addTaskGamesParallel(pairs, runs, 3)
+		for i := range table.Wins {
+			if table.Wins[i] != pairs.Wins[i] || table.Ties[i] != pairs.Ties[i] {
+				t.Fatalf("seed %d cell %d: table %d/%d, pairs %d/%d (wins/ties)", seed, i, table.Wins[i], table.Ties[i], pairs.Wins[i], pairs.Ties[i])
+			}
+		}
+	}
+}

@@ -602,16 +602,38 @@ func inputsDigest(rs []Result, tasks []TaskInfo, worst string, rounds int) [32]b
 // aggregateGames counts the games of every task into one table; integer counts, so the
 // result does not depend on scheduling.
 func aggregateGames(rs []Result, agentOf []int32, tasks []TaskInfo, span func(int) (int, int), P int) *Games {
-	// Tasks one after another, each task's pairs across the cores (addTaskGamesParallel):
-	// one count table, written by one goroutine per cell.
 	g := NewGames(P)
 	workers := runtime.GOMAXPROCS(0)
+	if P <= tableGamesMaxP {
+		// Tasks across the cores, each counted with its R×R table (fastest while the
+		// table is small) and added into g under mu.
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for w := 0; w < min(workers, max(1, len(tasks))); w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for ti := w; ti < len(tasks); ti += workers {
+					lo, hi := span(ti)
+					addTaskGamesLocked(g, taskRunsOf(rs[lo:hi], agentOf[lo:hi], &tasks[ti], P), &mu)
+				}
+			}(w)
+		}
+		wg.Wait()
+		return g
+	}
+	// Tasks one after another, each task's pairs across the cores (addTaskGamesParallel,
+	// no R×R table): one writer per cell.
 	for ti := range tasks {
 		lo, hi := span(ti)
 		addTaskGamesParallel(g, taskRunsOf(rs[lo:hi], agentOf[lo:hi], &tasks[ti], P), workers)
 	}
 	return g
 }
+
+// tableGamesMaxP is the most players whose task games are counted with the R×R table
+// (32 MB a task at this size); both ways give the same integers.
+const tableGamesMaxP = 2048
 
 // taskRuns builds each player's goodness list for one task (rs sorted by agent),
 // with the sota player's SOTARuns runs at the SOTA score.

@@ -2,7 +2,6 @@ package xfertest
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"syscall"
 	"testing"
@@ -71,7 +70,7 @@ func BenchmarkSecurityTransport(b *testing.B) {
 				b.ReportMetric(float64(total)*float64(b.N)/d/1e6, "cpuMB/s")
 			}
 			if conns := a.Network().ConnsToPeer(c.ID()); len(conns) > 0 {
-				b.Log(fmt.Sprintf("security %s", conns[0].ConnState().Security))
+				b.Logf("security %s", conns[0].ConnState().Security)
 			}
 		})
 	}
