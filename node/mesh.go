@@ -982,7 +982,7 @@ func (m *Mesh) rescore(ctx context.Context, r *runRecord) (string, error) {
 		// A run without a submission is re-scored as what it is: invalid, nothing to score.
 		out, err = m.opts.Runner.RescoreMissing(r.ID, run, r.Envelope, dir)
 	} else {
-		out, err = m.opts.Runner.Rescore(r.ID, run, sub, subName, subCID, dir)
+		out, err = m.opts.Runner.RescoreSubmission(ctx, r.ID, run, sub, subName, subCID, dir)
 	}
 	if err != nil {
 		return "", err

@@ -168,6 +168,20 @@ func readVerdicts(p string) ([]byte, error) {
 	return data, nil
 }
 
+// RescoreSubmission re-scores another lab's submission the way its task is scored: a
+// HeurekaBench task by re-running its judge on this node's executor for new runs
+// (RescoreHeureka), any other task with its built-in metric (Rescore). The daemon calls it.
+func (r *Runner) RescoreSubmission(ctx context.Context, runID string, run *attest.RunPredicate, submission []byte, submissionName, submissionCID, taskDir string) (*Rescored, error) {
+	if run != nil && run.Heureka != nil {
+		ex, err := r.executor(r.Executor)
+		if err != nil {
+			return nil, fmt.Errorf("rescore %s: %w", runID, err)
+		}
+		return r.RescoreHeureka(ctx, ex, runID, submission, submissionName, submissionCID, taskDir)
+	}
+	return r.Rescore(runID, run, submission, submissionName, submissionCID, taskDir)
+}
+
 // RescoreHeureka re-runs the task's judge on another lab's HeurekaBench submission (the
 // bytes of its submission subject, checked by the caller) with executor ex, and signs a
 // re-score of runID with the OEQ score this node's judge gave. OEQCorrectness has

@@ -142,7 +142,8 @@ func rescoreOutcome(t *testing.T, task string, o *runner.Outcome, runHome string
 			}
 		}
 	}
-	rs, err := r2.RescoreHeureka(bg, r2.Executors["process"], o.AttestationID, sub, name, cid, task)
+	// The daemon's entry point: it must pick the judge for a HeurekaBench run.
+	rs, err := r2.RescoreSubmission(bg, o.AttestationID, env.Run, sub, name, cid, task)
 	if err != nil {
 		t.Fatal(err)
 	}
