@@ -1,22 +1,11 @@
 package runner_test
 
 import (
-	"archive/tar"
-	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/client"
 
 	"github.com/evalmesh/evalmesh/runner"
@@ -24,89 +13,13 @@ import (
 	"github.com/evalmesh/evalmesh/runner/executortest"
 )
 
-var (
-	exampleImageOnce sync.Once
-	exampleImageID   string
-	exampleImageErr  error
-)
-
-// exampleImage builds (once) a FROM scratch image holding the static solver agent at /agent
-// and the example evaluator at /evaluator, and returns its image ID.
+// exampleImage builds (once per engine: the tag is the content hash) a FROM scratch image
+// holding the static solver agent at /agent and the example evaluator at /evaluator, and
+// returns its image ID.
 func exampleImage(t *testing.T, cli *client.Client) string {
 	t.Helper()
-	exampleImageOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "evalmesh-example-image-")
-		if err != nil {
-			exampleImageErr = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..")
-		files := map[string][]byte{"Dockerfile": []byte("FROM scratch\nCOPY agent /agent\nCOPY evaluator /evaluator\nENTRYPOINT [\"/agent\"]\n")}
-		for name, pkg := range map[string]string{"agent": "./examples/agents/cmd/solver", "evaluator": "./examples/agents/cmd/evaluator"} {
-			out := filepath.Join(dir, name)
-			cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
-			cmd.Dir = root
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if b, err := cmd.CombinedOutput(); err != nil {
-				exampleImageErr = errors.New("go build " + pkg + ": " + string(b))
-				return
-			}
-			if files[name], err = os.ReadFile(out); err != nil {
-				exampleImageErr = err
-				return
-			}
-		}
-		var buf bytes.Buffer
-		tw := tar.NewWriter(&buf)
-		for _, name := range []string{"Dockerfile", "agent", "evaluator"} {
-			mode := int64(0o755)
-			if name == "Dockerfile" {
-				mode = 0o644
-			}
-			tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(files[name])), ModTime: time.Unix(0, 0)})
-			tw.Write(files[name])
-		}
-		tw.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		ref := "evalmesh-example-solver:test"
-		resp, err := cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{ref}, Remove: true, ForceRemove: true, Version: build.BuilderV1})
-		if err != nil {
-			exampleImageErr = err
-			return
-		}
-		dec := json.NewDecoder(resp.Body)
-		for {
-			var m struct {
-				Error string `json:"error"`
-			}
-			if err := dec.Decode(&m); err == io.EOF {
-				break
-			} else if err != nil {
-				exampleImageErr = err
-				break
-			}
-			if m.Error != "" {
-				exampleImageErr = errors.New(m.Error)
-			}
-		}
-		resp.Body.Close()
-		if exampleImageErr != nil {
-			return
-		}
-		insp, err := cli.ImageInspect(ctx, ref)
-		if err != nil {
-			exampleImageErr = err
-			return
-		}
-		exampleImageID = insp.ID
-	})
-	if exampleImageErr != nil {
-		t.Fatal(exampleImageErr)
-	}
-	return exampleImageID
+	return executortest.GoImage(t, cli, "evalmesh-example-solver", "/agent",
+		[]executortest.GoBinary{{Name: "agent", Package: "./examples/agents/cmd/solver"}, {Name: "evaluator", Package: "./examples/agents/cmd/evaluator"}}, nil)
 }
 
 func dockerRunner(t *testing.T) (*runner.Runner, *client.Client) {

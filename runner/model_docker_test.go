@@ -1,22 +1,15 @@
 package runner_test
 
 import (
-	"archive/tar"
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/client"
 
 	"github.com/evalmesh/evalmesh/internal/testutil"
@@ -25,95 +18,18 @@ import (
 	"github.com/evalmesh/evalmesh/runner/executortest"
 )
 
-var (
-	podImageOnce sync.Once
-	podImageID   string
-	podImageErr  error
-)
-
-// podImage builds (once) a FROM scratch image holding the ReAct example agent at /agent, the
-// stand-in model server (a test double) at /model and the executor test agent at
-// /testagent, and returns its image ID.
+// podImage builds (once per engine: the tag is the content hash) a FROM scratch image
+// holding the ReAct example agent at /agent, the stand-in model server (a test double) at
+// /model and the executor test agent at /testagent, and returns its image ID.
 func podImage(t *testing.T, cli *client.Client) string {
 	t.Helper()
-	test := executortest.Binary(t)
-	podImageOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "evalmesh-pod-image-")
-		if err != nil {
-			podImageErr = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..")
-		files := map[string][]byte{"Dockerfile": []byte("FROM scratch\nCOPY agent /agent\nCOPY model /model\nCOPY testagent /testagent\n")}
-		if files["testagent"], err = os.ReadFile(test); err != nil {
-			podImageErr = err
-			return
-		}
-		for name, pkg := range map[string]string{"agent": "./examples/agents/cmd/react", "model": "./examples/agents/cmd/standin-model"} {
-			out := filepath.Join(dir, name)
-			cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
-			cmd.Dir = root
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if b, err := cmd.CombinedOutput(); err != nil {
-				podImageErr = errors.New("go build " + pkg + ": " + string(b))
-				return
-			}
-			if files[name], err = os.ReadFile(out); err != nil {
-				podImageErr = err
-				return
-			}
-		}
-		var buf bytes.Buffer
-		tw := tar.NewWriter(&buf)
-		for _, name := range []string{"Dockerfile", "agent", "model", "testagent"} {
-			mode := int64(0o755)
-			if name == "Dockerfile" {
-				mode = 0o644
-			}
-			tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(files[name])), ModTime: time.Unix(0, 0)})
-			tw.Write(files[name])
-		}
-		tw.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		ref := "evalmesh-example-pod:test"
-		resp, err := cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{ref}, Remove: true, ForceRemove: true, Version: build.BuilderV1})
-		if err != nil {
-			podImageErr = err
-			return
-		}
-		dec := json.NewDecoder(resp.Body)
-		for {
-			var m struct {
-				Error string `json:"error"`
-			}
-			if err := dec.Decode(&m); err == io.EOF {
-				break
-			} else if err != nil {
-				podImageErr = err
-				break
-			}
-			if m.Error != "" {
-				podImageErr = errors.New(m.Error)
-			}
-		}
-		resp.Body.Close()
-		if podImageErr != nil {
-			return
-		}
-		insp, err := cli.ImageInspect(ctx, ref)
-		if err != nil {
-			podImageErr = err
-			return
-		}
-		podImageID = insp.ID
-	})
-	if podImageErr != nil {
-		t.Fatal(podImageErr)
+	test, err := os.ReadFile(executortest.Binary(t))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return podImageID
+	return executortest.GoImage(t, cli, "evalmesh-example-pod", "/agent",
+		[]executortest.GoBinary{{Name: "agent", Package: "./examples/agents/cmd/react"}, {Name: "model", Package: "./examples/agents/cmd/standin-model"}},
+		map[string][]byte{"testagent": test})
 }
 
 // standinModel is the model part of a spec serving the stand-in on port 8000.

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -203,36 +204,67 @@ var (
 func ExampleImage(tb testing.TB, cli *client.Client) string {
 	tb.Helper()
 	exampleOnce.Do(func() {
-		root := filepath.Join(srcDir(), "..", "..", "..")
-		dir, err := os.MkdirTemp("", "evalmesh-example-image-")
-		if err != nil {
-			exampleErr = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		var files []imageFile
-		for _, f := range []struct{ name, pkg string }{{"agent", "./examples/agents/cmd/solver"}, {"evaluator", "./examples/agents/cmd/evaluator"}} {
-			out := filepath.Join(dir, f.name)
-			cmd := exec.Command("go", "build", "-trimpath", "-o", out, f.pkg)
-			cmd.Dir = root
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if b, err := cmd.CombinedOutput(); err != nil {
-				exampleErr = fmt.Errorf("go build %s: %v\n%s", f.pkg, err, b)
-				return
-			}
-			b, err := os.ReadFile(out)
-			if err != nil {
-				exampleErr = err
-				return
-			}
-			files = append(files, imageFile{f.name, b, 0o755})
-		}
-		imgMu.Lock()
-		defer imgMu.Unlock()
-		exampleRef, exampleErr = buildScratchImage(cli, "evalmesh-example-agents", files, "/agent")
+		exampleRef, exampleErr = goImage(cli, "evalmesh-example-agents", "/agent",
+			[]GoBinary{{"agent", "./examples/agents/cmd/solver"}, {"evaluator", "./examples/agents/cmd/evaluator"}}, nil)
 	})
 	if exampleErr != nil {
 		tb.Fatalf("build example agent image: %v", exampleErr)
 	}
 	return exampleRef
+}
+
+// GoBinary is a package of this module built static into a FROM scratch image at /Name.
+type GoBinary struct {
+	Name, Package string // Package relative to the module root, e.g. ./examples/agents/cmd/react
+}
+
+// GoImage builds (unless the engine has it: the tag is the content hash) a FROM scratch
+// image of the static builds of bins plus the executables in files (name → bytes), each
+// at /name, with entrypoint, and returns its image ID.
+func GoImage(tb testing.TB, cli *client.Client, repo, entrypoint string, bins []GoBinary, files map[string][]byte) string {
+	tb.Helper()
+	ref, err := goImage(cli, repo, entrypoint, bins, files)
+	if err != nil {
+		tb.Fatalf("build image %s: %v", repo, err)
+	}
+	insp, err := cli.ImageInspect(context.Background(), ref)
+	if err != nil {
+		tb.Fatalf("inspect image %s: %v", ref, err)
+	}
+	return insp.ID
+}
+
+func goImage(cli *client.Client, repo, entrypoint string, bins []GoBinary, files map[string][]byte) (string, error) {
+	root := filepath.Join(srcDir(), "..", "..", "..")
+	dir, err := os.MkdirTemp("", "evalmesh-image-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	var entries []imageFile
+	for _, f := range bins {
+		out := filepath.Join(dir, f.Name)
+		cmd := exec.Command("go", "build", "-trimpath", "-o", out, f.Package)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build %s: %v\n%s", f.Package, err, b)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			return "", err
+		}
+		entries = append(entries, imageFile{f.Name, b, 0o755})
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		entries = append(entries, imageFile{name, files[name], 0o755})
+	}
+	imgMu.Lock()
+	defer imgMu.Unlock()
+	return buildScratchImage(cli, repo, entries, entrypoint)
 }
