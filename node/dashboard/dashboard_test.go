@@ -364,3 +364,29 @@ func TestRateLimiterTableIsBounded(t *testing.T) {
 		t.Errorf("%d buckets, want at most %d", n, maxClients+1)
 	}
 }
+
+func TestLeaderboardShowsTheHeurekaBenchTable(t *testing.T) {
+	s := synthSnapshot(t, 3, 2, 1)
+	h := newTestHandler(t, s, Options{})
+	if body := get(t, h, "/").Body.String(); strings.Contains(body, `id="heureka"`) {
+		t.Fatal("a ledger without HeurekaBench runs shows a HeurekaBench table")
+	}
+	oeq, acc := 4.87, 0.967
+	s.Ledger.Heureka = &scoring.HeurekaTable{Tasks: []string{"heureka-sc"}, EloFit: "mle", Agents: []scoring.HeurekaAgent{
+		{Agent: "cosci-thorough", Rank: 1, Elo: 1711, EloCI: [2]float64{1694, 1725}, Runs: 3, ValidRuns: 3, OEQ: &oeq, OEQCI: &[2]float64{4.6, 5}, MCQAccuracy: &acc, MCQAccuracyCI: &[2]float64{0.9, 1}},
+		{Agent: "sota", Rank: 2, Elo: 998, EloCI: [2]float64{983, 1023}},
+	}}
+	h = newTestHandler(t, s, Options{})
+	var lb Leaderboard
+	if err := json.Unmarshal(get(t, h, "/api/v1/leaderboard").Body.Bytes(), &lb); err != nil {
+		t.Fatal(err)
+	}
+	if lb.Heureka == nil || len(lb.Heureka.Agents) != 2 || lb.Heureka.Agents[0].Agent != "cosci-thorough" {
+		t.Fatalf("leaderboard JSON heureka = %+v, want the ledger's table", lb.Heureka)
+	}
+	body := get(t, h, "/").Body.String()
+	i, j := strings.Index(body, `data-agent="cosci-thorough"`), strings.Index(body, `class="heureka-player" data-agent="sota"`)
+	if !strings.Contains(body, `<table id="heureka">`) || i < 0 || j < i || !strings.Contains(body, "4.87") {
+		t.Fatalf("leaderboard page lacks the HeurekaBench rows in ledger order:\n%s", body)
+	}
+}

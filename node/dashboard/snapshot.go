@@ -158,6 +158,9 @@ type Leaderboard struct {
 	Attestations int         `json:"attestations"`
 	EloFit       string      `json:"elo_fit"`
 	Rows         []LeaderRow `json:"rows"`
+	// Heureka is the ledger's HeurekaBench table (per agent OEQ correctness 1–5, MCQ
+	// accuracy, recall, precision, Elo over OEQ), absent when no HeurekaBench run counts.
+	Heureka *scoring.HeurekaTable `json:"heureka,omitempty"`
 }
 
 // sotaPlayer is the ledger's name for the reference player.
@@ -171,6 +174,7 @@ func (s *Snapshot) Leaderboard() Leaderboard {
 		return lb
 	}
 	lb.EloFit = s.Ledger.EloFit
+	lb.Heureka = s.Ledger.Heureka
 	for _, a := range s.Ledger.Agents {
 		lb.Rows = append(lb.Rows, LeaderRow{Rank: a.Rank, Agent: a.Agent, Elo: a.Elo, EloCI: a.EloCI,
 			NormalizedScore: a.NormalizedScore, NormalizedScoreCI: a.NormalizedScoreCI,
