@@ -218,7 +218,7 @@ func (f *fetchRun) tryStreaming() (done bool, err error) {
 		return false, nil
 	}
 	xctx, xcancel := context.WithCancelCause(f.ctx)
-	err = xfer.Fetch(xctx, n.host, f.root, peers, n.bstore, func(got int64) {
+	st, err := xfer.FetchWithStats(xctx, n.host, f.root, peers, n.bstore, func(got int64) {
 		f.touch()
 		if got > f.total {
 			xcancel(fmt.Errorf("received more than the %d bytes its root declares", f.total))
@@ -228,6 +228,12 @@ func (f *fetchRun) tryStreaming() (done bool, err error) {
 	})
 	cause := context.Cause(xctx)
 	xcancel(nil)
+	if st.KeptBlocks > 1 {
+		// A fetch interrupted earlier (a kill, a lost peer) left verified blocks: only the
+		// rest was asked for, and the progress started from what was kept. (The root is
+		// always kept: fetchRoot has just stored it.)
+		n.opts.Logf("fetch %s: resumed: kept %d blocks (%d bytes) already here, fetched %d blocks (%d bytes)", f.root, st.KeptBlocks, st.KeptBytes, st.Blocks, st.Bytes)
+	}
 	if err == nil {
 		f.report(f.total)
 		return true, nil

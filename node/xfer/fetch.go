@@ -19,9 +19,14 @@ import (
 
 // Stats describes a finished (or failed) Fetch.
 type Stats struct {
-	Blocks  int64
-	Bytes   int64
-	PerPeer map[peer.ID]PeerStats
+	Blocks int64
+	Bytes  int64
+	// KeptBlocks and KeptBytes are what the local store already held of the DAG (an
+	// interrupted fetch resumed): those subtrees were not asked for again. Progress counts
+	// them; Blocks and Bytes do not.
+	KeptBlocks int64
+	KeptBytes  int64
+	PerPeer    map[peer.ID]PeerStats
 	// Dropped holds, for each peer dropped during the transfer, why.
 	Dropped map[peer.ID]error
 }
@@ -82,6 +87,7 @@ type fetcher struct {
 	cfg      fetchConfig
 	progress func(int64)
 	store    *storer
+	bs       blockstore.Blockstore
 
 	mu       sync.Mutex
 	stats    Stats
@@ -106,6 +112,7 @@ func FetchWithStats(ctx context.Context, h host.Host, root cid.Cid, peers []peer
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f.store = newStorer(ctx, cancel, bs)
+	f.bs = bs
 	err := f.run(ctx, root, live)
 	serr := f.store.finish()
 	if serr != nil {
@@ -138,7 +145,13 @@ func (f *fetcher) drop(p peer.ID, err error) {
 
 // run fetches everything; it returns when the DAG is complete or no peer can supply the rest.
 func (f *fetcher) run(ctx context.Context, root cid.Cid, live []peer.ID) error {
-	frontier := []pend{{c: root, mode: ModeDAG}}
+	frontier, err := f.missing(ctx, root)
+	if err != nil {
+		return err
+	}
+	if len(frontier) == 0 {
+		return nil
+	}
 	if slots := len(live) * f.cfg.streams; slots > 1 {
 		// Fetch the top of the DAG block by block until there are enough subtrees to spread.
 		for depth := 0; depth < 4 && len(frontier) > 0 && len(frontier) < 8*slots; depth++ {
@@ -146,7 +159,6 @@ func (f *fetcher) run(ctx context.Context, root cid.Cid, live []peer.ID) error {
 				frontier[i].mode = ModeBlock
 			}
 			var children []pend
-			var err error
 			children, live, err = f.fetchAnywhere(ctx, frontier, live)
 			if err != nil {
 				return err
@@ -158,6 +170,70 @@ func (f *fetcher) run(ctx context.Context, root cid.Cid, live []peer.ID) error {
 		}
 	}
 	return f.pool(ctx, frontier, live)
+}
+
+// missing walks what the local store already holds of root's DAG (the blocks an interrupted
+// fetch verified and stored) and returns the roots of the subtrees it lacks, in DAG order,
+// counting what it holds as kept. A root it lacks is returned alone, at the cost of one Has.
+// A held block whose subtree is incomplete is walked into; a lacking one is asked for whole
+// (its subtree may be partly here: the server resends those blocks, the store keeps one).
+func (f *fetcher) missing(ctx context.Context, root cid.Cid) ([]pend, error) {
+	var out []pend
+	seen := map[cid.Cid]bool{}
+	var walk func(c cid.Cid, size uint64) error
+	walk = func(c cid.Cid, size uint64) error {
+		if seen[c] || isIdentity(c) {
+			return nil
+		}
+		seen[c] = true
+		lack := func() error {
+			out = append(out, pend{c: c, mode: ModeDAG, size: size})
+			return nil
+		}
+		keep := func(n int) {
+			f.mu.Lock()
+			f.stats.KeptBlocks++
+			f.stats.KeptBytes += int64(n)
+			f.received += int64(n)
+			f.mu.Unlock()
+		}
+		if c.Type() == cid.Raw {
+			// A raw leaf's declared size is its length: one of another size was torn by a
+			// power loss before it was synced, so it is asked for again (as the node's
+			// localComplete decides). Leaves are not re-hashed: the store verified them.
+			sz, err := f.bs.GetSize(ctx, c)
+			if err != nil || (size != 0 && uint64(sz) != size) {
+				return lack()
+			}
+			keep(sz)
+			return nil
+		}
+		blk, err := f.bs.Get(ctx, c)
+		if err != nil || Verify(c, blk.RawData()) != nil {
+			return lack()
+		}
+		links, err := Links(c, blk.RawData())
+		if err != nil {
+			return &fatalError{err}
+		}
+		keep(len(blk.RawData()))
+		for _, l := range links {
+			if err := walk(l.Cid, l.Size); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(root, 0); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	kept := f.received
+	f.mu.Unlock()
+	if kept > 0 && f.progress != nil {
+		f.progress(kept)
+	}
+	return out, nil
 }
 
 // fetchAnywhere gets items from the first live peer that can serve them all, dropping peers
