@@ -66,6 +66,30 @@ type playerRuns struct {
 // b's wins over a come from b's rows; the rest of the n_a·n_b games are ties.
 func addTaskGames(g *Games, runs []playerRuns) { addTaskGamesParallel(g, runs, 1) }
 
+// ownedScore is one valid run's score and the index of the player it belongs to.
+type ownedScore struct {
+	v     float64
+	owner int32
+}
+
+// sortedScores is every valid score of runs, sorted by score then by owner: the order
+// both game counters walk with their two pointers.
+func sortedScores(runs []playerRuns) []ownedScore {
+	var G []ownedScore
+	for r := range runs {
+		for _, v := range runs[r].good {
+			G = append(G, ownedScore{v, int32(r)})
+		}
+	}
+	slices.SortFunc(G, func(a, b ownedScore) int {
+		if c := cmp.Compare(a.v, b.v); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.owner, b.owner)
+	})
+	return G
+}
+
 // addTaskGamesParallel is addTaskGames with the pairs split across workers goroutines by
 // rows: each pair of the task's players is one distinct cell of g, so the workers never
 // write the same count and the result does not depend on scheduling.
@@ -77,22 +101,7 @@ func addTaskGames(g *Games, runs []playerRuns) { addTaskGamesParallel(g, runs, 1
 // rise along G, two pointers count that in O(n_a + n_b) per pair.
 func addTaskGamesParallel(g *Games, runs []playerRuns, workers int) {
 	P, R := g.P, len(runs)
-	type item struct {
-		v     float64
-		owner int32
-	}
-	var G []item
-	for r := range runs {
-		for _, v := range runs[r].good {
-			G = append(G, item{v, int32(r)})
-		}
-	}
-	slices.SortFunc(G, func(a, b item) int {
-		if c := cmp.Compare(a.v, b.v); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.owner, b.owner)
-	})
+	G := sortedScores(runs)
 	M := len(G)
 	// Owner r's items are slots start[r]..start[r+1]-1, in G's order: posOf their places
 	// in G, loOf their lo values.
@@ -169,22 +178,7 @@ func addTaskGamesParallel(g *Games, runs []playerRuns, workers int) {
 // does not matter).
 func addTaskGamesLocked(g *Games, runs []playerRuns, mu *sync.Mutex) {
 	P, R := g.P, len(runs)
-	type item struct {
-		v     float64
-		owner int32
-	}
-	var G []item
-	for r := range runs {
-		for _, v := range runs[r].good {
-			G = append(G, item{v, int32(r)})
-		}
-	}
-	slices.SortFunc(G, func(a, b item) int {
-		if c := cmp.Compare(a.v, b.v); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.owner, b.owner)
-	})
+	G := sortedScores(runs)
 	M := len(G)
 	// cnt[b] counts player b's scores in G[:lo], kept as lo advances: lo(x) never decreases
 	// along G, so one running vector stands for the whole prefix-count table (which at
