@@ -21,20 +21,9 @@ import (
 // flags (the stand-in judge's sampling and fault modes).
 func heurekaTask(t *testing.T, judgeFlags ...string) string {
 	t.Helper()
-	dir, err := heurekaexample.Generate(t.TempDir())
+	dir, err := heurekaexample.GenerateWithJudge(t.TempDir(), judgeFlags...)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if len(judgeFlags) > 0 {
-		p := filepath.Join(dir, "task.yaml")
-		y, _ := os.ReadFile(p)
-		s := strings.Replace(string(y), "    - heureka-judge\n", "    - heureka-judge\n    - "+strings.Join(judgeFlags, "\n    - ")+"\n", 1)
-		if s == string(y) {
-			t.Fatalf("task.yaml has no judge command to edit:\n%s", y)
-		}
-		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 	return dir
 }

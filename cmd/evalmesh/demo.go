@@ -108,17 +108,27 @@ func printNetDemo(w io.Writer, asJSON bool, res *demo.NetResult) {
 		printJSON(w, res)
 		return
 	}
-	fmt.Fprintf(w, "\nnetwork %s: %d labs, campaign %s, %d runs in %.1f s\npolicy: %s\n\n", res.Network, len(res.Nodes), res.Campaign, len(res.Runs), res.Seconds, res.Policy)
-	res.Ledger.WriteTable(w)
+	var campaigns []string
+	if res.Campaign != "" {
+		campaigns = append(campaigns, "campaign "+res.Campaign)
+	}
+	if res.HeurekaCampaign != "" {
+		campaigns = append(campaigns, "HeurekaBench campaign "+res.HeurekaCampaign)
+	}
+	fmt.Fprintf(w, "\nnetwork %s: %d labs, %s, %d runs in %.1f s\npolicy: %s\n\n", res.Network, len(res.Nodes), strings.Join(campaigns, ", "), len(res.Runs), res.Seconds, res.Policy)
+	res.Ledger.WriteTable(w) // the AIRS-Bench rows, then the HeurekaBench table when it has runs
+	if res.Ledger.Heureka != nil {
+		fmt.Fprintln(w, "HeurekaBench judge: the stand-in keyword judge (a test double for an LLM judge), pinned by the task; each run judged on the node that ran it and re-judged by another lab")
+	}
 	fmt.Fprintln(w, "\nwho ran and who re-scored each run:")
 	for _, r := range res.Runs {
 		score := "invalid"
 		if r.Valid && r.Score != nil {
 			score = fmt.Sprintf("%.4g", *r.Score)
 		}
-		fmt.Fprintf(w, "  %-12s %-10s seed %d  %-8s ran by %s, re-scored by %s\n", r.Task, r.Agent, r.Seed, score, r.RanBy, strings.Join(r.RescoredBy, ","))
+		fmt.Fprintf(w, "  %-12s %-14s seed %d  %-8s ran by %s, re-scored by %s\n", r.Task, r.Agent, r.Seed, score, r.RanBy, strings.Join(r.RescoredBy, ","))
 	}
-	fmt.Fprintln(w, "\nledger root of each node:")
+	fmt.Fprintln(w, "\nledger root of each node (over both tables):")
 	for _, n := range res.Nodes {
 		fmt.Fprintf(w, "  %s  %s  %s  (signed %d runs, %d re-scores)\n", n.Lab, n.PeerID, n.LedgerRoot, n.Runs, n.Rescores)
 	}
@@ -127,14 +137,6 @@ func printNetDemo(w io.Writer, asJSON bool, res *demo.NetResult) {
 		q[i] = shellQuote(a)
 	}
 	fmt.Fprintf(w, "all %d roots equal: %s\nrecompute it from the exported files:\n  %s\n", len(res.Nodes), res.LedgerRoot, strings.Join(q, " "))
-	if h := res.Heureka; h != nil {
-		fmt.Fprintf(w, "\nHeurekaBench, run on one node (%s) of lab %s and judged by the stand-in keyword judge (a test double for an LLM judge):", h.Node, h.LabName)
-		h.Ledger.Heureka.WriteTable(w)
-		for i, a := range h.LedgerCommand {
-			h.LedgerCommand[i] = shellQuote(a)
-		}
-		fmt.Fprintf(w, "ledger root %s; recompute it:\n  %s\n", h.LedgerRoot, strings.Join(h.LedgerCommand, " "))
-	}
 }
 
 // runSingleDemo is `demo --nodes 1`: one lab, one node, no network.

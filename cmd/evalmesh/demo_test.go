@@ -149,12 +149,15 @@ func TestDemoJSONLedger(t *testing.T) {
 }
 
 // The default demo is the network: three labs' daemons on 127.0.0.1, the tasks added on the
-// first node only, a campaign signed by the second lab; every node ends with the same root,
-// the slots spread over more than one node, every run re-scored by a lab other than its
-// own, and the printed command recomputes that root from the exported files.
+// first node only, two campaigns (baselines x AIRS-style tasks, co-scientists x HeurekaBench)
+// signed by the second lab; every node ends with the same root, the slots spread over more
+// than one node, every run — HeurekaBench ones included, re-judged by the stand-in judge —
+// re-scored by a lab other than its own with no disagreement, the root covers the
+// HeurekaBench table, and the printed command recomputes that root (and that table) from
+// the exported files.
 func TestDemoNetworkJSON(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "net")
-	out, e, code := runE2(t, "demo", "--home", dir, "--seeds", "2", "--agents", "constant,solver", "--tasks", "arithmetic", "--json")
+	out, e, code := runE2(t, "demo", "--home", dir, "--seeds", "2", "--agents", "constant,solver,cosci-thorough,cosci-hasty", "--tasks", "arithmetic,heureka-sc", "--json")
 	if code != 0 {
 		t.Fatalf("demo: %d %s", code, e)
 	}
@@ -168,9 +171,26 @@ func TestDemoNetworkJSON(t *testing.T) {
 			Rescores   int    `json:"rescores"`
 		} `json:"nodes"`
 		Runs []struct {
+			Task       string   `json:"task"`
+			Agent      string   `json:"agent"`
 			RanBy      string   `json:"ran_by"`
 			RescoredBy []string `json:"rescored_by"`
+			Valid      bool     `json:"valid"`
 		} `json:"runs"`
+		Campaign        string `json:"campaign"`
+		HeurekaCampaign string `json:"heureka_campaign"`
+		Ledger          struct {
+			Heureka *struct {
+				Tasks  []string `json:"tasks"`
+				Agents []struct {
+					Agent     string   `json:"agent"`
+					OEQ       *float64 `json:"oeq_correctness"`
+					ValidRuns int      `json:"valid_runs"`
+				} `json:"agents"`
+			} `json:"heureka"`
+		} `json:"ledger"`
+		Rescores      int      `json:"rescores"`
+		Disagreements int      `json:"disagreements"`
 		LedgerRoot    string   `json:"ledger_root"`
 		LedgerCommand []string `json:"ledger_command"`
 	}
@@ -191,8 +211,41 @@ func TestDemoNetworkJSON(t *testing.T) {
 			ran++
 		}
 	}
-	if runs != 4 || len(res.Runs) != 4 || rescores < 4 {
-		t.Fatalf("runs %d (%d listed), re-scores %d; want 4 runs, each re-scored", runs, len(res.Runs), rescores)
+	// arithmetic x {constant, solver} and heureka-sc x {cosci-thorough, cosci-hasty}, 2 seeds.
+	if runs != 8 || len(res.Runs) != 8 || rescores < 8 {
+		t.Fatalf("runs %d (%d listed), re-scores %d; want 8 runs, each re-scored", runs, len(res.Runs), rescores)
+	}
+	if res.Campaign == "" || res.HeurekaCampaign == "" || res.Campaign == res.HeurekaCampaign {
+		t.Fatalf("campaigns %q and %q: want one per benchmark", res.Campaign, res.HeurekaCampaign)
+	}
+	if res.Rescores < 8 || res.Disagreements != 0 {
+		t.Errorf("ledger: %d agreeing re-scores, %d disagreements; want every run confirmed (the stand-in judge is deterministic)", res.Rescores, res.Disagreements)
+	}
+	heureka := 0
+	for _, r := range res.Runs {
+		if r.Task != "heureka-sc" {
+			continue
+		}
+		heureka++
+		if !r.Valid || len(r.RescoredBy) == 0 || !strings.HasPrefix(r.Agent, "cosci-") {
+			t.Errorf("HeurekaBench run %+v: want a valid co-scientist run re-scored by another lab", r)
+		}
+	}
+	if heureka != 4 {
+		t.Errorf("%d HeurekaBench runs, want 4", heureka)
+	}
+	h := res.Ledger.Heureka
+	if h == nil || len(h.Tasks) != 1 || h.Tasks[0] != "heureka-sc" {
+		t.Fatalf("network ledger's HeurekaBench table %+v: want heureka-sc's", h)
+	}
+	oeq := map[string]float64{}
+	for _, a := range h.Agents {
+		if a.OEQ != nil && a.ValidRuns == 2 {
+			oeq[a.Agent] = *a.OEQ
+		}
+	}
+	if len(oeq) != 2 || oeq["cosci-thorough"] <= oeq["cosci-hasty"] {
+		t.Errorf("HeurekaBench rows %+v: want both co-scientists with 2 valid runs, thorough above hasty", h.Agents)
 	}
 	if ran < 2 {
 		t.Errorf("all runs on one node: the slots did not spread")
@@ -208,7 +261,7 @@ func TestDemoNetworkJSON(t *testing.T) {
 		}
 	}
 	ledger, e, code := runE2(t, res.LedgerCommand[1:]...)
-	if code != 0 || !strings.Contains(ledger, "ledger root "+res.LedgerRoot) {
+	if code != 0 || !strings.Contains(ledger, "ledger root "+res.LedgerRoot) || !strings.Contains(ledger, "HeurekaBench (heureka-sc)") {
 		t.Fatalf("the printed ledger command (%v) gives %d:\n%s\n%s", res.LedgerCommand, code, ledger, e)
 	}
 }

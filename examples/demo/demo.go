@@ -125,24 +125,17 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Seeds <= 0 {
 		opts.Seeds = 3
 	}
-	coScientists := agents.CoScientists
-	if len(opts.Agents) == 0 {
-		opts.Agents = agents.Baselines
-	} else {
-		coScientists = slices.DeleteFunc(slices.Clone(agents.CoScientists), func(a string) bool { return !slices.Contains(opts.Agents, a) })
+	// The co-scientists answer only the HeurekaBench task; the baselines only the others.
+	baselines, coScientists, err := splitAgents(opts.Agents)
+	if err != nil {
+		return nil, err
 	}
+	opts.Agents = baselines
 	heureka := wantsHeureka(opts.Tasks, len(opts.Tasks) == 0)
 	if len(opts.Tasks) == 0 {
 		opts.Tasks = exampletasks.Names
 	}
 	opts.Tasks = slices.DeleteFunc(slices.Clone(opts.Tasks), func(n string) bool { return n == heurekaexample.Name })
-	for _, a := range opts.Agents {
-		if _, ok := agents.Lookup(a); !ok {
-			return nil, fmt.Errorf("no example agent %q (have %v)", a, agents.Names())
-		}
-	}
-	// The co-scientists answer only the HeurekaBench task; the baselines only the others.
-	opts.Agents = slices.DeleteFunc(slices.Clone(opts.Agents), func(a string) bool { return slices.Contains(agents.CoScientists, a) })
 	dir := opts.Home
 	if dir == "" {
 		var err error

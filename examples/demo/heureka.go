@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/evalmesh/evalmesh/examples/agents"
 	heurekaexample "github.com/evalmesh/evalmesh/examples/heureka"
 	"github.com/evalmesh/evalmesh/runner"
 )
@@ -16,6 +17,26 @@ import (
 // ones, run by the two example co-scientists only (the baselines do not answer questions,
 // and the co-scientists solve nothing else), scored by the stand-in keyword judge — a test
 // double for an LLM judge — and shown in the ledger's HeurekaBench table.
+
+// splitAgents splits the agents a demo was asked for into the baselines (the AIRS-style
+// tasks' agents) and the co-scientists (HeurekaBench's), in the order given; no names mean
+// every baseline and every co-scientist. An unknown name is an error.
+func splitAgents(names []string) (baselines, coScientists []string, err error) {
+	if len(names) == 0 {
+		return slices.Clone(agents.Baselines), slices.Clone(agents.CoScientists), nil
+	}
+	for _, a := range names {
+		if _, ok := agents.Lookup(a); !ok {
+			return nil, nil, fmt.Errorf("no example agent %q (have %v)", a, agents.Names())
+		}
+		if slices.Contains(agents.CoScientists, a) {
+			coScientists = append(coScientists, a)
+		} else {
+			baselines = append(baselines, a)
+		}
+	}
+	return baselines, coScientists, nil
+}
 
 // wantsHeureka reports whether the grid includes the HeurekaBench task: by default, or
 // when --tasks names it.

@@ -30,9 +30,12 @@ import (
 
 // The network demo: several labs on one machine, each with its own lab key, node home and
 // daemon on 127.0.0.1 (real libp2p, gossipsub and transfer). The example tasks are added on
-// the first lab's node only and reach the others over the network; a campaign signed by the
-// second lab is published on its node; the slots spread over all nodes, every run is
-// re-scored by another lab, and every node computes the same ledger root.
+// the first lab's node only and reach the others over the network; two campaigns signed by
+// the second lab are published on its node — the baselines on the AIRS-style tasks, and the
+// co-scientists on the HeurekaBench task (heureka.go) — the slots spread over all nodes,
+// every run is re-scored by another lab (a HeurekaBench run by re-running the task's judge
+// on the submission, runner.RescoreSubmission), and every node computes the same ledger
+// root, which covers both the AIRS-Bench rows and the HeurekaBench table.
 
 // NetworkName is the demo network's name (its pubsub topics are /evalmesh/<name>/...).
 const NetworkName = "evalmesh-demo"
@@ -45,7 +48,9 @@ type NetOptions struct {
 	Nodes int
 	// Seeds per (task, agent); 0 means 3.
 	Seeds int
-	// Agents and Tasks restrict the grid; empty means all baselines / all example tasks.
+	// Agents and Tasks restrict the grid; empty means all baselines and co-scientists / all
+	// example tasks. The co-scientists answer only the HeurekaBench task, the baselines
+	// only the others.
 	Agents, Tasks []string
 	// SelfExe is the evalmesh binary the agents run as; "" means os.Executable().
 	SelfExe string
@@ -94,21 +99,27 @@ type NetResult struct {
 	Dir      string    `json:"dir"`
 	Network  string    `json:"network"`
 	Campaign string    `json:"campaign"`
+	// HeurekaCampaign is the HeurekaBench campaign's ID (the co-scientists on heureka-sc);
+	// "" when the grid leaves HeurekaBench out. Its runs are in Runs and its table in
+	// Ledger.Heureka, under the same root.
+	HeurekaCampaign string `json:"heureka_campaign,omitempty"`
 	Nodes    []NetNode `json:"nodes"`
 	Runs     []NetRun  `json:"runs"`
 	// LedgerRoot is the root every node computed (the demo fails if they differ).
 	LedgerRoot string          `json:"ledger_root"`
 	Ledger     *scoring.Ledger `json:"ledger"`
+	// Rescores and Disagreements count, in the first node's ledger, the re-scores that
+	// confirmed a run and those that contradicted one (a judge that scored differently:
+	// reported, never averaged).
+	Rescores      int `json:"rescores"`
+	Disagreements int `json:"disagreements"`
 	// Policy says what the network counts; the demo counts process-executor runs, which a
 	// real network's default policy does not.
 	Policy string `json:"policy"`
 	// LedgerCommand recomputes LedgerRoot from the files the demo exported.
 	LedgerCommand []string `json:"ledger_command"`
 	Seconds       float64  `json:"seconds"`
-	// Heureka is the HeurekaBench part: the example task run on a single node of its own
-	// lab (demo.Execute), with its ledger's HeurekaBench table; nil when --tasks leaves it out.
-	Heureka *Result `json:"heureka,omitempty"`
-	// Slots is the campaign's size; DuplicateRuns the runs signed beyond one per slot.
+	// Slots is the campaigns' size; DuplicateRuns the runs signed beyond one per slot.
 	Slots         int `json:"slots"`
 	DuplicateRuns int `json:"duplicate_runs"`
 	// ConvergeSeconds is the time from the first node seeing every slot done to every
@@ -152,14 +163,21 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 	if opts.Seeds <= 0 {
 		opts.Seeds = 3
 	}
-	if len(opts.Agents) == 0 {
-		opts.Agents = agents.Baselines
+	baselines, coScientists, err := splitAgents(opts.Agents)
+	if err != nil {
+		return nil, err
 	}
-	heureka := wantsHeureka(opts.Tasks, len(opts.Tasks) == 0)
+	heureka := wantsHeureka(opts.Tasks, len(opts.Tasks) == 0) && len(coScientists) > 0
 	if len(opts.Tasks) == 0 {
 		opts.Tasks = exampletasks.Names
 	}
 	opts.Tasks = slices.DeleteFunc(slices.Clone(opts.Tasks), func(n string) bool { return n == heurekaexample.Name })
+	if len(baselines) == 0 {
+		opts.Tasks = nil
+	}
+	if len(opts.Tasks) == 0 && !heureka {
+		return nil, errors.New("nothing to run: the baselines answer the AIRS-style tasks, the co-scientists only heureka-sc")
+	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Minute
 	}
@@ -268,30 +286,64 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 	if _, err := exampletasks.Generate(tasksDir); err != nil {
 		return nil, err
 	}
-	var taskCIDs []string
-	for _, name := range opts.Tasks {
-		c, err := nodes[0].n.Add(ctx, filepath.Join(tasksDir, name), node.AddOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("add task %s on %s: %w", name, nodes[0].name, err)
+	if heureka {
+		if _, err := heurekaexample.Generate(tasksDir); err != nil {
+			return nil, err
 		}
-		taskCIDs = append(taskCIDs, c.String())
-		fmt.Fprintf(log, "task %-12s %s added on %s\n", name, c, nodes[0].name)
+	}
+	names := map[string]string{} // bundle CID → task name
+	addTasks := func(list []string) ([]string, error) {
+		var cids []string
+		for _, name := range list {
+			c, err := nodes[0].n.Add(ctx, filepath.Join(tasksDir, name), node.AddOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("add task %s on %s: %w", name, nodes[0].name, err)
+			}
+			cids = append(cids, c.String())
+			names[c.String()] = name
+			fmt.Fprintf(log, "task %-12s %s added on %s\n", name, c, nodes[0].name)
+		}
+		return cids, nil
 	}
 	agentsDir := filepath.Join(dir, "examples", "agents")
-	env, id, err := labs.Campaign(1, "evalmesh demo: example agents x example tasks", taskCIDs, opts.Agents, opts.Seeds)
-	if err != nil {
-		return nil, err
-	}
 	specs, err := writeAgentSpecs(agentsDir)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := nodes[1].n.Mesh().PublishCampaign(env); err != nil {
-		return nil, err
+	// One campaign per benchmark, both signed by the second lab and published on its node.
+	var campaigns []string
+	slots := 0
+	publish := func(title string, taskCIDs, agentNames []string) (string, error) {
+		env, id, err := labs.Campaign(1, title, taskCIDs, agentNames, opts.Seeds)
+		if err != nil {
+			return "", err
+		}
+		if _, err := nodes[1].n.Mesh().PublishCampaign(env); err != nil {
+			return "", err
+		}
+		n := len(taskCIDs) * len(agentNames) * opts.Seeds
+		campaigns, slots = append(campaigns, id), slots+n
+		fmt.Fprintf(log, "campaign %s %q (%d slots, replication 1) signed by %s, published on its node\n", id, title, n, nodes[1].name)
+		return id, nil
 	}
-	res.Campaign = id
-	slots := len(taskCIDs) * len(opts.Agents) * opts.Seeds
-	fmt.Fprintf(log, "campaign %s (%d slots, replication 1) signed by %s, published on its node\n", id, slots, nodes[1].name)
+	if len(opts.Tasks) > 0 {
+		cids, err := addTasks(opts.Tasks)
+		if err != nil {
+			return nil, err
+		}
+		if res.Campaign, err = publish("evalmesh demo: example agents x example tasks", cids, baselines); err != nil {
+			return nil, err
+		}
+	}
+	if heureka {
+		cids, err := addTasks([]string{heurekaexample.Name})
+		if err != nil {
+			return nil, err
+		}
+		if res.HeurekaCampaign, err = publish("evalmesh demo: co-scientists x HeurekaBench (stand-in keyword judge)", cids, coScientists); err != nil {
+			return nil, err
+		}
+	}
 
 	// Wait until every node has every run re-scored and all roots agree.
 	deadline := time.Now().Add(opts.Timeout)
@@ -309,10 +361,11 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 			roots[l.Root] = true
 			counted = l.Report.Counted
 		}
-		rep, err := nodes[0].n.Mesh().CampaignStatus(ctx, id)
 		done := 0
-		if err == nil {
-			done = rep.Status.Done
+		for _, id := range campaigns {
+			if rep, err := nodes[0].n.Mesh().CampaignStatus(ctx, id); err == nil {
+				done += rep.Status.Done
+			}
 		}
 		if done != lastDone {
 			fmt.Fprintf(log, "%d/%d slots done, %d runs counted on %s\n", done, slots, counted, nodes[0].name)
@@ -345,29 +398,27 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 		_ = i
 	}
 	first := nodes[0].n.Mesh()
-	rep, err := first.CampaignStatus(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	names := map[string]string{}
-	for i, t := range taskCIDs {
-		names[t] = opts.Tasks[i]
-	}
-	for _, s := range rep.Slots {
-		for _, r := range s.Runs {
-			nr := NetRun{Task: names[s.Task], Agent: specNameByCID(specs, s.Agent), Seed: s.Seed, ID: r.AttestationID,
-				RanBy: peerLab[r.PeerID], Valid: r.Valid, Score: r.Score, RescoredBy: []string{}}
-			for _, x := range r.Rescores {
-				nr.RescoredBy = append(nr.RescoredBy, peerLab[x.PeerID])
-			}
-			res.Runs = append(res.Runs, nr)
-			for j := range res.Nodes {
-				if res.Nodes[j].PeerID == r.PeerID {
-					res.Nodes[j].Runs++
-				}
+	for _, id := range campaigns {
+		rep, err := first.CampaignStatus(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range rep.Slots {
+			for _, r := range s.Runs {
+				nr := NetRun{Task: names[s.Task], Agent: specNameByCID(specs, s.Agent), Seed: s.Seed, ID: r.AttestationID,
+					RanBy: peerLab[r.PeerID], Valid: r.Valid, Score: r.Score, RescoredBy: []string{}}
 				for _, x := range r.Rescores {
-					if res.Nodes[j].PeerID == x.PeerID {
-						res.Nodes[j].Rescores++
+					nr.RescoredBy = append(nr.RescoredBy, peerLab[x.PeerID])
+				}
+				res.Runs = append(res.Runs, nr)
+				for j := range res.Nodes {
+					if res.Nodes[j].PeerID == r.PeerID {
+						res.Nodes[j].Runs++
+					}
+					for _, x := range r.Rescores {
+						if res.Nodes[j].PeerID == x.PeerID {
+							res.Nodes[j].Rescores++
+						}
 					}
 				}
 			}
@@ -377,6 +428,9 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 		l := d.n.Mesh().Ledger()
 		res.Nodes[i].LedgerRoot = l.Root
 		res.LedgerRoot, res.Ledger = l.Root, l.Ledger
+		if i == 0 {
+			res.Rescores, res.Disagreements = l.Report.Rescores-l.Report.Disagreements, l.Report.Disagreements
+		}
 	}
 
 	// The files anyone can recompute the root from: every envelope of the first node's
@@ -408,13 +462,6 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 		slices.Sort(c2s)
 		pct := func(q float64) float64 { return float64(c2s[int(q*float64(len(c2s)-1))]) / 1e6 }
 		res.ClaimToStartMS.P50, res.ClaimToStartMS.P99 = pct(0.50), pct(0.99)
-	}
-	if heureka {
-		// HeurekaBench runs on one node for now (heureka.go): the daemons' re-score path
-		// scores built-in metrics only, not a judge.
-		if res.Heureka, err = Execute(ctx, Options{Home: filepath.Join(dir, "heureka"), Seeds: opts.Seeds, Tasks: []string{heurekaexample.Name}, Log: log}); err != nil {
-			return nil, fmt.Errorf("HeurekaBench: %w", err)
-		}
 	}
 	if opts.Keep && opts.Ready != nil {
 		opts.Ready(res)

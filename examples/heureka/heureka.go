@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/evalmesh/evalmesh/tasks"
@@ -55,7 +56,14 @@ var (
 // Generate writes the example bundle to dir/Name and returns its folder. Existing files are
 // overwritten with the same bytes.
 func Generate(dir string) (string, error) {
-	files, err := Files()
+	return GenerateWithJudge(dir)
+}
+
+// GenerateWithJudge writes the example bundle as Generate does, with judgeArgs appended to
+// its judge command: the stand-in judge's test modes (--sampling, --fault=...). Such a
+// bundle has another CID than the example's: to a network it is another task.
+func GenerateWithJudge(dir string, judgeArgs ...string) (string, error) {
+	files, err := files(append(slices.Clone(JudgeCommand), judgeArgs...))
 	if err != nil {
 		return "", err
 	}
@@ -76,10 +84,12 @@ func Generate(dir string) (string, error) {
 var JudgeCommand = []string{"evalmesh", "agent", "heureka-judge"}
 
 // Files returns the bundle's files by slash-separated path.
-func Files() (map[string][]byte, error) {
+func Files() (map[string][]byte, error) { return files(JudgeCommand) }
+
+func files(judgeCommand []string) (map[string][]byte, error) {
 	files, _, err := tasks.HeurekaBundleFiles(Items(), tasks.HeurekaImportOptions{
 		Name: Name, Version: "1", SOTA: SOTA, WallClockSeconds: 120,
-		JudgeImage: JudgeImage, JudgeCommand: JudgeCommand, JudgeModel: JudgeModel,
+		JudgeImage: JudgeImage, JudgeCommand: judgeCommand, JudgeModel: JudgeModel,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("example %s: %w", Name, err)

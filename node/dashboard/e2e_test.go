@@ -176,10 +176,49 @@ func TestDashboardOfADemoNetwork(t *testing.T) {
 		}
 	}
 
+	// The HeurekaBench campaign's runs (the co-scientists on heureka-sc, judged and
+	// re-judged through the daemons) give the leaderboard its HeurekaBench table, the
+	// network ledger's own.
+	if lb.Heureka == nil || res.Ledger.Heureka == nil || len(lb.Heureka.Agents) != len(res.Ledger.Heureka.Agents) || len(lb.Heureka.Tasks) != 1 || lb.Heureka.Tasks[0] != "heureka-sc" {
+		t.Fatalf("leaderboard HeurekaBench table %+v; the demo's ledger has %+v", lb.Heureka, res.Ledger.Heureka)
+	}
+	var heurekaAgents []string
+	for i, a := range lb.Heureka.Agents {
+		if w := res.Ledger.Heureka.Agents[i]; a.Agent != w.Agent || a.Elo != w.Elo || a.ValidRuns != w.ValidRuns {
+			t.Errorf("HeurekaBench row %d %+v, ledger %+v", i, a, w)
+		}
+		if a.Agent != "sota" {
+			heurekaAgents = append(heurekaAgents, a.Agent)
+			if a.ValidRuns != 2 || a.OEQ == nil {
+				t.Errorf("HeurekaBench row %s: %d valid runs, OEQ %v; want both seeds judged", a.Agent, a.ValidRuns, a.OEQ)
+			}
+		}
+	}
+	if !slices.Equal(heurekaAgents, []string{"cosci-thorough", "cosci-hasty"}) {
+		t.Errorf("HeurekaBench rows %v, want the thorough co-scientist above the hasty one", heurekaAgents)
+	}
+	if _, _, page := fetch(t, base+"/"); !strings.Contains(string(page), `<table id="heureka">`) ||
+		!strings.Contains(string(page), `data-agent="cosci-thorough"`) || !strings.Contains(string(page), `data-agent="cosci-hasty"`) {
+		t.Error("the leaderboard page shows no HeurekaBench table with both co-scientists")
+	}
+
 	var camps []dashboard.Campaign
 	fetchJSON(t, base+"/api/v1/campaigns", &camps)
-	if len(camps) != 1 || camps[0].ID != res.Campaign || camps[0].Status.Done != res.Slots || camps[0].Status.Slots != res.Slots || !camps[0].Ready {
-		t.Errorf("campaigns %+v; want %s with %d of %d slots done", camps, res.Campaign, res.Slots, res.Slots)
+	slots := map[string]int{}
+	for _, r := range res.Runs {
+		if r.Task == "heureka-sc" {
+			slots[res.HeurekaCampaign]++
+		} else {
+			slots[res.Campaign]++
+		}
+	}
+	if len(camps) != 2 {
+		t.Errorf("campaigns %+v; want %s and the HeurekaBench campaign %s", camps, res.Campaign, res.HeurekaCampaign)
+	}
+	for _, c := range camps {
+		if n, ok := slots[c.ID]; !ok || c.Status.Done != n || c.Status.Slots != n || !c.Ready {
+			t.Errorf("campaign %+v; want one of %v with all its slots done", c, slots)
+		}
 	}
 
 	var runs dashboard.RunsPage
@@ -354,6 +393,10 @@ func browse(t *testing.T, base string, order []string, hm dashboard.Heatmap) {
 			shown, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#leaderboard tr.player a.agent')).map(a => a.textContent)`))
 			if err != nil || !slices.Equal(shown, order) {
 				t.Errorf("leaderboard shows agents %v (%v), want %v in that order", shown, err, order)
+			}
+			hshown, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#heureka tr.heureka-player')).map(r => r.dataset.agent)`))
+			if err != nil || !slices.Contains(hshown, "cosci-thorough") || !slices.Contains(hshown, "cosci-hasty") {
+				t.Errorf("the HeurekaBench table shows %v (%v), want both co-scientists", hshown, err)
 			}
 		case "/heatmap":
 			cells, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('svg.heatmap rect.cell')).map(r => r.querySelector('title').textContent.split(':')[0])`))
