@@ -96,15 +96,15 @@ type NetRun struct {
 
 // NetResult is what the network demo did.
 type NetResult struct {
-	Dir      string    `json:"dir"`
-	Network  string    `json:"network"`
-	Campaign string    `json:"campaign"`
+	Dir      string `json:"dir"`
+	Network  string `json:"network"`
+	Campaign string `json:"campaign"`
 	// HeurekaCampaign is the HeurekaBench campaign's ID (the co-scientists on heureka-sc);
 	// "" when the grid leaves HeurekaBench out. Its runs are in Runs and its table in
 	// Ledger.Heureka, under the same root.
-	HeurekaCampaign string `json:"heureka_campaign,omitempty"`
-	Nodes    []NetNode `json:"nodes"`
-	Runs     []NetRun  `json:"runs"`
+	HeurekaCampaign string    `json:"heureka_campaign,omitempty"`
+	Nodes           []NetNode `json:"nodes"`
+	Runs            []NetRun  `json:"runs"`
 	// LedgerRoot is the root every node computed (the demo fails if they differ).
 	LedgerRoot string          `json:"ledger_root"`
 	Ledger     *scoring.Ledger `json:"ledger"`
