@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ import (
 // flags (the stand-in judge's sampling and fault modes).
 func heurekaTask(t *testing.T, judgeFlags ...string) string {
 	t.Helper()
-	dir, err := heurekaexample.GenerateWithJudge(t.TempDir(), judgeFlags...)
+	dir, err := heurekaexample.GenerateWithJudge(t.TempDir(), "", append(slices.Clone(heurekaexample.JudgeCommand), judgeFlags...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

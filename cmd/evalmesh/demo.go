@@ -28,15 +28,18 @@ labs on this machine, each with its own lab key, node home and daemon on 127.0.0
 libp2p, real gossipsub, real bundle transfer), and a trust file listing the three labs.
 
 The example tasks (arithmetic word problems / Accuracy, a regression / MAE, review
-sentiment / Accuracy) are added on the first lab's node only and reach the others over the
-network. A campaign of the baseline agents x tasks x 3 seeds with replication 1, signed by
-the second lab, is published on the second lab's node. The slots spread across every node
-(claims over gossip, rendezvous order); each run is signed by the node that ran it under its
-lab's certificate and gossiped; every run is re-scored by another lab, which fetches the
-submission by CID and scores it against its own copy of the bundle. Each node computes the
-ledger from what it verified. The demo prints the leaderboard, who ran and who re-scored
-what, each node's ledger root (equal), and the evalmesh ledger command that recomputes the
-root from the files it exported.
+sentiment / Accuracy, and the HeurekaBench example heureka-sc / OEQCorrectness) are added on
+the first lab's node only and reach the others over the network. Two campaigns with
+replication 1, signed by the second lab, are published on its node: the baseline agents x
+the AIRS-style tasks x 3 seeds, and the co-scientists x heureka-sc x 3 seeds. The slots
+spread across every node (claims over gossip, rendezvous order); each run is signed by the
+node that ran it under its lab's certificate and gossiped; every run is re-scored by another
+lab, which fetches the submission by CID and scores it against its own copy of the bundle (a
+HeurekaBench run: re-runs the task's judge, the stand-in keyword judge, a test double for an
+LLM judge). Each node computes the ledger from what it verified. The demo prints the
+leaderboard and the HeurekaBench table, who ran and who re-scored what, each node's ledger
+root (equal, over both tables), and the evalmesh ledger command that recomputes the root
+from the files it exported.
 
 This network counts process-executor runs, which a real network's default policy does not:
 the demo agents run as plain processes, without a container's isolation.
@@ -96,7 +99,7 @@ Examples:
 	cmd.Flags().BoolVar(&keep, "keep", false, "leave the daemons running until interrupted, printing each node's home and addresses")
 	cmd.Flags().StringVar(&dashboardListen, "dashboard-listen", "127.0.0.1:0", "with --keep: the first node's web dashboard address (the others pick free ports); \"\" serves none")
 	cmd.Flags().IntVar(&seeds, "seeds", 3, "seeds per (task, agent)")
-	cmd.Flags().StringSliceVar(&agentNames, "agents", nil, "example agents to run (default: constant,heuristic,flaky,solver)")
+	cmd.Flags().StringSliceVar(&agentNames, "agents", nil, "example agents to run (default: constant,heuristic,flaky,solver,cosci-hasty,cosci-thorough; the co-scientists answer only heureka-sc)")
 	cmd.Flags().StringSliceVar(&taskNames, "tasks", nil, "example tasks to run (default: arithmetic,regression,sentiment,heureka-sc)")
 	return cmd
 }

@@ -16,7 +16,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 
 	"github.com/evalmesh/evalmesh/tasks"
@@ -56,14 +55,22 @@ var (
 // Generate writes the example bundle to dir/Name and returns its folder. Existing files are
 // overwritten with the same bytes.
 func Generate(dir string) (string, error) {
-	return GenerateWithJudge(dir)
+	return GenerateWithJudge(dir, "")
 }
 
-// GenerateWithJudge writes the example bundle as Generate does, with judgeArgs appended to
-// its judge command: the stand-in judge's test modes (--sampling, --fault=...). Such a
-// bundle has another CID than the example's: to a network it is another task.
-func GenerateWithJudge(dir string, judgeArgs ...string) (string, error) {
-	files, err := files(append(slices.Clone(JudgeCommand), judgeArgs...))
+// GenerateWithJudge writes the example bundle as Generate does, pinning another judge:
+// image "" keeps JudgeImage, no command keeps JudgeCommand. Tests use it for the stand-in
+// judge's modes (JudgeCommand plus --sampling or --fault=...) and for the judge built into
+// a container image (its digest, "/judge"). Such a bundle has another CID than the
+// example's: to a network it is another task.
+func GenerateWithJudge(dir, image string, command ...string) (string, error) {
+	if image == "" {
+		image = JudgeImage
+	}
+	if len(command) == 0 {
+		command = JudgeCommand
+	}
+	files, err := files(image, command)
 	if err != nil {
 		return "", err
 	}
@@ -84,12 +91,12 @@ func GenerateWithJudge(dir string, judgeArgs ...string) (string, error) {
 var JudgeCommand = []string{"evalmesh", "agent", "heureka-judge"}
 
 // Files returns the bundle's files by slash-separated path.
-func Files() (map[string][]byte, error) { return files(JudgeCommand) }
+func Files() (map[string][]byte, error) { return files(JudgeImage, JudgeCommand) }
 
-func files(judgeCommand []string) (map[string][]byte, error) {
+func files(judgeImage string, judgeCommand []string) (map[string][]byte, error) {
 	files, _, err := tasks.HeurekaBundleFiles(Items(), tasks.HeurekaImportOptions{
 		Name: Name, Version: "1", SOTA: SOTA, WallClockSeconds: 120,
-		JudgeImage: JudgeImage, JudgeCommand: judgeCommand, JudgeModel: JudgeModel,
+		JudgeImage: judgeImage, JudgeCommand: judgeCommand, JudgeModel: JudgeModel,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("example %s: %w", Name, err)
