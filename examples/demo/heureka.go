@@ -16,7 +16,9 @@ import (
 // HeurekaBench in the demo: the example task (examples/heureka) beside the AIRS-style
 // ones, run by the two example co-scientists only (the baselines do not answer questions,
 // and the co-scientists solve nothing else), scored by the stand-in keyword judge — a test
-// double for an LLM judge — and shown in the ledger's HeurekaBench table.
+// double for an LLM judge — and shown in the ledger's HeurekaBench table. The network demo
+// (network.go) publishes it as a campaign of its own that the daemons run and re-judge;
+// the single-node demo (Execute) runs it here, with runHeureka.
 
 // splitAgents splits the agents a demo was asked for into the baselines (the AIRS-style
 // tasks' agents) and the co-scientists (HeurekaBench's), in the order given; no names mean
