@@ -127,7 +127,7 @@ type heurekaKey struct{ task, id string }
 // fillHeurekaAgent pools the agent's valid runs per question and bootstraps over questions.
 func fillHeurekaAgent(row *HeurekaAgent, in *ledgerInputs, rounds int, seed [32]byte) {
 	byQ := map[heurekaKey][]HeurekaQuestion{}
-	for i := range in.order {
+	for i := range in.runs {
 		r := in.at(i)
 		if r.Agent != row.Agent {
 			continue
@@ -214,7 +214,7 @@ func heurekaDigest(in *ledgerInputs, rounds int) [32]byte {
 	h.Write([]byte("evalmesh heureka inputs v1\x00"))
 	h.Write(base[:])
 	var buf []byte
-	for i := range in.order {
+	for i := range in.runs {
 		r := in.at(i)
 		buf = binary.AppendUvarint(buf[:0], uint64(len(r.Heureka.Questions)))
 		for _, q := range r.Heureka.Questions {

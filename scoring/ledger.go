@@ -232,24 +232,43 @@ func resolvePolicy(opts Options) (worstMode string, rounds int, err error) {
 // relies on, whatever order they came in: sorted by (task, agent, seed). The results
 // themselves are not copied into that order (a million 88-byte, pointer-holding records
 // were the largest allocation of the 1M-result ledger, and their copy its largest cost
-// beyond parse and sort): order holds where each sorted result sits in src, and the hot
-// loops read score and agentOf, flat and pointer-free, in sorted order.
+// beyond parse and sort): runs holds, in sorted order, where each result sits in src and
+// the facts the inputs digest reads, and the hot loops read score and agentOf, flat and
+// pointer-free, in sorted order.
 type ledgerInputs struct {
-	src        []Result   // the results as given
-	order      []int32    // the i-th result in sorted order is src[order[i]] (at(i))
-	score      []float64  // score[i] is at(i)'s score when the run is valid, NaN when not
-	agentOf    []int32    // agentOf[i] is at(i)'s player
-	tasks      []TaskInfo // the tasks the results name, sorted by name
-	agentNames []string   // sorted; player p < len(agentNames) is agentNames[p], the last player is sota
-	agentIdx   map[string]int
-	agentRuns  []int  // agentRuns[p]: how many results agent p has
-	spans      []span // spans[t]: sorted results lo..hi-1 are task t's
+	src         []Result    // the results as given
+	runs        []sortedRun // runs[i] is the i-th result in sorted order (src[runs[i].src], at(i))
+	statusNames []string    // runs[i].status names one of these; 0 is StatusSuccess
+	score       []float64   // score[i] is at(i)'s score when the run is valid, NaN when not
+	agentOf     []int32     // agentOf[i] is at(i)'s player
+	tasks       []TaskInfo  // the tasks the results name, sorted by name
+	agentNames  []string    // sorted; player p < len(agentNames) is agentNames[p], the last player is sota
+	agentIdx    map[string]int
+	agentRuns   []int  // agentRuns[p]: how many results agent p has
+	spans       []span // spans[t]: sorted results lo..hi-1 are task t's
 }
 
 type span struct{ lo, hi int }
 
+// sortedRun is one result as the inputs digest reads it, gathered once in sorted order so
+// the digest walks memory in order instead of visiting a million results at random (that
+// walk was most of the digests' cost). Task and agent come from the spans and agentOf.
+type sortedRun struct {
+	seed      int
+	scoreBits uint64 // math.Float64bits(*Score) when hasScore
+	src       int32  // index in ledgerInputs.src
+	status    uint32 // index in ledgerInputs.statusNames
+	flags     uint8  // hasScore, hasAttestation, isValid
+}
+
+const (
+	hasScore = 1 << iota
+	hasAttestation
+	isValid // Result.valid()
+)
+
 // at is the i-th result in sorted order.
-func (in *ledgerInputs) at(i int) *Result { return &in.src[in.order[i]] }
+func (in *ledgerInputs) at(i int) *Result { return &in.src[in.runs[i].src] }
 
 // players is the number of Elo players: every agent, then sota.
 func (in *ledgerInputs) players() int { return len(in.agentNames) + 1 }
@@ -335,39 +354,60 @@ func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerIn
 	}
 	copy(next, taskStart[:T])
 	// One gather from the results, in (task, agent) order: the seed to sort each group
-	// on, and the validated score and the index to keep.
-	type run struct {
-		seed  int
-		score float64
-		i     int32
-	}
-	runs := make([]run, len(results))
+	// on, and what the digest and the scores read.
+	statusIdx := map[string]uint32{StatusSuccess: 0}
+	statusNames := []string{StatusSuccess}
+	runs := make([]sortedRun, len(results))
 	for _, i := range byAgent {
 		t := ids[i] >> 32
 		r := &results[i]
-		runs[next[t]] = run{r.Seed, validScore(r), i}
+		sr := sortedRun{seed: r.Seed, src: i}
+		if r.Status != StatusSuccess {
+			id, ok := statusIdx[r.Status]
+			if !ok {
+				id = uint32(len(statusNames))
+				statusIdx[r.Status] = id
+				statusNames = append(statusNames, r.Status)
+			}
+			sr.status = id
+		}
+		if r.Score != nil {
+			sr.flags |= hasScore
+			sr.scoreBits = math.Float64bits(*r.Score)
+		}
+		if r.AttestationID != "" {
+			sr.flags |= hasAttestation
+		}
+		if r.valid() {
+			sr.flags |= isValid
+		}
+		runs[next[t]] = sr
 		next[t]++
 	}
 	byAgent, next = nil, nil
-	order := make([]int32, len(results))
 	score := make([]float64, len(results))
 	agentOf := make([]int32, len(results))
+	bySeed := func(a, b sortedRun) int { return cmp.Compare(a.seed, b.seed) }
 	for lo := 0; lo < len(runs); {
-		id := ids[runs[lo].i]
+		id := ids[runs[lo].src]
 		hi := lo + 1
-		for hi < len(runs) && ids[runs[hi].i] == id {
+		for hi < len(runs) && ids[runs[hi].src] == id {
 			hi++
 		}
-		g := runs[lo:hi]
-		if !slices.IsSortedFunc(g, func(a, b run) int { return cmp.Compare(a.seed, b.seed) }) {
-			slices.SortFunc(g, func(a, b run) int { return cmp.Compare(a.seed, b.seed) })
+		if g := runs[lo:hi]; !slices.IsSortedFunc(g, bySeed) {
+			slices.SortFunc(g, bySeed)
 		}
 		for k := lo; k < hi; k++ {
-			if k > lo && runs[k-1].seed == runs[k].seed {
-				r := &results[runs[k].i]
+			sr := &runs[k]
+			if k > lo && runs[k-1].seed == sr.seed {
+				r := &results[sr.src]
 				return nil, fmt.Errorf("two results for task %q agent %q seed %d: keep one per slot", r.Task, r.Agent, r.Seed)
 			}
-			order[k], score[k], agentOf[k] = runs[k].i, runs[k].score, int32(uint32(id))
+			score[k] = math.NaN()
+			if sr.flags&isValid != 0 {
+				score[k] = math.Float64frombits(sr.scoreBits)
+			}
+			agentOf[k] = int32(uint32(id))
 		}
 		lo = hi
 	}
@@ -382,7 +422,7 @@ func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerIn
 	for t := range spans {
 		spans[t] = span{taskStart[t], taskStart[t+1]}
 	}
-	return &ledgerInputs{src: results, order: order, score: score, agentOf: agentOf, tasks: usedTasks,
+	return &ledgerInputs{src: results, runs: runs, statusNames: statusNames, score: score, agentOf: agentOf, tasks: usedTasks,
 		agentNames: agentNames, agentIdx: agentIdx, agentRuns: agentRuns, spans: spans}, nil
 }
 
@@ -661,16 +701,28 @@ func inputsDigests(in *ledgerInputs, rounds int, worsts ...string) [][32]byte {
 		}
 		buf = buf[:0]
 	}
-	for i := range in.order {
-		r := in.at(i)
-		field(r.Task)
-		field(r.Agent)
-		buf = binary.AppendVarint(buf, int64(r.Seed))
-		field(r.Status)
-		score(r.Score)
-		field(r.AttestationID)
-		if len(buf) >= 64<<10 {
-			flush()
+	for t, sp := range in.spans {
+		task := in.tasks[t].Name
+		for i := sp.lo; i < sp.hi; i++ {
+			sr := &in.runs[i]
+			field(task)
+			field(in.agentNames[in.agentOf[i]])
+			buf = binary.AppendVarint(buf, int64(sr.seed))
+			field(in.statusNames[sr.status])
+			if sr.flags&hasScore == 0 {
+				buf = append(buf, 0)
+			} else {
+				buf = append(buf, 1)
+				buf = binary.BigEndian.AppendUint64(buf, sr.scoreBits)
+			}
+			if sr.flags&hasAttestation != 0 {
+				field(in.src[sr.src].AttestationID)
+			} else {
+				field("")
+			}
+			if len(buf) >= 64<<10 {
+				flush()
+			}
 		}
 	}
 	flush()
