@@ -238,7 +238,7 @@ func resolvePolicy(opts Options) (worstMode string, rounds int, err error) {
 type ledgerInputs struct {
 	src         []Result    // the results as given
 	runs        []sortedRun // runs[i] is the i-th result in sorted order (src[runs[i].src], at(i))
-	statusNames []string    // runs[i].status names one of these; 0 is StatusSuccess
+	statusNames []string    // runs[i].status() names one of these; 0 is StatusSuccess
 	score       []float64   // score[i] is at(i)'s score when the run is valid, NaN when not
 	agentOf     []int32     // agentOf[i] is at(i)'s player
 	tasks       []TaskInfo  // the tasks the results name, sorted by name
@@ -257,15 +257,20 @@ type sortedRun struct {
 	seed      int
 	scoreBits uint64 // math.Float64bits(*Score) when hasScore
 	src       int32  // index in ledgerInputs.src
-	status    uint32 // index in ledgerInputs.statusNames
-	flags     uint8  // hasScore, hasAttestation, isValid
+	// The status's index in ledgerInputs.statusNames below statusFlags, and the flags
+	// hasScore, hasAttestation and isValid above it: 24 bytes a run, not 32 (this array
+	// is written at a million scattered places).
+	meta uint32
 }
 
 const (
-	hasScore = 1 << iota
-	hasAttestation
-	isValid // Result.valid()
+	statusFlags    = 29
+	hasScore       = 1 << statusFlags
+	hasAttestation = 2 << statusFlags
+	isValid        = 4 << statusFlags // Result.valid()
 )
+
+func (sr *sortedRun) status() uint32 { return sr.meta &^ (7 << statusFlags) }
 
 // at is the i-th result in sorted order.
 func (in *ledgerInputs) at(i int) *Result { return &in.src[in.runs[i].src] }
@@ -365,21 +370,24 @@ func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerIn
 		if r.Status != StatusSuccess {
 			id, ok := statusIdx[r.Status]
 			if !ok {
+				if len(statusNames) == 1<<statusFlags {
+					return nil, fmt.Errorf("more than %d distinct statuses", 1<<statusFlags)
+				}
 				id = uint32(len(statusNames))
 				statusIdx[r.Status] = id
 				statusNames = append(statusNames, r.Status)
 			}
-			sr.status = id
+			sr.meta = id
 		}
 		if r.Score != nil {
-			sr.flags |= hasScore
+			sr.meta |= hasScore
 			sr.scoreBits = math.Float64bits(*r.Score)
 		}
 		if r.AttestationID != "" {
-			sr.flags |= hasAttestation
+			sr.meta |= hasAttestation
 		}
 		if r.valid() {
-			sr.flags |= isValid
+			sr.meta |= isValid
 		}
 		runs[next[t]] = sr
 		next[t]++
@@ -404,7 +412,7 @@ func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerIn
 				return nil, fmt.Errorf("two results for task %q agent %q seed %d: keep one per slot", r.Task, r.Agent, r.Seed)
 			}
 			score[k] = math.NaN()
-			if sr.flags&isValid != 0 {
+			if sr.meta&isValid != 0 {
 				score[k] = math.Float64frombits(sr.scoreBits)
 			}
 			agentOf[k] = int32(uint32(id))
@@ -708,14 +716,14 @@ func inputsDigests(in *ledgerInputs, rounds int, worsts ...string) [][32]byte {
 			field(task)
 			field(in.agentNames[in.agentOf[i]])
 			buf = binary.AppendVarint(buf, int64(sr.seed))
-			field(in.statusNames[sr.status])
-			if sr.flags&hasScore == 0 {
+			field(in.statusNames[sr.status()])
+			if sr.meta&hasScore == 0 {
 				buf = append(buf, 0)
 			} else {
 				buf = append(buf, 1)
 				buf = binary.BigEndian.AppendUint64(buf, sr.scoreBits)
 			}
-			if sr.flags&hasAttestation != 0 {
+			if sr.meta&hasAttestation != 0 {
 				field(in.src[sr.src].AttestationID)
 			} else {
 				field("")
@@ -934,6 +942,11 @@ func bootstrapMeans(vals [][]float64, strata [][]int, rounds int, seed [32]byte)
 						if uint64(n) <= math.MaxUint32 {
 							d := indexDrawer{rng: rng, n: uint32(n)}
 							for range task {
+								if d.left == 0 {
+									// nextSlow's own refill, done here so fast
+									// takes both halves of every word.
+									d.word, d.left = rng.Uint64(), 2
+								}
 								k, ok := d.fast()
 								if !ok {
 									k = d.nextSlow()
