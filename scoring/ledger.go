@@ -306,7 +306,7 @@ func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerIn
 	taskIdx := map[string]int{}
 	agentIdx := map[string]int{}
 	var taskNames, agentNames []string
-	ids := make([]uint64, len(results)) // task id << 32 | agent id
+	ids := make([]uint64, len(results)) // task id << 32 | agent id: first-seen ids, then (below) sorted ranks
 	for i := range results {
 		r := &results[i]
 		ti, ok := taskIdx[r.Task]
