@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -81,9 +84,36 @@ func cpuSeconds() float64 {
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
+// resetPeakRSS starts a new peak-RSS window (Linux: "5" to /proc/self/clear_refs resets
+// VmHWM); false where that is not possible, and peakRSSMiB then reports the process's peak.
+func resetPeakRSS() bool {
+	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+}
+
+// peakRSSMiB is the process's peak resident set since resetPeakRSS (VmHWM), or since it
+// started (getrusage's Maxrss) where /proc is not there.
+func peakRSSMiB() float64 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+				if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
+					return kb / 1024
+				}
+			}
+		}
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Maxrss) / 1024 // KiB on Linux
+}
+
 // BenchmarkScore is the benchmark. For each size, "floor" parses the results file
 // and sorts the results (the least any ledger must do); "ledger" parses the same file and
 // computes the whole ledger with 100 bootstrap rounds. bench/score.sh prints the ratio.
+// peak-MiB is the process's peak RSS while each ran (the input file, about 80 MB at 1M
+// results, and what earlier runs left to the heap included).
 func BenchmarkScore(b *testing.B) {
 	for _, sz := range benchSizes {
 		if n := sz.agents * sz.tasks * sz.seeds; *benchMaxResults > 0 && n > *benchMaxResults {
@@ -94,6 +124,7 @@ func BenchmarkScore(b *testing.B) {
 		rs = nil
 		name := fmt.Sprintf("results=%d", sz.agents*sz.tasks*sz.seeds)
 		b.Run(name+"/floor", func(b *testing.B) {
+			resetPeakRSS()
 			c0 := cpuSeconds()
 			for b.Loop() {
 				parsed, err := ParseResultsJSONL(data)
@@ -103,8 +134,10 @@ func BenchmarkScore(b *testing.B) {
 				slices.SortFunc(parsed, compareResults)
 			}
 			b.ReportMetric((cpuSeconds()-c0)/float64(b.N), "cpu-s/op")
+			b.ReportMetric(peakRSSMiB(), "peak-MiB")
 		})
 		b.Run(name+"/ledger", func(b *testing.B) {
+			resetPeakRSS()
 			c0 := cpuSeconds()
 			for b.Loop() {
 				parsed, err := ParseResultsJSONL(data)
@@ -116,6 +149,7 @@ func BenchmarkScore(b *testing.B) {
 				}
 			}
 			b.ReportMetric((cpuSeconds()-c0)/float64(b.N), "cpu-s/op")
+			b.ReportMetric(peakRSSMiB(), "peak-MiB")
 		})
 	}
 }

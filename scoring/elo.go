@@ -75,7 +75,11 @@ type ownedScore struct {
 // sortedScores is every valid score of runs, sorted by score then by owner: the order
 // both game counters walk with their two pointers.
 func sortedScores(runs []playerRuns) []ownedScore {
-	var G []ownedScore
+	n := 0
+	for r := range runs {
+		n += len(runs[r].good)
+	}
+	G := make([]ownedScore, 0, n)
 	for r := range runs {
 		for _, v := range runs[r].good {
 			G = append(G, ownedScore{v, int32(r)})
@@ -221,18 +225,24 @@ func addTaskGamesLocked(g *Games, runs []playerRuns, mu *sync.Mutex) {
 
 // taskWins recycles addTaskGames' R×R win table (72 MB a task at 3,000 players): the
 // tasks of a ledger reuse a few instead of allocating one each. Buffers come back zeroed.
-var taskWins = &int64Pool{}
+var taskWins = &slicePool[int64]{}
 
-type int64Pool struct{ p sync.Pool }
+// newtonHessians and newtonSigs recycle FitNewton's P×P Hessian and its packed sigmoids:
+// a ledger's bootstrap fits 100 rounds on the same players, and those two were most of
+// its allocations (48 MB at 200 agents), each more for the GC to catch up with.
+var newtonHessians, newtonSigs = &slicePool[float64]{}, &slicePool[float64]{}
 
-func (p *int64Pool) get(n int) []int64 {
-	if b, ok := p.p.Get().(*[]int64); ok && cap(*b) >= n {
+// slicePool hands out zeroed slices of at least the asked length.
+type slicePool[T any] struct{ p sync.Pool }
+
+func (p *slicePool[T]) get(n int) []T {
+	if b, ok := p.p.Get().(*[]T); ok && cap(*b) >= n {
 		return (*b)[:n]
 	}
-	return make([]int64, n)
+	return make([]T, n)
 }
 
-func (p *int64Pool) put(b []int64) {
+func (p *slicePool[T]) put(b []T) {
 	clear(b)
 	p.p.Put(&b)
 }
@@ -491,11 +501,13 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 	dense := P <= denseNewtonMaxP
 	var data []float64
 	if dense {
-		data = make([]float64, P*P)
+		data = newtonHessians.get(P * P)
+		defer newtonHessians.put(data)
 	}
 	// sig: the pairs' sigmoids from gradientSig; the CG step turns them into its edge
 	// weights in place.
-	sig := make([]float64, P*(P-1)/2)
+	sig := newtonSigs.get(P * (P - 1) / 2)
+	defer newtonSigs.put(sig)
 	g := make([]float64, P)
 	d := make([]float64, P)
 	next := make([]float64, P)

@@ -59,16 +59,27 @@ type HeurekaAgent struct {
 }
 
 // splitHeureka separates the HeurekaBench results from the AIRS-Bench ones (order kept).
+// Without HeurekaBench results (the usual ledger) results comes back as it is: the copy a
+// growing append made of a million results was, with the GC work it caused, the largest
+// single cost of the 1M-result ledger beyond parse and sort (issue 18's profile).
 func splitHeureka(results []Result) (airs, heureka []Result) {
-	for _, r := range results {
-		if r.Heureka != nil {
-			heureka = append(heureka, r)
-		} else {
-			airs = append(airs, r)
+	n := 0
+	for i := range results {
+		if results[i].Heureka != nil {
+			n++
 		}
 	}
-	if len(heureka) == 0 {
+	if n == 0 {
 		return results, nil
+	}
+	airs = make([]Result, 0, len(results)-n)
+	heureka = make([]Result, 0, n)
+	for i := range results {
+		if results[i].Heureka != nil {
+			heureka = append(heureka, results[i])
+		} else {
+			airs = append(airs, results[i])
+		}
 	}
 	return airs, heureka
 }
@@ -116,7 +127,8 @@ type heurekaKey struct{ task, id string }
 // fillHeurekaAgent pools the agent's valid runs per question and bootstraps over questions.
 func fillHeurekaAgent(row *HeurekaAgent, in *ledgerInputs, rounds int, seed [32]byte) {
 	byQ := map[heurekaKey][]HeurekaQuestion{}
-	for _, r := range in.rs {
+	for i := range in.runs {
+		r := in.at(i)
 		if r.Agent != row.Agent {
 			continue
 		}
@@ -197,14 +209,15 @@ func fillHeurekaAgent(row *HeurekaAgent, in *ledgerInputs, rounds int, seed [32]
 // heurekaDigest hashes the sorted HeurekaBench inputs, every per-question field included,
 // so any change of an attested verdict changes the table (and the ledger root).
 func heurekaDigest(in *ledgerInputs, rounds int) [32]byte {
-	base := inputsDigest(in.rs, in.tasks, "heureka", rounds)
+	base := inputsDigests(in, rounds, "heureka")[0]
 	h := sha256.New()
 	h.Write([]byte("evalmesh heureka inputs v1\x00"))
 	h.Write(base[:])
 	var buf []byte
-	for i := range in.rs {
-		buf = binary.AppendUvarint(buf[:0], uint64(len(in.rs[i].Heureka.Questions)))
-		for _, q := range in.rs[i].Heureka.Questions {
+	for i := range in.runs {
+		r := in.at(i)
+		buf = binary.AppendUvarint(buf[:0], uint64(len(r.Heureka.Questions)))
+		for _, q := range r.Heureka.Questions {
 			buf = binary.AppendUvarint(buf, uint64(len(q.ID)))
 			buf = append(buf, q.ID...)
 			buf = binary.BigEndian.AppendUint64(buf, math.Float64bits(q.OEQ))
