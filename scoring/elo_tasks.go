@@ -29,15 +29,16 @@ const (
 	EloBootstrapTasksLinearised = "tasks-linearised"
 )
 
-// resolveEloBootstrap is opts.EloBootstrap with the default applied, checked.
-func resolveEloBootstrap(opts Options) (string, error) {
-	switch opts.EloBootstrap {
+// ResolveEloBootstrap is an Elo bootstrap policy name with the default applied ("" is
+// EloBootstrapGames), or an error naming the policies there are.
+func ResolveEloBootstrap(name string) (string, error) {
+	switch name {
 	case "", EloBootstrapGames:
 		return EloBootstrapGames, nil
 	case EloBootstrapTasksLinearised:
 		return EloBootstrapTasksLinearised, nil
 	}
-	return "", fmt.Errorf("unknown Elo bootstrap %q: use %q (default) or %q", opts.EloBootstrap, EloBootstrapGames, EloBootstrapTasksLinearised)
+	return "", fmt.Errorf("unknown Elo bootstrap %q: use %q (default) or %q", name, EloBootstrapGames, EloBootstrapTasksLinearised)
 }
 
 // withEloBootstrap binds a non-default Elo bootstrap policy into an inputs digest: the

@@ -178,7 +178,7 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 	if err != nil {
 		return nil, err
 	}
-	eloBoot, err := resolveEloBootstrap(opts)
+	eloBoot, err := ResolveEloBootstrap(opts.EloBootstrap)
 	if err != nil {
 		return nil, err
 	}
