@@ -404,7 +404,12 @@ func sigmoid(x float64) float64 {
 func LogLikelihood(c []float64, theta []float64) float64 {
 	P := len(theta)
 	if P >= pairParallelMinP {
-		return logLikelihoodPairs(c, theta) // the same bits, across the cores (elo_pairs.go)
+		select {
+		case llSlot <- struct{}{}:
+			defer func() { <-llSlot }()
+			return logLikelihoodPairs(c, theta) // the same bits, across the cores (elo_pairs.go)
+		default:
+		}
 	}
 	var ll float64
 	for i := 0; i < P; i++ {

@@ -22,6 +22,12 @@ var pairParallelMinP = 256 // a var only so tests can compare the two ways
 // packedPool recycles the packed P(P−1)/2 buffers (100 MB at 5,000 players).
 var packedPool sync.Pool
 
+// llSlot lets one log-likelihood at a time take the parallel path and its buffer; a call
+// made while another holds it (the default bootstrap's workers refit side by side, and
+// already keep the cores busy) runs the serial loop, which gives the same bits. So the
+// parallel path adds one buffer to the peak RSS, not one per worker.
+var llSlot = make(chan struct{}, 1)
+
 func getPacked(n int) []float64 {
 	if b, ok := packedPool.Get().(*[]float64); ok && cap(*b) >= n {
 		return (*b)[:n]
