@@ -42,9 +42,9 @@ func ResolveEloBootstrap(name string) (string, error) {
 }
 
 // withEloBootstrap binds a non-default Elo bootstrap policy into an inputs digest: the
-// default leaves the digest (and so every existing root and bootstrap stream) as it was;
-// any other policy gives another digest, so two nodes computing with different policies
-// can never agree on a root, and the bootstrap is seeded apart from the default's.
+// default leaves the digest (and so every existing root) as it was; any other policy gives
+// another digest, so two nodes computing with different policies can never agree on a
+// root.
 func withEloBootstrap(d [32]byte, policy string) [32]byte {
 	if policy == EloBootstrapGames {
 		return d

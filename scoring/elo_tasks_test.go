@@ -223,12 +223,17 @@ func TestEloBootstrapOptionInRootAndDigest(t *testing.T) {
 	if _, err := ComputeLedger(rs, ti, Options{EloBootstrap: "tasks"}); err == nil {
 		t.Fatal("an unknown Elo bootstrap was accepted")
 	}
-	// The MLE and the normalized scores do not depend on the Elo bootstrap policy.
+	// The MLE and the normalized scores (and their intervals) do not depend on the Elo
+	// bootstrap policy.
 	for i := range def.Agents {
 		a := def.Agents[i]
 		j := slices.IndexFunc(tl.Agents, func(b Agent) bool { return b.Agent == a.Agent })
-		if tl.Agents[j].EloMLE != a.EloMLE {
-			t.Fatalf("%s: MLE %v under tasks-linearised, %v by default", a.Agent, tl.Agents[j].EloMLE, a.EloMLE)
+		b := tl.Agents[j]
+		if b.EloMLE != a.EloMLE {
+			t.Fatalf("%s: MLE %v under tasks-linearised, %v by default", a.Agent, b.EloMLE, a.EloMLE)
+		}
+		if (a.NormalizedScoreCI == nil) != (b.NormalizedScoreCI == nil) || (a.NormalizedScoreCI != nil && *a.NormalizedScoreCI != *b.NormalizedScoreCI) {
+			t.Fatalf("%s: normalized-score interval %v under tasks-linearised, %v by default", a.Agent, b.NormalizedScoreCI, a.NormalizedScoreCI)
 		}
 	}
 }

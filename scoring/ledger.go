@@ -198,7 +198,10 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 	go func() { defer wg.Done(); gameDigest = inputsDigest(in.rs, in.tasks, "", rounds) }()
 	tasksRows, scores := scoreTasks(in, worstMode)
 	wg.Wait()
-	digest, gameDigest = withEloBootstrap(digest, eloBoot), withEloBootstrap(gameDigest, eloBoot)
+	// The Elo bootstrap policy is bound into the inputs digest (so into the root), not the
+	// bootstrap seed: the tasks bootstrap draws on its own purpose ("elo-tasks"), and the
+	// normalized-score intervals stay those of the default.
+	digest = withEloBootstrap(digest, eloBoot)
 	l := &Ledger{
 		InputsDigest: hex.EncodeToString(digest[:]),
 		Policy:       Policy{Worst: worstMode, BootstrapRounds: rounds, Tie: "symmetric isclose: atol 1e-6, rtol 1e-5 of max(|a|,|b|)"},
