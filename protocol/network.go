@@ -48,6 +48,12 @@ type LedgerPolicy struct {
 	// Executors are the isolation kinds whose runs count: "container" (the default);
 	// "process" runs count only where the network opts in by listing it.
 	Executors []string `json:"executors"`
+	// EloBootstrap is how the Elo intervals are bootstrapped: "games" (the default,
+	// AIRS-Bench's: resample the games, refit each round) or "tasks-linearised" (resample
+	// the tasks, one linear step from the MLE per round: variation across tasks, not games;
+	// fast enough for thousands of agents). The default is absent from the canonical form,
+	// so documents written before the field keep their hash.
+	EloBootstrap string `json:"elo_bootstrap,omitempty"`
 }
 
 // NetworkDocVersion is the document version this build writes and reads.
@@ -124,6 +130,14 @@ func (d *NetworkDoc) normalize() error {
 	}
 	slices.Sort(p.Executors)
 	p.Executors = slices.Compact(p.Executors)
+	eb, err := scoring.ResolveEloBootstrap(p.EloBootstrap)
+	if err != nil {
+		return fmt.Errorf("network document: ledger.elo_bootstrap: %w", err)
+	}
+	p.EloBootstrap = eb
+	if eb == scoring.EloBootstrapGames {
+		p.EloBootstrap = ""
+	}
 	return nil
 }
 
@@ -148,7 +162,7 @@ func (d *NetworkDoc) Hash() string {
 
 // ScoringOptions are the document's scoring options.
 func (d *NetworkDoc) ScoringOptions() scoring.Options {
-	return scoring.Options{Worst: d.Ledger.Worst, BootstrapRounds: d.Ledger.BootstrapRounds}
+	return scoring.Options{Worst: d.Ledger.Worst, BootstrapRounds: d.Ledger.BootstrapRounds, EloBootstrap: d.Ledger.EloBootstrap}
 }
 
 // CountsExecutor says whether runs under this isolation kind count in the network.

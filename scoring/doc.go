@@ -32,7 +32,11 @@
 // 1000. Games are aggregated into per-pair win/tie counts (counted by two pointers over
 // sorted scores), never enumerated, and the bootstrap resamples those counts as a
 // multinomial, which is the same distribution as resampling upstream's battle table (every
-// game and its swapped copy: 2N rows).
+// game and its swapped copy: 2N rows). That is the default Elo bootstrap; a network may
+// choose Options.EloBootstrap = EloBootstrapTasksLinearised instead (elo_tasks.go): the
+// tasks resampled and one linear step from the MLE per round (an estimating-function
+// bootstrap), whose intervals mean variation across tasks, not games, and which costs T
+// linear solves instead of a resample and refit per round (docs/scoring.md §4, §7).
 //
 // When the maximum-likelihood ratings do not exist — Ford's condition fails: some group of
 // players never won or tied against the rest, e.g. an agent that beats every run, or one

@@ -413,6 +413,14 @@ func sigmoid(x float64) float64 {
 // LogLikelihood is Σ_{i≠j} c_ij log σ(θ_i − θ_j), θ in natural-log units.
 func LogLikelihood(c []float64, theta []float64) float64 {
 	P := len(theta)
+	if P >= pairParallelMinP {
+		select {
+		case llSlot <- struct{}{}:
+			defer func() { <-llSlot }()
+			return logLikelihoodPairs(c, theta) // the same bits, across the cores (elo_pairs.go)
+		default:
+		}
+	}
 	var ll float64
 	for i := 0; i < P; i++ {
 		for j := 0; j < P; j++ {
@@ -450,6 +458,10 @@ func Gradient(c []float64, theta []float64) []float64 {
 // iteration instead of twice was half of each step's exponentials.
 func gradientSig(c []float64, theta, g, sig []float64) {
 	P := len(theta)
+	if P >= pairParallelMinP {
+		gradientSigPairs(c, theta, g, sig) // the same bits, across the cores (elo_pairs.go)
+		return
+	}
 	clear(g)
 	k := 0
 	for i := 0; i < P; i++ {

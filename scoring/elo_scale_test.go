@@ -37,9 +37,10 @@ func TestNewtonCGMatchesDense(t *testing.T) {
 }
 
 // BenchmarkLedgerScale is issue 12's ledger-scale benchmark: `score` of agents × 20 tasks ×
-// 3 seeds with 100 bootstrap rounds (parse and ledger), for the solver now in use ("cg":
-// conjugate-gradient Newton steps above denseNewtonMaxP players) and the one before
-// ("dense": Cholesky at every size). It reports cpu-s/op and the process's peak RSS
+// 3 seeds with 100 bootstrap rounds (parse and ledger), for each Elo bootstrap policy
+// ("games", the default; "tasks-linearised", elo_tasks.go) and, for the default, the solver
+// now in use ("cg": conjugate-gradient Newton steps above denseNewtonMaxP players) and the
+// one before ("dense": Cholesky at every size). It reports cpu-s/op and the process's peak RSS
 // (maxrss-MB: run one case per process, as bench/ledger-scale.sh does, for it to mean that
 // case). EVALMESH_SCALE_AGENTS=N,M,... picks the sizes (default 500,1000); the issue's goal
 // is 5000 agents in ≤ 30 s and ≤ 2 GB.
@@ -63,8 +64,9 @@ func BenchmarkLedgerScale(b *testing.B) {
 		rs, ti := synthResults(agents, 20, 3, 7)
 		data := resultsJSONL(rs)
 		rs = nil
-		for _, solver := range []string{"cg", "dense"} {
-			b.Run(fmt.Sprintf("agents=%d/solver=%s", agents, solver), func(b *testing.B) {
+		for _, c := range []struct{ boot, solver string }{{EloBootstrapGames, "cg"}, {EloBootstrapGames, "dense"}, {EloBootstrapTasksLinearised, "cg"}} {
+			boot, solver := c.boot, c.solver
+			b.Run(fmt.Sprintf("agents=%d/boot=%s/solver=%s", agents, boot, solver), func(b *testing.B) {
 				defer func(old int) { denseNewtonMaxP = old }(denseNewtonMaxP)
 				if solver == "dense" {
 					denseNewtonMaxP = 1 << 30
@@ -75,7 +77,7 @@ func BenchmarkLedgerScale(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if _, err := ComputeLedger(parsed, ti, Options{BootstrapRounds: rounds}); err != nil {
+					if _, err := ComputeLedger(parsed, ti, Options{BootstrapRounds: rounds, EloBootstrap: boot}); err != nil {
 						b.Fatal(err)
 					}
 				}

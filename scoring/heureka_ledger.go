@@ -103,7 +103,7 @@ func computeHeureka(results []Result, tasks []TaskInfo, rounds int) (*HeurekaTab
 	}
 	digest := heurekaDigest(in, rounds)
 	seed := sha256.Sum256(append([]byte("evalmesh heureka bootstrap v1\x00"), digest[:]...))
-	elo, fit, bootReg := fitElo(in, rounds, seed)
+	elo, fit, bootReg := fitElo(in, rounds, seed, EloBootstrapGames)
 	t := &HeurekaTable{InputsDigest: hex.EncodeToString(digest[:]), EloFit: fit, EloBootstrapRegularised: bootReg}
 	for _, ti := range in.tasks {
 		t.Tasks = append(t.Tasks, ti.Name)

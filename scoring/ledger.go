@@ -63,6 +63,11 @@ type Options struct {
 	Worst string
 	// BootstrapRounds for the Elo and normalized-score CIs; 0 means 100.
 	BootstrapRounds int
+	// EloBootstrap is how the Elo intervals are bootstrapped: EloBootstrapGames (default,
+	// "" too: resample the games, refit each round) or EloBootstrapTasksLinearised
+	// (resample the tasks, one linear step from the MLE per round: variation across tasks,
+	// not games; elo_tasks.go).
+	EloBootstrap string
 }
 
 // Ledger is the leaderboard computed from a set of results. Its canonical JSON (without
@@ -97,6 +102,9 @@ type Policy struct {
 	Worst           string `json:"worst"`
 	BootstrapRounds int    `json:"bootstrap_rounds"`
 	Tie             string `json:"tie"`
+	// EloBootstrap is the Elo bootstrap policy, absent for the default (EloBootstrapGames)
+	// so that ledgers computed with it keep their bytes.
+	EloBootstrap string `json:"elo_bootstrap,omitempty"`
 }
 
 // Agent is one leaderboard row. The sota player has the Elo fields only.
@@ -171,6 +179,10 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 	if err != nil {
 		return nil, err
 	}
+	eloBoot, err := ResolveEloBootstrap(opts.EloBootstrap)
+	if err != nil {
+		return nil, err
+	}
 	results, heureka := splitHeureka(results)
 	in, err := sortInputs(results, tasks, worstMode)
 	if err != nil {
@@ -190,13 +202,20 @@ func ComputeLedger(results []Result, tasks []TaskInfo, opts Options) (*Ledger, e
 	}()
 	tasksRows, scores := scoreTasks(in, worstMode)
 	wg.Wait()
+	// The Elo bootstrap policy is bound into the inputs digest (so into the root), not the
+	// bootstrap seed: the tasks bootstrap draws on its own purpose ("elo-tasks"), and the
+	// normalized-score intervals stay those of the default.
+	digest = withEloBootstrap(digest, eloBoot)
 	l := &Ledger{
 		InputsDigest: hex.EncodeToString(digest[:]),
 		Policy:       Policy{Worst: worstMode, BootstrapRounds: rounds, Tie: "symmetric isclose: atol 1e-6, rtol 1e-5 of max(|a|,|b|)"},
 		Tasks:        tasksRows,
 	}
+	if eloBoot != EloBootstrapGames {
+		l.Policy.EloBootstrap = eloBoot
+	}
 	seed := sha256.Sum256(append([]byte("evalmesh ledger bootstrap v2\x00"), gameDigest[:]...))
-	l.Agents, l.EloFit, l.EloBootstrapRegularised = fitElo(in, rounds, seed)
+	l.Agents, l.EloFit, l.EloBootstrapRegularised = fitElo(in, rounds, seed, eloBoot)
 	scores.fill(l.Agents, rounds, seed)
 	rankAndSort(l.Agents)
 	l.provisional = scores.provisional(l.Agents, in, len(in.tasks))
@@ -532,7 +551,7 @@ func taskWorst(scores []float64, t *TaskInfo, worstMode string, row *TaskRow) (w
 // fitElo aggregates the games (per task into win/tie counts; tasks in parallel, integer
 // sums), fits the Bradley–Terry ratings and bootstraps their intervals: one Agent per
 // player with its Elo fields, in player order.
-func fitElo(in *ledgerInputs, rounds int, seed [32]byte) (agents []Agent, fit string, bootRegularised int) {
+func fitElo(in *ledgerInputs, rounds int, seed [32]byte, eloBoot string) (agents []Agent, fit string, bootRegularised int) {
 	P := in.players()
 	games := aggregateGames(in.score, in.agentOf, in.tasks, func(ti int) (int, int) { return in.spans[ti].lo, in.spans[ti].hi }, P)
 	// The fit sees upstream's battle table — every game and its swapped copy, 2N rows — as
@@ -548,7 +567,12 @@ func fitElo(in *ledgerInputs, rounds int, seed [32]byte) (agents []Agent, fit st
 		fit = EloFitRegularised
 	}
 	mle := ToElo(theta)
-	boot, bootRegularised := bootstrapElo(games, theta, rounds, seed)
+	var boot [][]float64
+	if eloBoot == EloBootstrapTasksLinearised {
+		boot = bootstrapEloTasks(games, regularised, theta, in.taskSums(P), rounds, seed)
+	} else {
+		boot, bootRegularised = bootstrapElo(games, theta, rounds, seed)
+	}
 	agents = make([]Agent, P)
 	for p := 0; p < P; p++ {
 		name := SOTAPlayer

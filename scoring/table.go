@@ -69,6 +69,9 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	if l.EloFit == EloFitRegularised {
 		fit = "elo fit regularised (some players never won or never lost against the rest: one pseudo-tie per pair keeps the ratings finite)"
 	}
+	if l.Policy.EloBootstrap == EloBootstrapTasksLinearised {
+		fit += "\nelo bootstrap tasks-linearised: the tasks resampled, one linear step from the MLE per round (intervals are variation across tasks, not games)"
+	}
 	_, err := fmt.Fprintf(w, "\n%d agents + sota (%d provisional), %d tasks, worst anchor %s, %d bootstrap rounds (%d regularised)\n%s\nledger root %s\n\n%s",
 		len(l.Agents)-1, len(l.provisional), len(l.Tasks), l.Policy.Worst, l.Policy.BootstrapRounds, l.EloBootstrapRegularised, fit, l.root, TableLegend)
 	if err != nil {

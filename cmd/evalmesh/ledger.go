@@ -63,7 +63,7 @@ task folders under --tasks are packed (hashing only) to match CIDs to task names
 another bundle does not count. With --agents (spec files, or folders of *.yaml / *.json
 specs) agents are shown by their spec's name and runs of other agents do not count;
 without it every agent is shown by its CID. Nodes that must agree on the ledger root must
-use the same tasks, agents, --replication, --worst and --bootstrap-rounds.
+use the same tasks, agents, --replication, --worst, --bootstrap-rounds and --elo-bootstrap.
 
 The ledger does not read the clock: each node certificate is checked at the time its
 attestation claims (a run's start and end, a re-score's time), so a run signed while its node's
@@ -98,7 +98,7 @@ The table's terms (docs/scoring.md has the formulas; docs/cli-json.md the JSON):
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.NetworkDoc != "" {
-				for _, f := range []string{"replication", "worst", "bootstrap-rounds", "allow-process-runs"} {
+				for _, f := range []string{"replication", "worst", "bootstrap-rounds", "elo-bootstrap", "allow-process-runs"} {
 					if cmd.Flags().Changed(f) {
 						return fmt.Errorf("--%s and --network-doc both set the ledger's options: the network document's are the network's; drop --%s", f, f)
 					}
@@ -109,7 +109,7 @@ The table's terms (docs/scoring.md has the formulas; docs/cli-json.md the JSON):
 				}
 				o.Policy.Replication, o.Policy.AllowProcessRuns = doc.Ledger.Replication, doc.CountsExecutor(attest.IsolationProcess)
 				sc := doc.ScoringOptions()
-				o.Scoring.Worst, rounds = sc.Worst, sc.BootstrapRounds
+				o.Scoring.Worst, rounds, o.Scoring.EloBootstrap = sc.Worst, sc.BootstrapRounds, sc.EloBootstrap
 			}
 			if (o.Trust == "" && o.NetworkDoc == "") || o.Tasks == "" {
 				return fmt.Errorf("--tasks DIR and one of --trust TRUST.yaml or --network-doc FILE are required (see evalmesh ledger --help)")
@@ -161,6 +161,7 @@ The table's terms (docs/scoring.md has the formulas; docs/cli-json.md the JSON):
 	cmd.Flags().IntVar(&o.Policy.MaxRunsPerLab, "max-runs-per-lab", 0, "count at most this many runs per lab, the first by task, agent, seed (0: no cap)")
 	cmd.Flags().StringVar(&o.Scoring.Worst, "worst", "population", `worst anchor of the normalized score: "population" or "estimated"`)
 	cmd.Flags().IntVar(&rounds, "bootstrap-rounds", 100, "bootstrap rounds for the confidence intervals")
+	cmd.Flags().StringVar(&o.Scoring.EloBootstrap, "elo-bootstrap", scoring.EloBootstrapGames, `Elo interval bootstrap: "games" (resample games, refit) or "tasks-linearised" (resample tasks, linear step; docs/scoring.md §4)`)
 	cmd.Flags().StringVar(&o.NetworkDoc, "network-doc", "", "the network's document (HOME/network.json): its labs, replication, counted executors and scoring options")
 	return cmd
 }

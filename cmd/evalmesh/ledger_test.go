@@ -342,3 +342,39 @@ func TestLedgerHelp(t *testing.T) {
 		t.Fatalf("help (%d) lacks an example:\n%s", code, out)
 	}
 }
+
+// The network document's ledger.elo_bootstrap reaches `ledger --network-doc` (the root is
+// the one scoring computes with that policy, not the default's), and --elo-bootstrap beside
+// --network-doc is refused as the document's other options are. The fixture's runs are
+// signed by a self-signed node, trusted by the trust file, which --trust supplies in place
+// of the document's labs.
+func TestLedgerNetworkDocEloBootstrap(t *testing.T) {
+	f := newLedgerFixture(t)
+	doc := filepath.Join(f.dir, "network.json")
+	body := `{"version":1,"network":"airs","labs":[],` +
+		`"ledger":{"bootstrap_rounds":20,"executors":["container","process"],"elo_bootstrap":"tasks-linearised"}}`
+	if err := os.WriteFile(doc, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	byName := func(i int) string { return f.agentOf[i] }
+	out, e, code := runE2(t, "ledger", "--home", f.home, "--trust", f.trust, "--network-doc", doc, "--tasks", f.tasks, "--agents", f.specs, "--json")
+	if code != 0 {
+		t.Fatalf("ledger --network-doc: %d %s", code, e)
+	}
+	var got ledgerJSON
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	want := f.expected(t, byName, scoring.Options{Worst: "population", BootstrapRounds: 20, EloBootstrap: scoring.EloBootstrapTasksLinearised})
+	def := f.expected(t, byName, scoring.Options{Worst: "population", BootstrapRounds: 20})
+	if got.Root != want.Root() || got.Root == def.Root() || got.Attestations.Counted != 4 {
+		t.Fatalf("root %s, want %s (tasks-linearised; the default's is %s); %d counted, want 4", got.Root, want.Root(), def.Root(), got.Attestations.Counted)
+	}
+	if !strings.Contains(out, `"elo_bootstrap": "tasks-linearised"`) {
+		t.Fatalf("the ledger's policy does not name the Elo bootstrap:\n%s", out)
+	}
+	_, e, code = runE2(t, "ledger", "--home", f.home, "--trust", f.trust, "--network-doc", doc, "--tasks", f.tasks, "--elo-bootstrap", "games")
+	if code == 0 || !strings.Contains(e, "--elo-bootstrap and --network-doc") {
+		t.Fatalf("--elo-bootstrap beside --network-doc: exit %d, %s", code, e)
+	}
+}

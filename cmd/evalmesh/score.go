@@ -15,7 +15,7 @@ import (
 func init() { register(newScoreCmd) }
 
 func newScoreCmd(g *globals) *cobra.Command {
-	var resultsPath, tasksDir, worst string
+	var resultsPath, tasksDir, worst, eloBoot string
 	var rounds int
 	cmd := &cobra.Command{
 		Use:   "score --results FILE.jsonl --tasks DIR",
@@ -43,6 +43,12 @@ the sha256 of the canonical ledger JSON that nodes announce to each other.
 the worst valid score on the task in this results file) or "estimated" (each task's
 estimated_worst_score, so that adding entrants does not move everyone's score).
 
+--elo-bootstrap picks how the Elo intervals are bootstrapped: "games" (default,
+AIRS-Bench's: the games resampled and the ratings refitted every round) or
+"tasks-linearised" (the tasks resampled, one linear step from the maximum-likelihood
+ratings per round: the intervals then mean variation across tasks, not across games, and
+are wider; fast enough for thousands of agents). docs/scoring.md §4 has both.
+
 Examples:
   evalmesh score --results runs.jsonl --tasks airs-bench/airsbench/tasks/rad
   evalmesh score --results runs.jsonl --tasks bundles/ --worst estimated --json`,
@@ -51,7 +57,7 @@ Examples:
 			if resultsPath == "" || tasksDir == "" {
 				return fmt.Errorf("--results FILE.jsonl and --tasks DIR are both required (see evalmesh score --help)")
 			}
-			l, err := scoreFile(resultsPath, tasksDir, scoring.Options{Worst: worst, BootstrapRounds: rounds})
+			l, err := scoreFile(resultsPath, tasksDir, scoring.Options{Worst: worst, BootstrapRounds: rounds, EloBootstrap: eloBoot})
 			if err != nil {
 				return err
 			}
@@ -62,6 +68,7 @@ Examples:
 	cmd.Flags().StringVar(&tasksDir, "tasks", "", "folder of task folders (metadata.yaml or task.yaml)")
 	cmd.Flags().StringVar(&worst, "worst", "population", `worst anchor of the normalized score: "population" or "estimated"`)
 	cmd.Flags().IntVar(&rounds, "bootstrap-rounds", 100, "bootstrap rounds for the confidence intervals")
+	cmd.Flags().StringVar(&eloBoot, "elo-bootstrap", scoring.EloBootstrapGames, `Elo interval bootstrap: "games" (resample games, refit) or "tasks-linearised" (resample tasks, linear step)`)
 	return cmd
 }
 

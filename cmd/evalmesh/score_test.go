@@ -133,6 +133,20 @@ func TestScoreAIRSFixtures(t *testing.T) {
 		t.Fatalf("--bootstrap-rounds 10: exit %d\n%s", code, out4)
 	}
 
+	// --elo-bootstrap reaches the policy (and so the root); the default, named, changes
+	// nothing; an unknown policy is refused.
+	out5, _, code := scoreRunCLI(t, "score", "--results", res, "--tasks", scoreFixtures, "--elo-bootstrap", "tasks-linearised", "--json")
+	if code != 0 || !strings.Contains(out5, `"elo_bootstrap": "tasks-linearised"`) || strings.Contains(out5, led.Root) {
+		t.Fatalf("--elo-bootstrap tasks-linearised: exit %d\n%s", code, out5)
+	}
+	out6, _, code := scoreRunCLI(t, "score", "--results", res, "--tasks", scoreFixtures, "--elo-bootstrap", "games", "--json")
+	if code != 0 || !strings.Contains(out6, led.Root) {
+		t.Fatalf("--elo-bootstrap games: exit %d, not the default root %s", code, led.Root)
+	}
+	if _, e, code := scoreRunCLI(t, "score", "--results", res, "--tasks", scoreFixtures, "--elo-bootstrap", "tasks"); code == 0 || !strings.Contains(e, `unknown Elo bootstrap "tasks"`) {
+		t.Fatalf("--elo-bootstrap tasks: exit %d, %s", code, e)
+	}
+
 	// The estimated worst anchor gives another ledger.
 	out3, _, code := scoreRunCLI(t, "score", "--results", res, "--tasks", scoreFixtures, "--worst", "estimated", "--json")
 	if code != 0 || strings.Contains(out3, led.Root) {
