@@ -389,4 +389,20 @@ func TestLeaderboardShowsTheHeurekaBenchTable(t *testing.T) {
 	if !strings.Contains(body, `<table id="heureka">`) || i < 0 || j < i || !strings.Contains(body, "4.87") {
 		t.Fatalf("leaderboard page lacks the HeurekaBench rows in ledger order:\n%s", body)
 	}
+	// An agent that ran only HeurekaBench tasks has a page, linked from its row, with its
+	// HeurekaBench figures; the reference player has none.
+	if !strings.Contains(body, `href="/agents/cosci-thorough"`) {
+		t.Fatalf("the HeurekaBench row does not link the agent's page:\n%s", body)
+	}
+	page := get(t, h, "/agents/cosci-thorough")
+	if page.Code != 200 || !strings.Contains(page.Body.String(), `id="agent-heureka"`) || !strings.Contains(page.Body.String(), "4.87") {
+		t.Fatalf("agent page of a HeurekaBench agent: %d\n%s", page.Code, page.Body.String())
+	}
+	var av AgentView
+	if err := json.Unmarshal(get(t, h, "/api/v1/agents/cosci-thorough").Body.Bytes(), &av); err != nil || av.Heureka == nil || av.Heureka.Runs != 3 {
+		t.Fatalf("agent JSON heureka = %+v (%v), want its HeurekaBench row", av.Heureka, err)
+	}
+	if code := get(t, h, "/agents/sota").Code; code != 404 {
+		t.Fatalf("the reference player's page: %d, want 404", code)
+	}
 }

@@ -300,12 +300,14 @@ func (s *Snapshot) Heatmap() Heatmap {
 // AgentView is /api/v1/agents/{name}: its leaderboard row, per-task scores over seeds, and
 // its failed and excluded runs with their reasons.
 type AgentView struct {
-	Agent    string        `json:"agent"`
-	Row      *LeaderRow    `json:"leaderboard"`
-	Tasks    []AgentTask   `json:"tasks"`
-	Failures []Run         `json:"failures"`
-	Excluded []Exclusion   `json:"excluded"`
-	Heat     []HeatmapCell `json:"-"`
+	Agent string     `json:"agent"`
+	Row   *LeaderRow `json:"leaderboard"`
+	// Heureka is the agent's row of the HeurekaBench table, when it ran HeurekaBench tasks.
+	Heureka  *scoring.HeurekaAgent `json:"heureka,omitempty"`
+	Tasks    []AgentTask           `json:"tasks"`
+	Failures []Run                 `json:"failures"`
+	Excluded []Exclusion           `json:"excluded"`
+	Heat     []HeatmapCell         `json:"-"`
 }
 
 // AgentTask is one task's counted runs of an agent, by seed.
@@ -333,7 +335,14 @@ func (s *Snapshot) Agent(name string) (AgentView, bool) {
 			v.Row = &lb.Rows[i]
 		}
 	}
-	if v.Row == nil {
+	if lb.Heureka != nil {
+		for i := range lb.Heureka.Agents {
+			if a := &lb.Heureka.Agents[i]; a.Agent == name && a.Runs > 0 {
+				v.Heureka = a
+			}
+		}
+	}
+	if v.Row == nil && v.Heureka == nil {
 		return v, false
 	}
 	hm := s.Heatmap()
