@@ -13,6 +13,6 @@ cd "$(dirname "$0")/.."
 export CGO_CFLAGS=${CGO_CFLAGS:--Wno-deprecated-declarations}
 WORK=${WORK:-/tmp/evalmesh-bench}
 mkdir -p "$WORK/bin"
-go build -o "$WORK/bin/bench-sync" ./bench/sync
+go build -tags evalmesh_benchfill -o "$WORK/bin/bench-sync" ./bench/sync
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 exec "$WORK/bin/bench-sync" "$@"

@@ -2,11 +2,13 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -367,6 +369,12 @@ func (s *Syncer) syncSet(ctx context.Context, p peer.ID, set *Set) (st SyncStats
 		msg = act.Send
 	}
 	st.Need, st.Have = len(need), len(have)
+	// Fetch and push in ID order: the store keys records by ID, so a batch of IDs adjacent
+	// in that order is one forward sweep over the peer's records (Set.GetMany) instead of a
+	// random read per envelope, and its records arrive in key order here. Reconciliation
+	// reports them in (time, ID) order, which is random in ID.
+	slices.SortFunc(need, func(x, y recon.ID) int { return bytes.Compare(x[:], y[:]) })
+	slices.SortFunc(have, func(x, y recon.ID) int { return bytes.Compare(x[:], y[:]) })
 
 	// Fetch what we lack, one batch in flight while the previous one is verified.
 	queue := need
@@ -403,8 +411,10 @@ func (s *Syncer) syncSet(ctx context.Context, p peer.ID, set *Set) (st SyncStats
 		}
 		last := -1
 		got := map[int]bool{}
-		for _, e := range envs {
-			if i, ok := pos[DigestOf(e)]; ok {
+		ids := make([]recon.ID, len(envs))
+		for k, e := range envs {
+			ids[k] = DigestOf(e)
+			if i, ok := pos[ids[k]]; ok {
 				got[i] = true
 				last = max(last, i)
 			}
@@ -419,7 +429,7 @@ func (s *Syncer) syncSet(ctx context.Context, p peer.ID, set *Set) (st SyncStats
 			}
 		}
 		t0 := time.Now()
-		res, err := set.Add(envs, SourceSync, p.String())
+		res, err := set.addDigested(envs, ids, SourceSync, p.String())
 		st.Verify += time.Since(t0)
 		if err != nil {
 			return st, err
@@ -429,18 +439,11 @@ func (s *Syncer) syncSet(ctx context.Context, p peer.ID, set *Set) (st SyncStats
 
 	// Push what the peer lacks.
 	for len(have) > 0 {
-		var batch [][]byte
-		size := 0
-		for len(have) > 0 && size < s.o.BatchBytes {
-			env, ok, err := set.Get(have[0])
-			if err != nil {
-				return st, err
-			}
-			have = have[1:]
-			if ok {
-				batch, size = append(batch, env), size+len(env)
-			}
+		batch, k, err := set.GetMany(have, s.o.BatchBytes)
+		if err != nil {
+			return st, err
 		}
+		have = have[max(k, 1):]
 		if len(batch) > 0 {
 			if err := c.write(recon.FramePush, recon.EncodeEnvelopes(batch)); err != nil {
 				return st, err
@@ -541,27 +544,19 @@ func (s *Syncer) serve(str network.Stream) {
 				fail(err)
 				return
 			}
-			var envs [][]byte
-			size := 0
-			for _, id := range ids {
-				if size >= s.o.BatchBytes {
-					break // the initiator asks again for the rest
-				}
-				env, ok, err := set.Get(id)
-				if err != nil {
-					fail(err)
-					return
-				}
-				if !ok {
-					continue
-				}
-				if s.o.WrapServe != nil {
-					if env, err = s.o.WrapServe(env); err != nil {
+			// Stopping at the byte cap: the initiator asks again for the rest.
+			envs, _, err := set.GetMany(ids, s.o.BatchBytes)
+			if err != nil {
+				fail(err)
+				return
+			}
+			if s.o.WrapServe != nil {
+				for i := range envs {
+					if envs[i], err = s.o.WrapServe(envs[i]); err != nil {
 						str.Reset()
 						return
 					}
 				}
-				envs, size = append(envs, env), size+len(env)
 			}
 			if err := c.write(recon.FrameEnvelopes, recon.EncodeEnvelopes(envs)); err != nil {
 				str.Reset()
