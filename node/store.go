@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -482,6 +483,34 @@ func (set *Set) GetMany(ids []recon.ID, maxBytes int) (envs [][]byte, n int, err
 	return envs, n, it.Error()
 }
 
+// hasMany reports for each of ids whether it is accepted, with one iterator sweeping the
+// IDs in sorted order: a Get per ID opened every overlapping table's index (measured: 7%
+// of a late joiner's CPU, mostly pread of index blocks), where the sweep reads each block
+// once per batch.
+func (set *Set) hasMany(ids []recon.ID) ([]bool, error) {
+	out := make([]bool, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	order := make([]int, len(ids))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(ids[a][:], ids[b][:]) })
+	lo := set.key('e')
+	it, err := set.st.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	key := set.key('e', make([]byte, recon.IDSize))
+	for _, i := range order {
+		copy(key[2:], ids[i][:])
+		out[i] = it.SeekGE(key) && bytes.Equal(it.Key(), key)
+	}
+	return out, it.Error()
+}
+
 // Has reports whether an envelope with this ID is accepted.
 func (set *Set) Has(id recon.ID) (bool, error) {
 	_, closer, err := set.st.db.Get(set.key('e', id[:]))
@@ -567,6 +596,10 @@ func (set *Set) addDigested(envelopes [][]byte, ids []recon.ID, src Source, from
 	set.mu.RLock()
 	anyRefused := set.refused > 0
 	set.mu.RUnlock()
+	stored, err := set.hasMany(ids)
+	if err != nil {
+		return nil, err
+	}
 	for i, e := range envelopes {
 		results[i].ID = attest.EnvelopeIDOfDigest(ids[i])
 		if seen[ids[i]] {
@@ -579,11 +612,7 @@ func (set *Set) addDigested(envelopes [][]byte, ids []recon.ID, src Source, from
 			results[i].Detail = fmt.Sprintf("%d bytes, over %d", len(e), attest.MaxEnvelopeSize)
 			continue
 		}
-		ok, err := set.Has(ids[i])
-		if err != nil {
-			return nil, err
-		}
-		if ok {
+		if stored[i] {
 			results[i].Status = StatusKnown
 			continue
 		}

@@ -162,7 +162,7 @@ func run(n, ids, k int, cache string) error {
 	st = sts[1]
 	rows = append(rows, row{name: fmt.Sprintf("healed partition, %d new on each side of %d (dial to equal sets)", k, n), goal: "<= 1 s",
 		wall: wall, cpu: cpu, verify: st.Verify, rounds: st.Rounds + st.Fetches, bytes: sts[0].BytesSent + sts[0].BytesRecv + st.BytesSent + st.BytesRecv, items: st.New + st.Have,
-		note: fmt.Sprintf("%d reconcile + %d fetch round trips (attestations; campaigns %d), then one Done exchange per set; the triggered session itself took %s of the wall time; verify share counts the fetched half (the pushed half is verified by the peer inside the wall time)",
+		note: fmt.Sprintf("%d reconcile + %d fetch round trips (attestations; campaigns %d), then one Done exchange after the push; the triggered session itself took %s of the wall time; verify share counts the fetched half (the pushed half is verified by the peer inside the wall time)",
 			st.Rounds, st.Fetches, sts[0].Rounds+sts[0].Fetches, (sts[0].Wall + st.Wall).Round(time.Millisecond))})
 
 	fmt.Printf("# %s, %d cores (GOMAXPROCS %d)\n", time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.GOMAXPROCS(0))
@@ -347,7 +347,7 @@ func inSync(trust *attest.TrustStore, m int) (row, error) {
 	}
 	return row{name: fmt.Sprintf("in sync over the stream, %d IDs each (both sets, every frame)", m), goal: "<= 4 KB, <= 3 round trips",
 		wall: wall, cpu: cpu, rounds: rounds, bytes: bytes,
-		note: fmt.Sprintf("round trips: attestations %d reconcile, campaigns %d, plus one Done exchange per set", sts[1].Rounds, sts[0].Rounds)}, nil
+		note: fmt.Sprintf("round trips: attestations %d reconcile, campaigns %d; nothing pushed, so no Done is waited for", sts[1].Rounds, sts[0].Rounds)}, nil
 }
 
 // envelopes returns a trust store and na runs of lab A and nb of lab B, from the cache or
