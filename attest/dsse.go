@@ -230,6 +230,10 @@ func EnvelopeID(envelope []byte) string {
 	return idOfDigest(sha256.Sum256(envelope))
 }
 
+// EnvelopeIDOfDigest is EnvelopeID for an envelope whose sha256 digest is d, for callers
+// that hashed the bytes already (the store hashes each arriving envelope once).
+func EnvelopeIDOfDigest(d [32]byte) string { return idOfDigest(d) }
+
 func idOfDigest(d [32]byte) string {
 	mh, _ := multihash.Encode(d[:], multihash.SHA2_256)
 	return cid.NewCidV1(cid.Raw, mh).String()

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/attestgen"
+	"github.com/evalmesh/evalmesh/protocol/recon"
 	"github.com/evalmesh/evalmesh/scoring"
 )
 
@@ -206,5 +208,48 @@ func TestNodeImportsLocalRunsAtStart(t *testing.T) {
 	n := startNodeAt(t, h, o)
 	if got := n.Store().Attestations().Len(); got != 3 {
 		t.Fatalf("%d stored at start, want the 3 local runs", got)
+	}
+}
+
+func TestStoreGetManyKeepsRequestOrderSkipsMissingAndStopsAtTheByteCap(t *testing.T) {
+	f, trust := testLab(t, "lab-a")
+	s, err := OpenStore(t.TempDir(), StoreOptions{Trust: trust})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	envs := signRuns(t, f, 0, 6)
+	set := s.Attestations()
+	res, err := set.Add(envs[:5], SourceLocal, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := count(res, StatusNew); c != 5 {
+		t.Fatalf("%d of 5 new", c)
+	}
+	// A second Add of stored and new envelopes (the batched "already stored?" sweep).
+	res, err = set.Add([][]byte{envs[3], envs[5], envs[0]}, SourceLocal, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Status != StatusKnown || res[1].Status != StatusNew || res[2].Status != StatusKnown {
+		t.Fatalf("second add: %+v", res)
+	}
+	missing := DigestOf([]byte("not stored"))
+	ids := []recon.ID{DigestOf(envs[4]), missing, DigestOf(envs[1]), DigestOf(envs[2])}
+	got, n, err := set.GetMany(ids, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 || len(got) != 3 || !bytes.Equal(got[0], envs[4]) || !bytes.Equal(got[1], envs[1]) || !bytes.Equal(got[2], envs[2]) {
+		t.Fatalf("GetMany: n=%d, %d envelopes", n, len(got))
+	}
+	// A cap of one byte: the first envelope passes it, so GetMany stops after one.
+	got, n, err = set.GetMany(ids, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || len(got) != 1 || !bytes.Equal(got[0], envs[4]) {
+		t.Fatalf("GetMany with a 1-byte cap: n=%d, %d envelopes", n, len(got))
 	}
 }

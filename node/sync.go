@@ -2,12 +2,15 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -367,29 +370,85 @@ func (s *Syncer) syncSet(ctx context.Context, p peer.ID, set *Set) (st SyncStats
 		msg = act.Send
 	}
 	st.Need, st.Have = len(need), len(have)
+	// Fetch and push in ID order: the store keys records by ID, so a batch of IDs adjacent
+	// in that order is one forward sweep over the peer's records (Set.GetMany) instead of a
+	// random read per envelope, and its records arrive in key order here. Reconciliation
+	// reports them in (time, ID) order, which is random in ID.
+	slices.SortFunc(need, func(x, y recon.ID) int { return bytes.Compare(x[:], y[:]) })
+	slices.SortFunc(have, func(x, y recon.ID) int { return bytes.Compare(x[:], y[:]) })
 
-	// Fetch what we lack, one batch in flight while the previous one is verified.
+	// Fetch what we lack. Up to fetchAhead Fetches are outstanding, and each answer is
+	// verified and committed (Set.Add, one batch at a time, in order) by a goroutine of its
+	// own while the next answers are read, so the peer's reads, the wire and our commit's
+	// fsync overlap the verification instead of taking turns with it.
+	const fetchAhead = 2
 	queue := need
-	next := func() []recon.ID {
-		k := min(len(queue), s.o.FetchBatch)
-		b := queue[:k]
-		queue = queue[k:]
-		return b
-	}
-	asked := next()
-	if len(asked) > 0 {
-		if err := c.write(recon.FrameFetch, recon.EncodeIDs(asked)); err != nil {
-			return st, err
+	var outstanding [][]recon.ID
+	send := func() error {
+		for len(outstanding) < fetchAhead && len(queue) > 0 {
+			k := min(len(queue), s.o.FetchBatch)
+			b := queue[:k:k]
+			queue = queue[k:]
+			if err := c.write(recon.FrameFetch, recon.EncodeIDs(b)); err != nil {
+				return err
+			}
+			outstanding = append(outstanding, b)
 		}
+		return nil
 	}
-	for len(asked) > 0 {
+	type addJob struct {
+		envs [][]byte
+		ids  []recon.ID
+	}
+	jobs := make(chan addJob, 1)
+	addDone := make(chan error, 1)
+	var added SyncStats // the adder's counts, merged once it is done
+	var addFailed atomic.Bool
+	go func() {
+		var first error
+		for j := range jobs {
+			if first != nil {
+				continue
+			}
+			t0 := time.Now()
+			res, err := set.addDigested(j.envs, j.ids, SourceSync, p.String())
+			added.Verify += time.Since(t0)
+			if err != nil {
+				first = err
+				addFailed.Store(true)
+				continue
+			}
+			tally(&added, res)
+		}
+		addDone <- first
+	}()
+	// finish waits for the adder, so that what was fetched before an error is stored when
+	// the session returns and no Add runs after it.
+	finish := func(err error) error {
+		close(jobs)
+		aerr := <-addDone
+		st.New, st.Known, st.Refused, st.Verify = added.New, added.Known, added.Refused, added.Verify
+		if err != nil {
+			return err
+		}
+		return aerr
+	}
+	if err := send(); err != nil {
+		err = finish(err)
+		return st, err
+	}
+	for len(outstanding) > 0 && !addFailed.Load() {
 		body, err := c.expect(recon.FrameEnvelopes)
 		if err != nil {
+			err = finish(err)
 			return st, err
 		}
+		asked := outstanding[0]
+		outstanding = outstanding[1:]
 		st.Fetches++
 		envs, err := recon.DecodeEnvelopes(body, attest.MaxEnvelopeSize)
 		if err != nil {
+			err = finish(err)
 			return st, err
 		}
 		// The peer answers in request order, leaves out IDs it no longer has, and may stop
@@ -402,45 +461,36 @@ func (s *Syncer) syncSet(ctx context.Context, p peer.ID, set *Set) (st SyncStats
 			pos[id] = i
 		}
 		last := -1
-		got := map[int]bool{}
-		for _, e := range envs {
-			if i, ok := pos[DigestOf(e)]; ok {
-				got[i] = true
+		progress := false
+		ids := make([]recon.ID, len(envs))
+		for k, e := range envs {
+			ids[k] = DigestOf(e)
+			if i, ok := pos[ids[k]]; ok {
+				progress = true
 				last = max(last, i)
 			}
 		}
-		if len(got) > 0 {
+		if progress {
 			queue = append(queue, asked[last+1:]...)
 		}
-		asked = next()
-		if len(asked) > 0 {
-			if err := c.write(recon.FrameFetch, recon.EncodeIDs(asked)); err != nil {
-				return st, err
-			}
-		}
-		t0 := time.Now()
-		res, err := set.Add(envs, SourceSync, p.String())
-		st.Verify += time.Since(t0)
-		if err != nil {
+		if err := send(); err != nil {
+			err = finish(err)
 			return st, err
 		}
-		tally(&st, res)
+		jobs <- addJob{envs, ids}
+	}
+	if err = finish(nil); err != nil {
+		return st, err
 	}
 
 	// Push what the peer lacks.
+	pushed := len(have) > 0
 	for len(have) > 0 {
-		var batch [][]byte
-		size := 0
-		for len(have) > 0 && size < s.o.BatchBytes {
-			env, ok, err := set.Get(have[0])
-			if err != nil {
-				return st, err
-			}
-			have = have[1:]
-			if ok {
-				batch, size = append(batch, env), size+len(env)
-			}
+		batch, k, err := set.GetMany(have, s.o.BatchBytes)
+		if err != nil {
+			return st, err
 		}
+		have = have[max(k, 1):]
 		if len(batch) > 0 {
 			if err := c.write(recon.FramePush, recon.EncodeEnvelopes(batch)); err != nil {
 				return st, err
@@ -450,7 +500,12 @@ func (s *Syncer) syncSet(ctx context.Context, p peer.ID, set *Set) (st SyncStats
 	if err := c.write(recon.FrameDone, nil); err != nil {
 		return st, err
 	}
-	// Wait for the peer to finish with what we pushed before closing.
+	// Having pushed, wait for the peer's Done: it comes once the peer stored every Push.
+	// With nothing pushed there is nothing to wait for, and not waiting saves the
+	// session's last round trip (two sets in sync: two round trips, not four).
+	if !pushed {
+		return st, nil
+	}
 	if _, err := c.expect(recon.FrameDone); err != nil {
 		return st, err
 	}
@@ -541,27 +596,19 @@ func (s *Syncer) serve(str network.Stream) {
 				fail(err)
 				return
 			}
-			var envs [][]byte
-			size := 0
-			for _, id := range ids {
-				if size >= s.o.BatchBytes {
-					break // the initiator asks again for the rest
-				}
-				env, ok, err := set.Get(id)
-				if err != nil {
-					fail(err)
-					return
-				}
-				if !ok {
-					continue
-				}
-				if s.o.WrapServe != nil {
-					if env, err = s.o.WrapServe(env); err != nil {
+			// Stopping at the byte cap: the initiator asks again for the rest.
+			envs, _, err := set.GetMany(ids, s.o.BatchBytes)
+			if err != nil {
+				fail(err)
+				return
+			}
+			if s.o.WrapServe != nil {
+				for i := range envs {
+					if envs[i], err = s.o.WrapServe(envs[i]); err != nil {
 						str.Reset()
 						return
 					}
 				}
-				envs, size = append(envs, env), size+len(env)
 			}
 			if err := c.write(recon.FrameEnvelopes, recon.EncodeEnvelopes(envs)); err != nil {
 				str.Reset()
