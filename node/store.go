@@ -126,7 +126,11 @@ const (
 )
 
 // OpenStore opens (creating) the store in dir and loads its order index.
-func OpenStore(dir string, o StoreOptions) (*Store, error) {
+func OpenStore(dir string, o StoreOptions) (*Store, error) { return openStoreTweaked(dir, o, nil) }
+
+// openStoreTweaked is OpenStore; tweak, when set, edits the pebble options last (the tests use
+// it to make a store as an earlier evalmesh wrote it).
+func openStoreTweaked(dir string, o StoreOptions, tweak func(*pebble.Options)) (*Store, error) {
 	// Bloom filters make the "already stored?" lookup of every arriving envelope cheap when
 	// it is new (most of a sync), and a block cache larger than pebble's 8 MiB default keeps
 	// a serving node's reads off the disk.
@@ -151,6 +155,9 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	po.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
 		return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: 512, MaxBlobReferenceDepth: 10,
 			RewriteMinimumAge: 10 * time.Minute, TargetGarbageRatio: 0.2}
+	}
+	if tweak != nil {
+		tweak(po)
 	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {

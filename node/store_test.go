@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/attestgen"
 	"github.com/evalmesh/evalmesh/protocol/recon"
@@ -152,6 +153,52 @@ func TestStoreVerifiesOnceKeepsRefusalsApartAndSurvivesReopen(t *testing.T) {
 }
 
 // A refusal for a reason of the trust store (unknown lab) is retried once the lab is trusted.
+// A home whose store an earlier evalmesh wrote (pebble's default format, envelopes in the
+// LSM tree) opens under value separation: the format is ratcheted, nothing is lost and
+// nothing is verified again.
+func TestStoreWrittenBeforeValueSeparationOpensUnchanged(t *testing.T) {
+	f, trust := testLab(t, "acme")
+	dir := t.TempDir()
+	old, err := openStoreTweaked(dir, StoreOptions{Trust: trust}, func(po *pebble.Options) {
+		po.FormatMajorVersion = pebble.FormatDefault
+		po.Experimental.ValueSeparationPolicy = nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	envs := signRuns(t, f, 0, 30)
+	if _, err := old.Attestations().Add(envs, SourceImport, "test"); err != nil {
+		t.Fatal(err)
+	}
+	fp, n := old.Attestations().Fingerprint(), old.Attestations().Len()
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenStore(dir, StoreOptions{Trust: trust})
+	if err != nil {
+		t.Fatalf("a store of the earlier format does not open: %v", err)
+	}
+	defer s.Close()
+	if got := s.Attestations().Fingerprint(); got != fp || s.Attestations().Len() != n || n != 30 {
+		t.Fatalf("after the upgrade: %d envelopes, fingerprint %x; want %d, %x", s.Attestations().Len(), got, n, fp)
+	}
+	verified := countVerify(s.Attestations())
+	var back int
+	if err := s.Attestations().Each(func(_ recon.ID, env []byte) error {
+		if !bytes.Contains(bytes.Join(envs, nil), env) {
+			return fmt.Errorf("envelope %d read back differs from every one stored", back)
+		}
+		back++
+		return nil
+	}); err != nil || back != 30 {
+		t.Fatalf("read back %d envelopes (%v), want the 30 stored", back, err)
+	}
+	res, err := s.Attestations().Add(append(envs[:3:3], signRuns(t, f, 30, 35)...), SourceSync, "peer")
+	if err != nil || count(res, StatusKnown) != 3 || count(res, StatusNew) != 5 || *verified != 5 {
+		t.Fatalf("add after the upgrade: %+v (%v), %d verified; want 3 known, 5 new, 5 verified", res, err, *verified)
+	}
+}
+
 func TestStoreRetriesTrustRefusalsAfterTrustChanges(t *testing.T) {
 	f, trust := testLab(t, "acme")
 	s, err := OpenStore(t.TempDir(), StoreOptions{})
