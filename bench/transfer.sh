@@ -26,4 +26,4 @@ export CGO_CFLAGS=${CGO_CFLAGS:--Wno-deprecated-declarations}
 go build -o "$WORK/bin/evalmesh" ./cmd/evalmesh
 go build -o "$WORK/bin/transfer" ./bench/transfer
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-exec "$WORK/bin/transfer" -dir "$WORK" -runs "$RUNS" -daemons "$WORK/bin/evalmesh" -daemon-stores "${STORES:-pack}" ${KUBO:+-kubo "$KUBO"} "$@"
+exec "$WORK/bin/transfer" -dir "$WORK" ${HOMES:+-homes "$HOMES"} ${PROFILE:+-daemon-profile "$PROFILE"} -runs "$RUNS" -daemons "$WORK/bin/evalmesh" -daemon-stores "${STORES:-pack}" ${KUBO:+-kubo "$KUBO"} "$@"

@@ -218,6 +218,12 @@ func (f *fetchRun) tryStreaming() (done bool, err error) {
 		return false, nil
 	}
 	xctx, xcancel := context.WithCancelCause(f.ctx)
+	var xopts []xfer.FetchOption
+	if n.opts.WrapBlockstore == nil {
+		// The pack and flat stores write each block to a file and keep no reference to its
+		// bytes, so the transfer may reuse its block buffers (a wrapper might keep them).
+		xopts = append(xopts, xfer.WithRecycledBuffers())
+	}
 	st, err := xfer.FetchWithStats(xctx, n.host, f.root, peers, n.bstore, func(got int64) {
 		f.touch()
 		if got > f.total {
@@ -225,7 +231,7 @@ func (f *fetchRun) tryStreaming() (done bool, err error) {
 			return
 		}
 		f.report(got)
-	})
+	}, xopts...)
 	cause := context.Cause(xctx)
 	xcancel(nil)
 	if st.KeptBlocks > 1 {

@@ -13,6 +13,7 @@ import (
 	"github.com/ipfs/boxo/blockstore"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
+	pool "github.com/libp2p/go-buffer-pool"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -42,7 +43,20 @@ type FetchOption func(*fetchConfig)
 type fetchConfig struct {
 	batchBytes int64
 	streams    int           // concurrent requests per peer
+	recycle    bool          // block buffers go back to a pool once the store has them
 	onBlock    func(peer.ID) // test hook: called after each verified block, in the receiving goroutine
+}
+
+// WithRecycledBuffers reads blocks into buffers from a pool and returns each buffer once the
+// blockstore's PutMany has returned, instead of allocating every block afresh. Only for a
+// store that copies what it is given (writes it to a file) and keeps no reference to a
+// block's bytes after PutMany: an in-memory store would see its blocks overwritten.
+//
+// Why: profiled on a 1 GiB fetch into the pack store, a fresh 256 KiB slice per block made
+// the receiving daemon fault in new pages on every copy out of yamux's buffer (memmove
+// 1.28 s of 4.89 s CPU, 872 MB allocated), and the GC return them to the OS (madvise).
+func WithRecycledBuffers() FetchOption {
+	return func(c *fetchConfig) { c.recycle = true }
 }
 
 // WithBatchBytes sets the estimated size of the work one request covers when the DAG is split
@@ -111,7 +125,7 @@ func FetchWithStats(ctx context.Context, h host.Host, root cid.Cid, peers []peer
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	f.store = newStorer(ctx, cancel, bs)
+	f.store = newStorer(ctx, cancel, bs, f.cfg.recycle)
 	f.bs = bs
 	err := f.run(ctx, root, live)
 	serr := f.store.finish()
@@ -404,6 +418,10 @@ func (f *fetcher) runBatch(ctx context.Context, p peer.ID, items []pend) (childr
 	// A buffer smaller than a typical block lets bufio read block bodies straight into
 	// their final slice instead of copying them through the buffer.
 	r := bufio.NewReaderSize(s, 64<<10)
+	var alloc func(int) []byte
+	if f.cfg.recycle {
+		alloc = pool.Get
+	}
 	seen := make(map[string]struct{})
 	var nb, nbytes int64
 	defer func() {
@@ -429,7 +447,7 @@ func (f *fetcher) runBatch(ctx context.Context, p peer.ID, items []pend) (childr
 				return nil, nil, &fatalError{fmt.Errorf("block %s: %w", e.c, err)}
 			}
 		} else {
-			data, err = readFrame(r)
+			data, err = readFrameInto(r, alloc)
 			if err != nil {
 				s.Reset()
 				if err == errEnd {
@@ -495,11 +513,12 @@ func (f *fetcher) runBatch(ctx context.Context, p peer.ID, items []pend) (childr
 // storer writes verified blocks in batches from one goroutine, so that receiving and hashing
 // overlap with the blockstore's work.
 type storer struct {
-	bs     blockstore.Blockstore
-	ch     chan blocks.Block
-	done   chan struct{}
-	cancel context.CancelFunc
-	err    error // set before done closes
+	bs      blockstore.Blockstore
+	recycle bool // return each block's bytes to the buffer pool after PutMany
+	ch      chan blocks.Block
+	done    chan struct{}
+	cancel  context.CancelFunc
+	err     error // set before done closes
 }
 
 const (
@@ -507,8 +526,8 @@ const (
 	storeBatchBlocks = 1024
 )
 
-func newStorer(ctx context.Context, cancel context.CancelFunc, bs blockstore.Blockstore) *storer {
-	s := &storer{bs: bs, ch: make(chan blocks.Block, 256), done: make(chan struct{}), cancel: cancel}
+func newStorer(ctx context.Context, cancel context.CancelFunc, bs blockstore.Blockstore, recycle bool) *storer {
+	s := &storer{bs: bs, recycle: recycle, ch: make(chan blocks.Block, 256), done: make(chan struct{}), cancel: cancel}
 	go s.loop(context.WithoutCancel(ctx))
 	return s
 }
@@ -538,6 +557,11 @@ func (s *storer) loop(ctx context.Context) {
 		if err := s.bs.PutMany(ctx, batch); err != nil {
 			s.err = err
 			s.cancel()
+		}
+		if s.recycle {
+			for _, b := range batch {
+				pool.Put(b.RawData())
+			}
 		}
 		clear(batch)
 	}
