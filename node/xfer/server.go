@@ -14,6 +14,7 @@ import (
 	ipld "github.com/ipfs/go-ipld-format"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
+	"golang.org/x/time/rate"
 )
 
 // Server answers /evalmesh/xfer/1.0.0 requests from a blockstore.
@@ -31,6 +32,7 @@ type Server struct {
 }
 
 type serverConfig struct {
+	limit          *rate.Limiter
 	readAhead      int
 	maxStreams     int
 	requestTimeout time.Duration
@@ -59,6 +61,13 @@ func WithReadAhead(n int) ServerOption {
 			c.readAhead = n
 		}
 	}
+}
+
+// WithSendLimit paces what the server sends: each block waits for its bytes from l (shared
+// by every request). The node sets it only for fault tests (--test-controls), which slow a
+// transfer down to interrupt it part way. l's burst must be at least MaxBlockSize.
+func WithSendLimit(l *rate.Limiter) ServerOption {
+	return func(c *serverConfig) { c.limit = l }
 }
 
 // WithTimeouts sets how long a requester may take to send its request (default 30 s) and how
@@ -132,7 +141,7 @@ func (s *Server) handle(st network.Stream) {
 	}
 	_ = st.SetReadDeadline(time.Time{})
 	w := bufio.NewWriterSize(&deadlineWriter{st: st, d: s.cfg.writeTimeout}, serverBufSize)
-	if err := serve(s.ctx, s.bs, items, w, s.cfg.readAhead); err != nil {
+	if err := serve(s.ctx, s.bs, items, w, s.cfg.readAhead, s.cfg.limit); err != nil {
 		var pe *PeerError
 		if errors.As(err, &pe) {
 			_ = writeErrorFrame(w, pe.Msg)
@@ -168,7 +177,7 @@ func (w *deadlineWriter) Write(p []byte) (int, error) {
 
 // serve writes the blocks for items in protocol order. A block the store cannot produce or
 // walk becomes a *PeerError (sent to the requester); write failures are returned as is.
-func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio.Writer, readAhead int) error {
+func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio.Writer, readAhead int, limit *rate.Limiter) error {
 	seen := make(map[string]struct{})
 	// stack holds CIDs still to send, top at the end; a dag item pushes its children in
 	// reverse so that the first child is sent next.
@@ -220,6 +229,11 @@ func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio
 			data = blk.RawData()
 			if len(data) > MaxBlockSize {
 				return &PeerError{Msg: fmt.Sprintf("block %s: %d bytes, over the %d limit", e.c, len(data), MaxBlockSize)}
+			}
+			if limit != nil {
+				if err := limit.WaitN(ctx, len(data)); err != nil {
+					return err
+				}
 			}
 			if err := writeBlockFrame(w, data); err != nil {
 				return err
