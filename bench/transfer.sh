@@ -16,7 +16,11 @@
 #
 # Usage: bench/transfer.sh [extra driver flags, e.g. -sets bundle -stores mem]
 # Env: WORK (default /tmp/evalmesh-bench; needs ~4 GiB free), RUNS (default 3), KUBO,
-# STORES (daemons' blockstore kinds, default pack; e.g. STORES=flat,pack measures both).
+# STORES (daemons' blockstore kinds, default pack; e.g. STORES=flat,pack measures both),
+# HOMES (the daemons' homes, default $WORK/homes; e.g. HOMES=/dev/shm/evalmesh-homes puts them
+# on tmpfs), PROFILE (a folder: each daemon writes pprof cpu.pprof and allocs.pprof there).
+# The daemon rows also print each daemon's CPU s (send/recv), the receiving daemon's peak RSS
+# (VmHWM) and, for pin add, the ratio to the libp2p stream row of the same run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${WORK:-/tmp/evalmesh-bench}

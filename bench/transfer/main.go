@@ -155,8 +155,9 @@ func run(dir string, stores, sets, npeers []string) error {
 			if err != nil {
 				return err
 			}
+			get.stream = stream // the bound the fetch is measured against (issue 18)
 			for _, r := range []row{add, get} {
-				r.bytes, r.raw, r.stream = size, raw, stream
+				r.bytes, r.raw = size, raw
 				print(tw, r)
 			}
 		}
