@@ -537,6 +537,16 @@ type latchStore struct {
 	seq     uint64
 }
 
+// GetPooled reads through the store's GetPooled when it has one (the pack store), so the
+// xfer server can return the buffer (xfer.PooledGetter); otherwise it is Get.
+func (s *latchStore) GetPooled(ctx context.Context, c cid.Cid) (blocks.Block, bool, error) {
+	if pg, ok := s.Blockstore.(xfer.PooledGetter); ok {
+		return pg.GetPooled(ctx, c)
+	}
+	blk, err := s.Blockstore.Get(ctx, c)
+	return blk, false, err
+}
+
 func (s *latchStore) Put(ctx context.Context, b blocks.Block) error {
 	return s.latch(s.Blockstore.Put(ctx, b))
 }

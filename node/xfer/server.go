@@ -12,6 +12,7 @@ import (
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	ipld "github.com/ipfs/go-ipld-format"
+	pool "github.com/libp2p/go-buffer-pool"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"golang.org/x/time/rate"
@@ -202,7 +203,7 @@ func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio
 			continue
 		}
 		seen[k] = struct{}{}
-		var data []byte
+		var data, pooled []byte
 		if isIdentity(e.c) {
 			d, err := identityData(e.c)
 			if err != nil {
@@ -219,7 +220,7 @@ func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio
 					}
 				}
 			}
-			blk, err := ra.get(e.c)
+			blk, isPooled, err := ra.get(e.c)
 			if err != nil {
 				if ipld.IsNotFound(err) {
 					return &PeerError{Msg: fmt.Sprintf("block %s: not found", e.c)}
@@ -227,6 +228,9 @@ func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio
 				return &PeerError{Msg: fmt.Sprintf("block %s: %v", e.c, err)}
 			}
 			data = blk.RawData()
+			if isPooled {
+				pooled = data
+			}
 			if len(data) > MaxBlockSize {
 				return &PeerError{Msg: fmt.Sprintf("block %s: %d bytes, over the %d limit", e.c, len(data), MaxBlockSize)}
 			}
@@ -239,10 +243,16 @@ func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio
 				return err
 			}
 		}
-		if !e.dag {
-			continue
+		var links []Link
+		var err error
+		if e.dag {
+			links, err = Links(e.c, data)
 		}
-		links, err := Links(e.c, data)
+		if pooled != nil {
+			// Written to the bufio.Writer (copied or sent) and parsed: nothing refers to
+			// it any more (link CIDs are copies).
+			pool.Put(pooled)
+		}
 		if err != nil {
 			return &PeerError{Msg: err.Error()}
 		}
@@ -251,6 +261,23 @@ func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio
 		}
 	}
 	return nil
+}
+
+// PooledGetter is a blockstore that can read a block into a buffer from go-buffer-pool. The
+// server returns such a buffer to the pool once the block is written to the stream, instead
+// of leaving a fresh slice per block to the GC. pooled false: the block's bytes are not the
+// pool's (e.g. the store fell back to Get) and must not be returned.
+type PooledGetter interface {
+	GetPooled(ctx context.Context, c cid.Cid) (blk blocks.Block, pooled bool, err error)
+}
+
+// getBlock reads c from bs, through GetPooled when bs has it.
+func getBlock(ctx context.Context, bs blockstore.Blockstore, c cid.Cid) (blocks.Block, bool, error) {
+	if pg, ok := bs.(PooledGetter); ok {
+		return pg.GetPooled(ctx, c)
+	}
+	blk, err := bs.Get(ctx, c)
+	return blk, false, err
 }
 
 // readAhead reads blocks on two goroutines before their turn; at most n are held at once.
@@ -263,10 +290,11 @@ type readAhead struct {
 }
 
 type pendingGet struct {
-	c    cid.Cid
-	blk  blocks.Block
-	err  error
-	done chan struct{}
+	c      cid.Cid
+	blk    blocks.Block
+	pooled bool
+	err    error
+	done   chan struct{}
 }
 
 func newReadAhead(ctx context.Context, bs blockstore.Blockstore, n int) *readAhead {
@@ -276,7 +304,7 @@ func newReadAhead(ctx context.Context, bs blockstore.Blockstore, n int) *readAhe
 		for i := 0; i < 2; i++ {
 			go func() {
 				for p := range ra.reqs {
-					p.blk, p.err = bs.Get(ctx, p.c)
+					p.blk, p.pooled, p.err = getBlock(ctx, bs, p.c)
 					close(p.done)
 				}
 			}()
@@ -299,14 +327,14 @@ func (ra *readAhead) start(c cid.Cid) {
 	ra.reqs <- p
 }
 
-func (ra *readAhead) get(c cid.Cid) (blocks.Block, error) {
+func (ra *readAhead) get(c cid.Cid) (blocks.Block, bool, error) {
 	k := c.KeyString()
 	if p, ok := ra.pending[k]; ok {
 		delete(ra.pending, k)
 		<-p.done
-		return p.blk, p.err
+		return p.blk, p.pooled, p.err
 	}
-	return ra.bs.Get(ra.ctx, c)
+	return getBlock(ra.ctx, ra.bs, c)
 }
 
 func (ra *readAhead) close() {
