@@ -16,7 +16,11 @@
 #
 # Usage: bench/transfer.sh [extra driver flags, e.g. -sets bundle -stores mem]
 # Env: WORK (default /tmp/evalmesh-bench; needs ~4 GiB free), RUNS (default 3), KUBO,
-# STORES (daemons' blockstore kinds, default pack; e.g. STORES=flat,pack measures both).
+# STORES (daemons' blockstore kinds, default pack; e.g. STORES=flat,pack measures both),
+# HOMES (the daemons' homes, default $WORK/homes; e.g. HOMES=/dev/shm/evalmesh-homes puts them
+# on tmpfs), PROFILE (a folder: each daemon writes pprof cpu.pprof and allocs.pprof there).
+# The daemon rows also print each daemon's CPU s (send/recv), the receiving daemon's peak RSS
+# (VmHWM) and, for pin add, the ratio to the libp2p stream row of the same run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${WORK:-/tmp/evalmesh-bench}
@@ -26,4 +30,4 @@ export CGO_CFLAGS=${CGO_CFLAGS:--Wno-deprecated-declarations}
 go build -o "$WORK/bin/evalmesh" ./cmd/evalmesh
 go build -o "$WORK/bin/transfer" ./bench/transfer
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-exec "$WORK/bin/transfer" -dir "$WORK" -runs "$RUNS" -daemons "$WORK/bin/evalmesh" -daemon-stores "${STORES:-pack}" ${KUBO:+-kubo "$KUBO"} "$@"
+exec "$WORK/bin/transfer" -dir "$WORK" ${HOMES:+-homes "$HOMES"} ${PROFILE:+-daemon-profile "$PROFILE"} -runs "$RUNS" -daemons "$WORK/bin/evalmesh" -daemon-stores "${STORES:-pack}" ${KUBO:+-kubo "$KUBO"} "$@"

@@ -62,6 +62,19 @@ type Event struct {
 	Error string `json:"error,omitempty"`
 	// GC is the report in the final event of repo/gc.
 	GC *GCReport `json:"gc,omitempty"`
+	// KeptBlocks and KeptBytes, in the final event of pin/add and task/get, are what a
+	// resumed fetch found already held (FetchReport; omitted when it did not resume).
+	KeptBlocks int64 `json:"kept_blocks,omitempty"`
+	KeptBytes  int64 `json:"kept_bytes,omitempty"`
+}
+
+// fetchDone is the final event of a fetch: the CID and, when it resumed, what it kept.
+func fetchDone(c cid.Cid, rep FetchReport) Event {
+	e := Event{CID: c.String()}
+	if rep.Resumed() {
+		e.KeptBlocks, e.KeptBytes, e.Total = rep.KeptBlocks, rep.KeptBytes, rep.Total
+	}
+	return e
 }
 
 type apiError struct {
@@ -155,8 +168,9 @@ func (n *Node) Handler() http.Handler {
 		if !ok {
 			return
 		}
-		stream(w, func(send func(Event)) (string, error) {
-			return c.String(), n.Pin(r.Context(), c, req.Name, func(d, t int64) { send(Event{Phase: "fetch", Bytes: d, Total: t}) })
+		streamEvent(w, func(send func(Event)) (Event, error) {
+			rep, err := n.PinFetch(r.Context(), c, req.Name, func(d, t int64) { send(Event{Phase: "fetch", Bytes: d, Total: t}) })
+			return fetchDone(c, rep), err
 		})
 	})
 	mux.HandleFunc("POST "+apiPrefix+"task/add", func(w http.ResponseWriter, r *http.Request) {
@@ -193,12 +207,15 @@ func (n *Node) Handler() http.Handler {
 			writeErr(w, http.StatusBadRequest, fmt.Errorf("timeout_seconds %v: want a positive number of seconds (0: the node's default)", req.TimeoutSeconds))
 			return
 		}
-		stream(w, func(send func(Event)) (string, error) {
-			return c.String(), n.Get(r.Context(), c, req.Dir, GetOptions{
+		streamEvent(w, func(send func(Event)) (Event, error) {
+			var rep FetchReport
+			err := n.Get(r.Context(), c, req.Dir, GetOptions{
 				Progress:  func(d, t int64) { send(Event{Phase: "fetch", Bytes: d, Total: t}) },
 				Unpacking: func() { send(Event{Phase: "unpack"}) },
 				Timeout:   time.Duration(req.TimeoutSeconds * float64(time.Second)),
+				Fetched:   func(r FetchReport) { rep = r },
 			})
+			return fetchDone(c, rep), err
 		})
 	})
 	mux.HandleFunc("POST "+apiPrefix+"dag/export", func(w http.ResponseWriter, r *http.Request) {

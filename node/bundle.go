@@ -54,6 +54,9 @@ type GetOptions struct {
 	// (wrapping ErrNotFound, naming the CID and the peers asked) once no block has arrived
 	// for this long, the root included.
 	Timeout time.Duration
+	// Fetched, if set, gets what the fetch kept of an interrupted earlier one, once the fetch
+	// is done (before pinning and unpacking).
+	Fetched func(FetchReport)
 }
 
 // Get fetches the bundle root from connected peers (every block verified against its CID),
@@ -72,13 +75,17 @@ func (n *Node) Get(ctx context.Context, root cid.Cid, dir string, opts GetOption
 	if opts.Timeout > 0 {
 		stall = opts.Timeout
 	}
-	if err := n.fetch(ctx, root, func(d, t int64) {
+	rep, err := n.fetch(ctx, root, func(d, t int64) {
 		size = t
 		if opts.Progress != nil {
 			opts.Progress(d, t)
 		}
-	}, stall); err != nil {
+	}, stall)
+	if err != nil {
 		return err
+	}
+	if opts.Fetched != nil {
+		opts.Fetched(rep)
 	}
 	t1 := time.Now()
 	if err := n.pinLocal(ctx, root, "", true); err != nil {

@@ -217,12 +217,23 @@ func (c *Client) Pins(ctx context.Context) ([]PinInfo, error) {
 
 // Pin fetches root's DAG from peers if needed and pins it.
 func (c *Client) Pin(ctx context.Context, root cid.Cid, name string, progress func(done, total int64)) error {
-	_, err := c.streamCall(ctx, "pin/add", pinReq{CID: root.String(), Name: name}, func(e Event) {
+	_, err := c.PinFetch(ctx, root, name, progress)
+	return err
+}
+
+// PinFetch is Pin that also returns what the daemon's fetch kept of an interrupted earlier
+// one (zero when it did not resume).
+func (c *Client) PinFetch(ctx context.Context, root cid.Cid, name string, progress func(done, total int64)) (FetchReport, error) {
+	e, err := c.streamEvents(ctx, "pin/add", pinReq{CID: root.String(), Name: name}, func(e Event) {
 		if progress != nil && e.Phase == "fetch" {
 			progress(e.Bytes, e.Total)
 		}
 	})
-	return err
+	return keptReport(e), err
+}
+
+func keptReport(e Event) FetchReport {
+	return FetchReport{KeptBlocks: e.KeptBlocks, KeptBytes: e.KeptBytes, Total: e.Total}
 }
 
 // Unpin removes root's recursive pin.
@@ -256,11 +267,18 @@ func (c *Client) Get(ctx context.Context, root cid.Cid, dir string, progress fun
 // GetTimeout is Get that gives up once no block has arrived for timeout (0: the daemon's
 // default stall timeout).
 func (c *Client) GetTimeout(ctx context.Context, root cid.Cid, dir string, timeout time.Duration, progress func(done, total int64), unpacking func()) error {
+	_, err := c.GetFetch(ctx, root, dir, timeout, progress, unpacking)
+	return err
+}
+
+// GetFetch is GetTimeout that also returns what the daemon's fetch kept of an interrupted
+// earlier one (zero when it did not resume).
+func (c *Client) GetFetch(ctx context.Context, root cid.Cid, dir string, timeout time.Duration, progress func(done, total int64), unpacking func()) (FetchReport, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return err
+		return FetchReport{}, err
 	}
-	_, err = c.streamCall(ctx, "task/get", getReq{CID: root.String(), Dir: abs, TimeoutSeconds: timeout.Seconds()}, func(e Event) {
+	last, err := c.streamEvents(ctx, "task/get", getReq{CID: root.String(), Dir: abs, TimeoutSeconds: timeout.Seconds()}, func(e Event) {
 		switch {
 		case e.Phase == "fetch" && progress != nil:
 			progress(e.Bytes, e.Total)
@@ -268,7 +286,7 @@ func (c *Client) GetTimeout(ctx context.Context, root cid.Cid, dir string, timeo
 			unpacking()
 		}
 	})
-	return err
+	return keptReport(last), err
 }
 
 // ExportCAR writes root's DAG (which the daemon must hold) to w as a CARv1.

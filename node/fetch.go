@@ -20,6 +20,14 @@ import (
 	"github.com/evalmesh/evalmesh/node/xfer"
 )
 
+// A streaming fetch Syncs the blockstore at least this often (time, stored bytes): a fetch
+// killed part way loses at most that much of what it had received. Each Sync waits for
+// writeback that Put already started, so 1 GiB costs a handful of fdatasyncs.
+const (
+	fetchCheckpointEvery = 250 * time.Millisecond
+	fetchCheckpointBytes = 64 << 20
+)
+
 // maxWantBatch bounds how many CIDs one bitswap session request asks for at once.
 const maxWantBatch = 1024
 
@@ -92,8 +100,22 @@ func blockLinks(b blocks.Block) ([]link, error) {
 // Fetch refuses a DAG whose declared size exceeds max_bundle_size, and fails with a message
 // naming the missing block and the peers asked when no peer sends anything for StallTimeout.
 func (n *Node) Fetch(ctx context.Context, root cid.Cid, progress func(done, total int64)) error {
-	return n.fetch(ctx, root, progress, n.opts.StallTimeout)
+	_, err := n.fetch(ctx, root, progress, n.opts.StallTimeout)
+	return err
 }
+
+// FetchReport says what a fetch found already held. KeptBlocks and KeptBytes are non-zero
+// only when a streaming fetch resumed: the blocks an interrupted fetch had verified and
+// stored (the root included), which were not asked for again. Total is the DAG's declared
+// size.
+type FetchReport struct {
+	KeptBlocks int64 `json:"kept_blocks"`
+	KeptBytes  int64 `json:"kept_bytes"`
+	Total      int64 `json:"total"`
+}
+
+// Resumed reports whether the fetch kept more than the root it always fetches first.
+func (r FetchReport) Resumed() bool { return r.KeptBlocks > 1 }
 
 // fetchRun is one Fetch: its phases are the methods below, in the order fetch calls them.
 type fetchRun struct {
@@ -108,13 +130,21 @@ type fetchRun struct {
 	shown    int64        // progress only moves forward, across the streaming try and bitswap
 	local    bool         // everything was already here: no transfer bytes counted
 	progress func(done, total int64)
+	kept     FetchReport // what the streaming fetch kept
 }
 
 // fetch is Fetch with the stall timeout given: watch for stalls, get the root and check its
 // declared size, stop if everything is local, else try the streaming protocol and then
 // bitswap.
-func (n *Node) fetch(ctx context.Context, root cid.Cid, progress func(done, total int64), stall time.Duration) error {
+func (n *Node) fetch(ctx context.Context, root cid.Cid, progress func(done, total int64), stall time.Duration) (FetchReport, error) {
 	f := &fetchRun{n: n, root: root, stall: stall, progress: progress}
+	err := f.run(ctx)
+	f.kept.Total = f.total
+	return f.kept, err
+}
+
+func (f *fetchRun) run(ctx context.Context) error {
+	n := f.n
 	f.ctx, f.cancel = context.WithCancelCause(ctx)
 	defer f.cancel(nil)
 	f.touch()
@@ -218,6 +248,15 @@ func (f *fetchRun) tryStreaming() (done bool, err error) {
 		return false, nil
 	}
 	xctx, xcancel := context.WithCancelCause(f.ctx)
+	var xopts []xfer.FetchOption
+	if n.opts.WrapBlockstore == nil {
+		// The pack and flat stores write each block to a file and keep no reference to its
+		// bytes, so the transfer may reuse its block buffers (a wrapper might keep them).
+		xopts = append(xopts, xfer.WithRecycledBuffers())
+	}
+	// Checkpoints make what arrived durable and indexed as the fetch goes, so that a daemon
+	// killed part way resumes from it (the pack store indexes blocks only at Sync).
+	xopts = append(xopts, xfer.WithCheckpoints(fetchCheckpointEvery, fetchCheckpointBytes, n.store.Sync))
 	st, err := xfer.FetchWithStats(xctx, n.host, f.root, peers, n.bstore, func(got int64) {
 		f.touch()
 		if got > f.total {
@@ -225,7 +264,7 @@ func (f *fetchRun) tryStreaming() (done bool, err error) {
 			return
 		}
 		f.report(got)
-	})
+	}, xopts...)
 	cause := context.Cause(xctx)
 	xcancel(nil)
 	if st.KeptBlocks > 1 {
@@ -233,6 +272,7 @@ func (f *fetchRun) tryStreaming() (done bool, err error) {
 		// rest was asked for, and the progress started from what was kept. (The root is
 		// always kept: fetchRoot has just stored it.)
 		n.opts.Logf("fetch %s: resumed: kept %d blocks (%d bytes) already here, fetched %d blocks (%d bytes)", f.root, st.KeptBlocks, st.KeptBytes, st.Blocks, st.Bytes)
+		f.kept.KeptBlocks, f.kept.KeptBytes = st.KeptBlocks, st.KeptBytes
 	}
 	if err == nil {
 		f.report(f.total)

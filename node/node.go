@@ -38,6 +38,8 @@ import (
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/node/xfer"
 	"github.com/evalmesh/evalmesh/protocol"
+
+	"golang.org/x/time/rate"
 )
 
 // Options adjust a node beyond its home's config; the zero value uses the config as is.
@@ -104,6 +106,7 @@ type Node struct {
 	pinner  pin.Pinner
 	mdnsSvc mdns.Service
 	xsrv    *xfer.Server
+	pace    *rate.Limiter // the xfer server's send limit (test controls only; else nil)
 	cancel  context.CancelFunc
 	vstore  *Store
 	syncer  *Syncer
@@ -218,7 +221,12 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("open pins in %s: %w", h.DatastoreDir(), err)
 	}
-	n.xsrv = xfer.NewServer(n.host, n.bstore)
+	var xopts []xfer.ServerOption
+	if opts.TestControls {
+		n.pace = rate.NewLimiter(rate.Inf, xfer.MaxBlockSize)
+		xopts = append(xopts, xfer.WithSendLimit(n.pace))
+	}
+	n.xsrv = xfer.NewServer(n.host, n.bstore, xopts...)
 	n.syncer = NewSyncer(n.host, n.vstore, n.networkName(), opts.Sync)
 	n.syncer.onSession = n.metrics.syncSession
 
@@ -395,11 +403,18 @@ func (n *Node) Pins(ctx context.Context) ([]PinInfo, error) {
 
 // Pin fetches the whole DAG under root (from peers if needed) and pins it recursively.
 func (n *Node) Pin(ctx context.Context, root cid.Cid, name string, progress func(done, total int64)) error {
+	_, err := n.PinFetch(ctx, root, name, progress)
+	return err
+}
+
+// PinFetch is Pin that also says what the fetch kept of an interrupted earlier one.
+func (n *Node) PinFetch(ctx context.Context, root cid.Cid, name string, progress func(done, total int64)) (FetchReport, error) {
 	defer n.gcl.PinLock(ctx).Unlock(ctx)
-	if err := n.Fetch(ctx, root, progress); err != nil {
-		return err
+	rep, err := n.fetch(ctx, root, progress, n.opts.StallTimeout)
+	if err != nil {
+		return rep, err
 	}
-	return n.pinLocal(ctx, root, name, true)
+	return rep, n.pinLocal(ctx, root, name, true)
 }
 
 // pinLocal pins a DAG whose blocks are in the blockstore. Blocks are synced to disk first, so
@@ -520,6 +535,16 @@ type latchStore struct {
 	mu      sync.Mutex
 	lastErr error
 	seq     uint64
+}
+
+// GetPooled reads through the store's GetPooled when it has one (the pack store), so the
+// xfer server can return the buffer (xfer.PooledGetter); otherwise it is Get.
+func (s *latchStore) GetPooled(ctx context.Context, c cid.Cid) (blocks.Block, bool, error) {
+	if pg, ok := s.Blockstore.(xfer.PooledGetter); ok {
+		return pg.GetPooled(ctx, c)
+	}
+	blk, err := s.Blockstore.Get(ctx, c)
+	return blk, false, err
 }
 
 func (s *latchStore) Put(ctx context.Context, b blocks.Block) error {

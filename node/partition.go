@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sort"
 	"sync"
@@ -10,6 +11,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"golang.org/x/time/rate"
 )
 
 // Partitions for fault tests are made inside evalmesh, never with firewall rules or other
@@ -95,6 +98,22 @@ func (n *Node) testRoutes(mux *http.ServeMux) {
 		n.Partition(ps)
 		writeJSON(w, partitionReq{Peers: n.CutOff()})
 	})
+	mux.HandleFunc("POST "+apiPrefix+"test/pace", func(w http.ResponseWriter, r *http.Request) {
+		var req paceReq
+		if !readJSON(w, r, &req) {
+			return
+		}
+		if req.BytesPerSecond < 0 {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("bytes_per_second %d: want 0 (no limit) or more", req.BytesPerSecond))
+			return
+		}
+		lim := rate.Inf
+		if req.BytesPerSecond > 0 {
+			lim = rate.Limit(req.BytesPerSecond)
+		}
+		n.pace.SetLimit(lim)
+		writeJSON(w, req)
+	})
 	mux.HandleFunc("POST "+apiPrefix+"test/heal", func(w http.ResponseWriter, r *http.Request) {
 		n.Heal()
 		writeJSON(w, partitionReq{Peers: n.CutOff()})
@@ -109,4 +128,15 @@ func (c *Client) Partition(ctx context.Context, peers []string) error {
 // Heal asks a daemon started with --test-controls to lift its partition.
 func (c *Client) Heal(ctx context.Context) error {
 	return c.call(ctx, "test/heal", nil, nil)
+}
+
+type paceReq struct {
+	BytesPerSecond int64 `json:"bytes_per_second"`
+}
+
+// Pace asks a daemon started with --test-controls to send bundle blocks (the streaming
+// transfer it serves) at most at bytesPerSecond (0: no limit), so that a fault test can
+// interrupt a transfer part way.
+func (c *Client) Pace(ctx context.Context, bytesPerSecond int64) error {
+	return c.call(ctx, "test/pace", paceReq{BytesPerSecond: bytesPerSecond}, nil)
 }

@@ -25,7 +25,7 @@ type daemon struct {
 	}
 }
 
-func startDaemon(home, store string) (*daemon, error) {
+func startDaemon(home, store, profile string) (*daemon, error) {
 	os.RemoveAll(home)
 	if out, err := exec.Command(daemonBin, "init", "--home", home).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("evalmesh init: %v: %s", err, out)
@@ -47,6 +47,9 @@ func startDaemon(home, store string) (*daemon, error) {
 	d := &daemon{home: home}
 	d.cmd = exec.Command(daemonBin, "daemon", "--home", home, "--json",
 		"--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0")
+	if profile != "" {
+		d.cmd.Env = append(os.Environ(), "EVALMESH_PROFILE_DIR="+profile)
+	}
 	logPath := filepath.Join(filepath.Dir(filepath.Dir(home)), "logs", filepath.Base(home)+".log")
 	os.MkdirAll(filepath.Dir(logPath), 0o755)
 	logf, err := os.Create(logPath)
@@ -83,6 +86,21 @@ func (d *daemon) stop() {
 // cpu is the daemon's user + system time so far.
 func (d *daemon) cpu() time.Duration { return procCPU(d.cmd.Process.Pid) }
 
+// peakRSS is the daemon's peak resident set so far (VmHWM), in bytes.
+func (d *daemon) peakRSS() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
 // procCPU is a process's user + system time so far, from /proc (clock ticks of 10 ms).
 func procCPU(pid int) time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -113,10 +131,11 @@ func cli(home string, args ...string) (string, time.Duration, error) {
 
 // daemonRows starts two daemons, adds the data set on the first (row "task add") and pins it
 // on the second, which fetches it over the network (row "pin add"). CPU is both daemons' and
-// the CLI's. Every run uses fresh homes.
+// the CLI's, and each daemon's alone; the peak RSS is the receiving daemon's VmHWM after the
+// pin (it did nothing else). Every run uses fresh homes.
 func daemonRows(dir, set, src, store string) (add, get row, err error) {
 	for i := 0; i < max(runs, 1); i++ {
-		a, g, err := daemonRun(dir, set, src, store)
+		a, g, err := daemonRun(dir, set, src, store, i)
 		if err != nil {
 			return add, get, err
 		}
@@ -130,15 +149,24 @@ func daemonRows(dir, set, src, store string) (add, get row, err error) {
 	return add, get, nil
 }
 
-func daemonRun(dir, set, src, store string) (add, get row, err error) {
-	ha, hb := filepath.Join(dir, "homes", "a"), filepath.Join(dir, "homes", "b")
-	defer os.RemoveAll(filepath.Join(dir, "homes"))
-	da, err := startDaemon(ha, store)
+func daemonRun(dir, set, src, store string, run int) (add, get row, err error) {
+	homes := homesDir
+	if homes == "" {
+		homes = filepath.Join(dir, "homes")
+	}
+	ha, hb := filepath.Join(homes, "a"), filepath.Join(homes, "b")
+	defer os.RemoveAll(homes)
+	var pa, pb string
+	if profileDir != "" {
+		base := filepath.Join(profileDir, set, store, strconv.Itoa(run))
+		pa, pb = filepath.Join(base, "send"), filepath.Join(base, "recv")
+	}
+	da, err := startDaemon(ha, store, pa)
 	if err != nil {
 		return add, get, err
 	}
 	defer da.stop()
-	db, err := startDaemon(hb, store)
+	db, err := startDaemon(hb, store, pb)
 	if err != nil {
 		return add, get, err
 	}
@@ -155,10 +183,12 @@ func daemonRun(dir, set, src, store string) (add, get row, err error) {
 	}
 	add = row{set: set, path: "2 daemons: task add (pack+pin)", store: "daemon/" + store, wall: time.Since(t0), cpu: both() - c0 + ccpu}
 
-	c0, t0 = both(), time.Now()
+	ca, cb, t0 := da.cpu(), db.cpu(), time.Now()
 	if _, ccpu, err = cli(hb, "pin", "add", root); err != nil {
 		return add, get, err
 	}
-	get = row{set: set, path: "2 daemons: pin add (fetch+pin)", store: "daemon/" + store, wall: time.Since(t0), cpu: both() - c0 + ccpu}
+	get = row{set: set, path: "2 daemons: pin add (fetch+pin)", store: "daemon/" + store, wall: time.Since(t0),
+		cpuSend: da.cpu() - ca, cpuRecv: db.cpu() - cb, rssRecv: db.peakRSS()}
+	get.cpu = get.cpuSend + get.cpuRecv + ccpu
 	return add, get, nil
 }

@@ -61,6 +61,8 @@ func main() {
 	flag.StringVar(&daemonBin, "daemons", "", "path to an evalmesh binary: also measure two `evalmesh daemon` processes (task add on one, pin add on the other)")
 	flag.StringVar(&daemonStores, "daemon-stores", "pack", "blockstore kinds for the two daemons, comma separated: pack (a new home's default), flat (each measured in the same run)")
 	flag.StringVar(&kuboBin, "kubo", "", "path to a prebuilt kubo `ipfs` binary: also measure two kubo daemons (ipfs add, then ipfs pin add over bitswap), once")
+	flag.StringVar(&homesDir, "homes", "", "folder for the daemons' homes (default DIR/homes; e.g. a tmpfs such as /dev/shm/...)")
+	flag.StringVar(&profileDir, "daemon-profile", "", "write each daemon's pprof CPU and allocs profiles under this folder (SET/STORE/RUN/{send,recv}/{cpu,allocs}.pprof)")
 	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the xfer runs to this file")
 	flag.Parse()
 	if *cpuprof != "" {
@@ -96,6 +98,11 @@ var (
 	daemonBin  string
 	// daemonStores lists the daemons' blockstore kinds (config field blockstore) to measure.
 	daemonStores string
+	// homesDir holds the daemons' homes (default DIR/homes; put it on tmpfs to take the disk
+	// out of the comparison with the stream rows).
+	homesDir string
+	// profileDir, when set, gets each daemon's CPU and allocation profiles (see daemonRun).
+	profileDir string
 )
 
 type row struct {
@@ -103,12 +110,17 @@ type row struct {
 	bytes            int64
 	wall, cpu        time.Duration
 	raw              float64 // MB/s of raw TCP for this data set
+	// The daemon rows only: each daemon's CPU, the receiving daemon's peak RSS (VmHWM) and
+	// the libp2p stream row's MB/s in the same run.
+	cpuSend, cpuRecv time.Duration
+	rssRecv          int64
+	stream           float64
 }
 
 func run(dir string, stores, sets, npeers []string) error {
 	ctx := context.Background()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "data set\tpath\tstore\tMB/s\tCPU s\tx raw TCP\t\n")
+	fmt.Fprintf(tw, "data set\tpath\tstore\tMB/s\tCPU s\tCPU s send/recv\trecv peak RSS MiB\tx raw TCP\tx libp2p stream\t\n")
 	for _, set := range sets {
 		src, size, err := ensureData(dir, set)
 		if err != nil {
@@ -134,6 +146,7 @@ func run(dir string, stores, sets, npeers []string) error {
 			return r.err
 		}
 		print(tw, r.row)
+		stream := mbps(size, r.wall)
 		for _, store := range split(daemonStores) {
 			if daemonBin == "" {
 				break
@@ -142,6 +155,7 @@ func run(dir string, stores, sets, npeers []string) error {
 			if err != nil {
 				return err
 			}
+			get.stream = stream // the bound the fetch is measured against (issue 18)
 			for _, r := range []row{add, get} {
 				r.bytes, r.raw = size, raw
 				print(tw, r)
@@ -212,7 +226,17 @@ func run(dir string, stores, sets, npeers []string) error {
 // print adds a row to the table (printed aligned at the end) and shows it on stderr now.
 func print(tw *tabwriter.Writer, r row) {
 	m := mbps(r.bytes, r.wall)
-	line := fmt.Sprintf("%s\t%s\t%s\t%.0f\t%.2f\t%.2f\t\n", r.set, r.path, r.store, m, r.cpu.Seconds(), m/r.raw)
+	per, rss, xs := "-", "-", "-"
+	if r.cpuSend > 0 || r.cpuRecv > 0 {
+		per = fmt.Sprintf("%.2f/%.2f", r.cpuSend.Seconds(), r.cpuRecv.Seconds())
+	}
+	if r.rssRecv > 0 {
+		rss = fmt.Sprintf("%.0f", float64(r.rssRecv)/(1<<20))
+	}
+	if r.stream > 0 {
+		xs = fmt.Sprintf("%.2f", m/r.stream)
+	}
+	line := fmt.Sprintf("%s\t%s\t%s\t%.0f\t%.2f\t%s\t%s\t%.2f\t%s\t\n", r.set, r.path, r.store, m, r.cpu.Seconds(), per, rss, m/r.raw, xs)
 	fmt.Fprint(tw, line)
 	fmt.Fprint(os.Stderr, strings.ReplaceAll(line, "\t", "  "))
 }

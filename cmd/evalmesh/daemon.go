@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -79,6 +80,13 @@ Example:
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if dir := os.Getenv("EVALMESH_PROFILE_DIR"); dir != "" {
+				stopProfile, err := startProfiles(dir)
+				if err != nil {
+					return err
+				}
+				defer stopProfile()
+			}
 			logger, err := newLogger(cmd.ErrOrStderr(), logFormat)
 			if err != nil {
 				return err
@@ -143,6 +151,31 @@ Example:
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format on stderr: text (key=value lines) or json (one object a line)")
 	cmd.Flags().DurationVar(&claims.Heartbeat, "heartbeat", 0, "how often live claims are renewed and re-announced (default lease/3)")
 	return cmd
+}
+
+// startProfiles writes a CPU profile of the daemon's whole life to DIR/cpu.pprof and, when it
+// stops, its allocations to DIR/allocs.pprof (bench/transfer.sh -profile sets
+// EVALMESH_PROFILE_DIR; the variable is for measuring, not a user option).
+func startProfiles(dir string) (stop func(), err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(dir, "cpu.pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		if a, err := os.Create(filepath.Join(dir, "allocs.pprof")); err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(a, 0)
+			a.Close()
+		}
+	}, nil
 }
 
 // recoverAtStart recovers the home's unfinished runs in the background of a starting daemon;

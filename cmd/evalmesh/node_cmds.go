@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/ipfs/go-cid"
 	"github.com/spf13/cobra"
 
@@ -105,6 +106,36 @@ Example:
 	return cmd
 }
 
+// addKept adds kept_blocks and kept_bytes to a fetching command's JSON when the daemon's
+// fetch resumed an interrupted one (docs/cli-json.md).
+func addKept(out map[string]any, rep node.FetchReport) {
+	if rep.Resumed() {
+		out["kept_blocks"], out["kept_bytes"] = rep.KeptBlocks, rep.KeptBytes
+	}
+}
+
+// printKept says, when the fetch resumed, how much of the DAG was already held, e.g.
+// "resumed: kept 1,843 blocks (1.80 GiB) of 2.00 GiB already held".
+func printKept(w io.Writer, rep node.FetchReport) {
+	if rep.Resumed() {
+		fmt.Fprintf(w, "resumed: kept %s blocks (%s) of %s already held\n", humanize.Comma(rep.KeptBlocks), gib(rep.KeptBytes), gib(rep.Total))
+	}
+}
+
+// gib writes a byte count in binary units with two decimals (1.80 GiB, 512.00 KiB).
+func gib(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	v, i := float64(n), 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.2f %s", v, units[i])
+}
+
 func newTaskGetCmd(g *globals) *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
@@ -142,14 +173,17 @@ Example:
 			bar := newProgress(cmd.ErrOrStderr(), "fetch")
 			start := time.Now()
 			var size int64
-			err = c.GetTimeout(cmd.Context(), root, dir, timeout, func(d, t int64) { size = t; bar.Set(d, t) }, bar.Finish)
+			rep, err := c.GetFetch(cmd.Context(), root, dir, timeout, func(d, t int64) { size = t; bar.Set(d, t) }, bar.Finish)
 			bar.Finish()
 			if err != nil {
 				return err
 			}
 			if g.jsonOut {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"cid": root.String(), "dir": dir, "bytes": size, "seconds": time.Since(start).Seconds()})
+				out := map[string]any{"cid": root.String(), "dir": dir, "bytes": size, "seconds": time.Since(start).Seconds()}
+				addKept(out, rep)
+				return printJSON(cmd.OutOrStdout(), out)
 			}
+			printKept(cmd.OutOrStdout(), rep)
 			fmt.Fprintf(cmd.OutOrStdout(), "%s → %s (%d bytes, %.1fs)\n", root, dir, size, time.Since(start).Seconds())
 			return nil
 		},
@@ -279,14 +313,17 @@ Example:
 				return err
 			}
 			bar := newProgress(cmd.ErrOrStderr(), "fetch")
-			err = c.Pin(cmd.Context(), root, name, bar.Set)
+			rep, err := c.PinFetch(cmd.Context(), root, name, bar.Set)
 			bar.Finish()
 			if err != nil {
 				return err
 			}
 			if g.jsonOut {
-				return printJSON(cmd.OutOrStdout(), map[string]string{"cid": root.String()})
+				out := map[string]any{"cid": root.String()}
+				addKept(out, rep)
+				return printJSON(cmd.OutOrStdout(), out)
 			}
+			printKept(cmd.OutOrStdout(), rep)
 			fmt.Fprintf(cmd.OutOrStdout(), "pinned %s\n", root)
 			return nil
 		},

@@ -9,10 +9,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ipfs/boxo/blockstore"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
+	pool "github.com/libp2p/go-buffer-pool"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -41,8 +43,38 @@ type FetchOption func(*fetchConfig)
 
 type fetchConfig struct {
 	batchBytes int64
-	streams    int           // concurrent requests per peer
+	streams    int  // concurrent requests per peer
+	recycle    bool // block buffers go back to a pool once the store has them
+	checkpoint checkpoint
 	onBlock    func(peer.ID) // test hook: called after each verified block, in the receiving goroutine
+}
+
+// checkpoint is WithCheckpoints' setting.
+type checkpoint struct {
+	every    time.Duration
+	maxBytes int64
+	sync     func() error
+}
+
+// WithCheckpoints calls sync (the blockstore's Sync: what it has stored becomes durable and
+// findable after a crash) after a PutMany once every interval has passed or maxBytes were
+// stored since the last one. A store that indexes blocks only at Sync (the pack store) loses
+// every block of a killed fetch without it, and the fetch started again could keep nothing;
+// with it, a fetch killed at 90 % resumes from what was stored until the last checkpoint.
+func WithCheckpoints(every time.Duration, maxBytes int64, sync func() error) FetchOption {
+	return func(c *fetchConfig) { c.checkpoint = checkpoint{every, maxBytes, sync} }
+}
+
+// WithRecycledBuffers reads blocks into buffers from a pool and returns each buffer once the
+// blockstore's PutMany has returned, instead of allocating every block afresh. Only for a
+// store that copies what it is given (writes it to a file) and keeps no reference to a
+// block's bytes after PutMany: an in-memory store would see its blocks overwritten.
+//
+// Why: profiled on a 1 GiB fetch into the pack store, a fresh 256 KiB slice per block made
+// the receiving daemon fault in new pages on every copy out of yamux's buffer (memmove
+// 1.28 s of 4.89 s CPU, 872 MB allocated), and the GC return them to the OS (madvise).
+func WithRecycledBuffers() FetchOption {
+	return func(c *fetchConfig) { c.recycle = true }
 }
 
 // WithBatchBytes sets the estimated size of the work one request covers when the DAG is split
@@ -111,7 +143,7 @@ func FetchWithStats(ctx context.Context, h host.Host, root cid.Cid, peers []peer
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	f.store = newStorer(ctx, cancel, bs)
+	f.store = newStorer(ctx, cancel, bs, f.cfg.recycle, f.cfg.checkpoint)
 	f.bs = bs
 	err := f.run(ctx, root, live)
 	serr := f.store.finish()
@@ -404,6 +436,10 @@ func (f *fetcher) runBatch(ctx context.Context, p peer.ID, items []pend) (childr
 	// A buffer smaller than a typical block lets bufio read block bodies straight into
 	// their final slice instead of copying them through the buffer.
 	r := bufio.NewReaderSize(s, 64<<10)
+	var alloc func(int) []byte
+	if f.cfg.recycle {
+		alloc = pool.Get
+	}
 	seen := make(map[string]struct{})
 	var nb, nbytes int64
 	defer func() {
@@ -429,7 +465,7 @@ func (f *fetcher) runBatch(ctx context.Context, p peer.ID, items []pend) (childr
 				return nil, nil, &fatalError{fmt.Errorf("block %s: %w", e.c, err)}
 			}
 		} else {
-			data, err = readFrame(r)
+			data, err = readFrameInto(r, alloc)
 			if err != nil {
 				s.Reset()
 				if err == errEnd {
@@ -495,11 +531,13 @@ func (f *fetcher) runBatch(ctx context.Context, p peer.ID, items []pend) (childr
 // storer writes verified blocks in batches from one goroutine, so that receiving and hashing
 // overlap with the blockstore's work.
 type storer struct {
-	bs     blockstore.Blockstore
-	ch     chan blocks.Block
-	done   chan struct{}
-	cancel context.CancelFunc
-	err    error // set before done closes
+	bs      blockstore.Blockstore
+	recycle bool // return each block's bytes to the buffer pool after PutMany
+	cp      checkpoint
+	ch      chan blocks.Block
+	done    chan struct{}
+	cancel  context.CancelFunc
+	err     error // set before done closes
 }
 
 const (
@@ -507,8 +545,8 @@ const (
 	storeBatchBlocks = 1024
 )
 
-func newStorer(ctx context.Context, cancel context.CancelFunc, bs blockstore.Blockstore) *storer {
-	s := &storer{bs: bs, ch: make(chan blocks.Block, 256), done: make(chan struct{}), cancel: cancel}
+func newStorer(ctx context.Context, cancel context.CancelFunc, bs blockstore.Blockstore, recycle bool, cp checkpoint) *storer {
+	s := &storer{bs: bs, recycle: recycle, cp: cp, ch: make(chan blocks.Block, 256), done: make(chan struct{}), cancel: cancel}
 	go s.loop(context.WithoutCancel(ctx))
 	return s
 }
@@ -516,6 +554,7 @@ func newStorer(ctx context.Context, cancel context.CancelFunc, bs blockstore.Blo
 func (s *storer) loop(ctx context.Context) {
 	defer close(s.done)
 	batch := make([]blocks.Block, 0, storeBatchBlocks)
+	lastSync, unsynced := time.Now(), int64(0)
 	for b := range s.ch {
 		if s.err != nil {
 			continue // drain so senders never block
@@ -538,6 +577,17 @@ func (s *storer) loop(ctx context.Context) {
 		if err := s.bs.PutMany(ctx, batch); err != nil {
 			s.err = err
 			s.cancel()
+		} else if unsynced += int64(size); s.cp.sync != nil && (time.Since(lastSync) >= s.cp.every || unsynced >= s.cp.maxBytes) {
+			if err := s.cp.sync(); err != nil {
+				s.err = err
+				s.cancel()
+			}
+			lastSync, unsynced = time.Now(), 0
+		}
+		if s.recycle {
+			for _, b := range batch {
+				pool.Put(b.RawData())
+			}
 		}
 		clear(batch)
 	}

@@ -12,8 +12,10 @@ import (
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	ipld "github.com/ipfs/go-ipld-format"
+	pool "github.com/libp2p/go-buffer-pool"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
+	"golang.org/x/time/rate"
 )
 
 // Server answers /evalmesh/xfer/1.0.0 requests from a blockstore.
@@ -31,6 +33,7 @@ type Server struct {
 }
 
 type serverConfig struct {
+	limit          *rate.Limiter
 	readAhead      int
 	maxStreams     int
 	requestTimeout time.Duration
@@ -59,6 +62,13 @@ func WithReadAhead(n int) ServerOption {
 			c.readAhead = n
 		}
 	}
+}
+
+// WithSendLimit paces what the server sends: each block waits for its bytes from l (shared
+// by every request). The node sets it only for fault tests (--test-controls), which slow a
+// transfer down to interrupt it part way. l's burst must be at least MaxBlockSize.
+func WithSendLimit(l *rate.Limiter) ServerOption {
+	return func(c *serverConfig) { c.limit = l }
 }
 
 // WithTimeouts sets how long a requester may take to send its request (default 30 s) and how
@@ -132,7 +142,7 @@ func (s *Server) handle(st network.Stream) {
 	}
 	_ = st.SetReadDeadline(time.Time{})
 	w := bufio.NewWriterSize(&deadlineWriter{st: st, d: s.cfg.writeTimeout}, serverBufSize)
-	if err := serve(s.ctx, s.bs, items, w, s.cfg.readAhead); err != nil {
+	if err := serve(s.ctx, s.bs, items, w, s.cfg.readAhead, s.cfg.limit); err != nil {
 		var pe *PeerError
 		if errors.As(err, &pe) {
 			_ = writeErrorFrame(w, pe.Msg)
@@ -168,7 +178,7 @@ func (w *deadlineWriter) Write(p []byte) (int, error) {
 
 // serve writes the blocks for items in protocol order. A block the store cannot produce or
 // walk becomes a *PeerError (sent to the requester); write failures are returned as is.
-func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio.Writer, readAhead int) error {
+func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio.Writer, readAhead int, limit *rate.Limiter) error {
 	seen := make(map[string]struct{})
 	// stack holds CIDs still to send, top at the end; a dag item pushes its children in
 	// reverse so that the first child is sent next.
@@ -193,7 +203,7 @@ func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio
 			continue
 		}
 		seen[k] = struct{}{}
-		var data []byte
+		var data, pooled []byte
 		if isIdentity(e.c) {
 			d, err := identityData(e.c)
 			if err != nil {
@@ -210,7 +220,7 @@ func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio
 					}
 				}
 			}
-			blk, err := ra.get(e.c)
+			blk, isPooled, err := ra.get(e.c)
 			if err != nil {
 				if ipld.IsNotFound(err) {
 					return &PeerError{Msg: fmt.Sprintf("block %s: not found", e.c)}
@@ -218,17 +228,31 @@ func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio
 				return &PeerError{Msg: fmt.Sprintf("block %s: %v", e.c, err)}
 			}
 			data = blk.RawData()
+			if isPooled {
+				pooled = data
+			}
 			if len(data) > MaxBlockSize {
 				return &PeerError{Msg: fmt.Sprintf("block %s: %d bytes, over the %d limit", e.c, len(data), MaxBlockSize)}
+			}
+			if limit != nil {
+				if err := limit.WaitN(ctx, len(data)); err != nil {
+					return err
+				}
 			}
 			if err := writeBlockFrame(w, data); err != nil {
 				return err
 			}
 		}
-		if !e.dag {
-			continue
+		var links []Link
+		var err error
+		if e.dag {
+			links, err = Links(e.c, data)
 		}
-		links, err := Links(e.c, data)
+		if pooled != nil {
+			// Written to the bufio.Writer (copied or sent) and parsed: nothing refers to
+			// it any more (link CIDs are copies).
+			pool.Put(pooled)
+		}
 		if err != nil {
 			return &PeerError{Msg: err.Error()}
 		}
@@ -237,6 +261,23 @@ func serve(ctx context.Context, bs blockstore.Blockstore, items []Item, w *bufio
 		}
 	}
 	return nil
+}
+
+// PooledGetter is a blockstore that can read a block into a buffer from go-buffer-pool. The
+// server returns such a buffer to the pool once the block is written to the stream, instead
+// of leaving a fresh slice per block to the GC. pooled false: the block's bytes are not the
+// pool's (e.g. the store fell back to Get) and must not be returned.
+type PooledGetter interface {
+	GetPooled(ctx context.Context, c cid.Cid) (blk blocks.Block, pooled bool, err error)
+}
+
+// getBlock reads c from bs, through GetPooled when bs has it.
+func getBlock(ctx context.Context, bs blockstore.Blockstore, c cid.Cid) (blocks.Block, bool, error) {
+	if pg, ok := bs.(PooledGetter); ok {
+		return pg.GetPooled(ctx, c)
+	}
+	blk, err := bs.Get(ctx, c)
+	return blk, false, err
 }
 
 // readAhead reads blocks on two goroutines before their turn; at most n are held at once.
@@ -249,10 +290,11 @@ type readAhead struct {
 }
 
 type pendingGet struct {
-	c    cid.Cid
-	blk  blocks.Block
-	err  error
-	done chan struct{}
+	c      cid.Cid
+	blk    blocks.Block
+	pooled bool
+	err    error
+	done   chan struct{}
 }
 
 func newReadAhead(ctx context.Context, bs blockstore.Blockstore, n int) *readAhead {
@@ -262,7 +304,7 @@ func newReadAhead(ctx context.Context, bs blockstore.Blockstore, n int) *readAhe
 		for i := 0; i < 2; i++ {
 			go func() {
 				for p := range ra.reqs {
-					p.blk, p.err = bs.Get(ctx, p.c)
+					p.blk, p.pooled, p.err = getBlock(ctx, bs, p.c)
 					close(p.done)
 				}
 			}()
@@ -285,14 +327,14 @@ func (ra *readAhead) start(c cid.Cid) {
 	ra.reqs <- p
 }
 
-func (ra *readAhead) get(c cid.Cid) (blocks.Block, error) {
+func (ra *readAhead) get(c cid.Cid) (blocks.Block, bool, error) {
 	k := c.KeyString()
 	if p, ok := ra.pending[k]; ok {
 		delete(ra.pending, k)
 		<-p.done
-		return p.blk, p.err
+		return p.blk, p.pooled, p.err
 	}
-	return ra.bs.Get(ra.ctx, c)
+	return getBlock(ra.ctx, ra.bs, c)
 }
 
 func (ra *readAhead) close() {

@@ -134,9 +134,12 @@ func (e *PeerError) Error() string { return "peer says: " + e.Msg }
 // errEnd is returned by readFrame for the end-of-response frame.
 var errEnd = errors.New("end of response")
 
-// readFrame reads one server frame. It returns the block data, errEnd, a *PeerError or a
-// decoding error.
-func readFrame(r *bufio.Reader) ([]byte, error) {
+// readFrame reads one server frame into a fresh slice. It returns the block data, errEnd, a
+// *PeerError or a decoding error.
+func readFrame(r *bufio.Reader) ([]byte, error) { return readFrameInto(r, nil) }
+
+// readFrameInto is readFrame that takes the block's slice from alloc (nil: make).
+func readFrameInto(r *bufio.Reader, alloc func(int) []byte) ([]byte, error) {
 	t, err := r.ReadByte()
 	if err != nil {
 		return nil, err
@@ -165,7 +168,12 @@ func readFrame(r *bufio.Reader) ([]byte, error) {
 	if l > MaxBlockSize {
 		return nil, fmt.Errorf("block of %d bytes, limit %d", l, MaxBlockSize)
 	}
-	data := make([]byte, l)
+	var data []byte
+	if alloc != nil {
+		data = alloc(int(l))
+	} else {
+		data = make([]byte, l)
+	}
 	if _, err := io.ReadFull(r, data); err != nil {
 		return nil, noEOF(err)
 	}
