@@ -164,7 +164,7 @@ Example:
 				return err
 			}
 			bar := newProgress(cmd.ErrOrStderr(), "transfer")
-			err = c.Pin(ctx, root, "agent-image "+spec.Name+" "+spec.Version, func(done, total int64) { bar.Set(done, total) })
+			rep, err := c.PinFetch(ctx, root, "agent-image "+spec.Name+" "+spec.Version, func(done, total int64) { bar.Set(done, total) })
 			bar.Finish()
 			if err != nil {
 				return err
@@ -182,8 +182,11 @@ Example:
 				return err
 			}
 			if g.jsonOut {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"image": spec.Image, "image_cid": spec.ImageCID, "loaded": true, "bytes": size})
+				out := map[string]any{"image": spec.Image, "image_cid": spec.ImageCID, "loaded": true, "bytes": size}
+				addKept(out, rep)
+				return printJSON(cmd.OutOrStdout(), out)
 			}
+			printKept(cmd.OutOrStdout(), rep)
 			fmt.Fprintf(cmd.OutOrStdout(), "image %s loaded from %s\n", spec.Image, root)
 			return nil
 		},
