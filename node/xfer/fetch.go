@@ -540,13 +540,21 @@ type storer struct {
 	err     error // set before done closes
 }
 
+// The storer's batches and queue are small on purpose: a block is written while its bytes are
+// still in the CPU caches from the network read and the hash. Profiled on a 1 GiB fetch into
+// the pack store on tmpfs (2 cores), 16 MiB batches behind a 256-block queue (up to 80 MiB of
+// received blocks waiting) made the receiver's pwrite copy cost 2.9 s of its 5.7 s CPU (the
+// copy read every block back from memory, and the pool handed out ever new buffers); with
+// 2 MiB and 16 blocks the same pwrites cost 0.43 s and the receiver's peak RSS fell from
+// 115-150 to 70-77 MiB.
 const (
-	storeBatchBytes  = 16 << 20
+	storeBatchBytes  = 2 << 20
 	storeBatchBlocks = 1024
+	storeQueueBlocks = 16
 )
 
 func newStorer(ctx context.Context, cancel context.CancelFunc, bs blockstore.Blockstore, recycle bool, cp checkpoint) *storer {
-	s := &storer{bs: bs, recycle: recycle, cp: cp, ch: make(chan blocks.Block, 256), done: make(chan struct{}), cancel: cancel}
+	s := &storer{bs: bs, recycle: recycle, cp: cp, ch: make(chan blocks.Block, storeQueueBlocks), done: make(chan struct{}), cancel: cancel}
 	go s.loop(context.WithoutCancel(ctx))
 	return s
 }
