@@ -186,15 +186,10 @@ func run(dir string, stores, sets, npeers []string) error {
 				n := 1
 				fmt.Sscan(np, &n)
 				dstPath := filepath.Join(dir, "stores", set+"-"+st+"-dst")
-				os.RemoveAll(dstPath)
-				dstBS, closeDst, err := openStore(dstPath, st)
-				if err != nil {
-					return err
-				}
-				r := measure(func() error { return xferFetch(ctx, srcBS, dstBS, root, n) })
+				r := measure(func() error {
+					return intoEmptyStore(dstPath, st, func(dst blockstore.Blockstore) error { return xferFetch(ctx, srcBS, dst, root, n) })
+				})
 				r.set, r.path, r.store, r.bytes, r.raw = set, fmt.Sprintf("xfer, %d peer(s)", n), st, size, raw
-				closeDst()
-				os.RemoveAll(dstPath)
 				if r.err != nil {
 					return r.err
 				}
@@ -202,15 +197,10 @@ func run(dir string, stores, sets, npeers []string) error {
 			}
 			if *gatewayRow {
 				dstPath := filepath.Join(dir, "stores", set+"-"+st+"-dst")
-				os.RemoveAll(dstPath)
-				dstBS, closeDst, err := openStore(dstPath, st)
-				if err != nil {
-					return err
-				}
-				r := measure(func() error { return gatewayFetch(ctx, srcBS, dstBS, root) })
+				r := measure(func() error {
+					return intoEmptyStore(dstPath, st, func(dst blockstore.Blockstore) error { return gatewayFetch(ctx, srcBS, dst, root) })
+				})
 				r.set, r.path, r.store, r.bytes, r.raw = set, "gateway CAR over libp2p HTTP, 1 peer", st, size, raw
-				closeDst()
-				os.RemoveAll(dstPath)
 				if r.err != nil {
 					return r.err
 				}
@@ -338,6 +328,19 @@ func ensureData(dir, set string) (string, int64, error) {
 
 func importData(ctx context.Context, bs blockstore.Blockstore, dir string) (cid.Cid, error) {
 	return xfertest.AddDir(ctx, xfertest.DAGService(bs), dir)
+}
+
+// intoEmptyStore runs fetch into a new, empty store of kind at path, removed afterwards.
+// Every measured run needs its own: a fetch resumes from the blocks its store holds, so a
+// store kept from the previous run makes the next one instant.
+func intoEmptyStore(path, kind string, fetch func(blockstore.Blockstore) error) error {
+	os.RemoveAll(path)
+	bs, closeStore, err := openStore(path, kind)
+	if err != nil {
+		return err
+	}
+	defer func() { closeStore(); os.RemoveAll(path) }()
+	return fetch(bs)
 }
 
 func openStore(path, kind string) (blockstore.Blockstore, func(), error) {
