@@ -11,6 +11,7 @@ import (
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p-pubsub/timecache"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	libp2pproto "github.com/libp2p/go-libp2p/core/protocol"
@@ -30,6 +31,11 @@ type PubSub struct {
 	topics   map[string]*pubsub.Topic // by kind; fixed after NewPubSub
 	counters *pubsubCounters
 	opts     PubSubOptions
+	// published holds the IDs of what we published within gossipsub's seen window: the
+	// library would drop a repeat as a duplicate, but only after signing it and a round
+	// trip through its event loop, which on a starved node is what kept the claim
+	// machine's re-announcements (one per late claim of a finished slot) from ever ending.
+	published timecache.TimeCache
 }
 
 // PubSubOptions size gossipsub's queues. The library's defaults (32 slots each) are the
@@ -106,7 +112,8 @@ func NewPubSub(ctx context.Context, h host.Host, network string, validators map[
 	if err != nil {
 		return nil, fmt.Errorf("start gossipsub: %w", err)
 	}
-	p := &PubSub{ps: ps, self: h.ID(), network: network, topics: map[string]*pubsub.Topic{}, counters: c, opts: opts}
+	p := &PubSub{ps: ps, self: h.ID(), network: network, topics: map[string]*pubsub.Topic{}, counters: c, opts: opts,
+		published: timecache.NewTimeCache(pubsub.TimeCacheDuration)}
 	for kind, f := range validators {
 		if protocol.MaxTopicMessageSize(kind) == 0 {
 			return nil, fmt.Errorf("unknown topic kind %q (want campaigns, claims, attestations or heads)", kind)
@@ -158,15 +165,24 @@ func (p *PubSub) validator(kind string, f protocol.ValidatorFunc) pubsub.Validat
 
 // Publish signs and sends data on the topic of kind. It fails if our own validator refuses
 // it. Publishing bytes already seen within the seen-messages window (2 minutes) is a no-op:
-// the message ID is the content.
+// the message ID is the content. Bytes this node published within that window return at
+// once, without signing them again or asking the router (counted as "republish_skipped").
 func (p *PubSub) Publish(ctx context.Context, kind string, data []byte) error {
 	t, ok := p.topics[kind]
 	if !ok {
 		return fmt.Errorf("no topic %q on this node", kind)
 	}
+	id := protocol.MessageID(t.String(), data)
+	if p.published.Has(id) {
+		p.counters.mu.Lock()
+		p.counters.c.RepublishSkipped++
+		p.counters.mu.Unlock()
+		return nil
+	}
 	if err := t.Publish(ctx, data); err != nil {
 		return fmt.Errorf("publish on %s: %w", protocol.Topic(p.network, kind), err)
 	}
+	p.published.Add(id)
 	p.counters.published(kind)
 	return nil
 }
@@ -235,6 +251,7 @@ func (p *PubSub) Close() error {
 	for _, t := range p.topics {
 		errs = append(errs, t.Close())
 	}
+	p.published.Done()
 	return errors.Join(errs...)
 }
 
@@ -259,6 +276,9 @@ type PubSubCounters struct {
 	Dropped map[string]uint64 `json:"dropped"`
 	// Duplicates counts messages received again after their first copy (not a loss).
 	Duplicates uint64 `json:"duplicates"`
+	// RepublishSkipped counts Publish calls of bytes this node published within the seen
+	// window, answered at once (the library would drop them as duplicates; not a loss).
+	RepublishSkipped uint64 `json:"republish_skipped"`
 }
 
 // Drops is the total of Dropped.

@@ -14,6 +14,7 @@ var (
 	pubsubRefusedDesc    = prometheus.NewDesc("evalmesh_pubsub_refused_total", "Messages gossipsub refused, by kind and library reason.", []string{"kind", "reason"}, nil)
 	pubsubDroppedDesc    = prometheus.NewDesc("evalmesh_pubsub_dropped_total", "Messages lost for lack of queue room, by reason.", []string{"reason"}, nil)
 	pubsubDuplicatesDesc = prometheus.NewDesc("evalmesh_pubsub_duplicates_total", "Copies of already-seen messages received (not a loss).", nil, nil)
+	pubsubRepublishDesc  = prometheus.NewDesc("evalmesh_pubsub_republish_skipped_total", "Publishes of bytes this node published within the seen window, answered at once (not a loss).", nil, nil)
 )
 
 // Collector exposes the counters as Prometheus metrics (evalmesh_pubsub_*_total); register
@@ -23,7 +24,7 @@ func (p *PubSub) Collector() prometheus.Collector { return pubsubCollector{p} }
 type pubsubCollector struct{ p *PubSub }
 
 func (c pubsubCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{pubsubPublishedDesc, pubsubDeliveredDesc, pubsubVerdictsDesc, pubsubRefusedDesc, pubsubDroppedDesc, pubsubDuplicatesDesc} {
+	for _, d := range []*prometheus.Desc{pubsubPublishedDesc, pubsubDeliveredDesc, pubsubVerdictsDesc, pubsubRefusedDesc, pubsubDroppedDesc, pubsubDuplicatesDesc, pubsubRepublishDesc} {
 		ch <- d
 	}
 }
@@ -53,4 +54,5 @@ func (c pubsubCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(pubsubDroppedDesc, v, k)
 	}
 	counter(pubsubDuplicatesDesc, s.Duplicates)
+	counter(pubsubRepublishDesc, s.RepublishSkipped)
 }

@@ -401,6 +401,35 @@ func TestPubSubCountsSlowSubscriberDrops(t *testing.T) {
 	}
 }
 
+// A re-announcement of bytes this node published within the seen window (the claim
+// machine asks for one on every late claim of a slot it finished) is answered at once and
+// counted; the neighbour got the message once, and new bytes still go out.
+func TestPubSubRepublishWithinSeenWindowIsSkipped(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := newGossipPeer(t, ctx, nil, acceptAll, PubSubOptions{})
+	b := newGossipPeer(t, ctx, nil, acceptAll, PubSubOptions{})
+	got := collect(t, ctx, b, protocol.TopicAttestations)
+	collect(t, ctx, a, protocol.TopicAttestations)
+	connectGossip(t, []*gossipPeer{a, b}, protocol.TopicAttestations)
+	first, second := []byte("attestation one"), []byte("attestation two")
+	for range 5 {
+		if err := a.ps.Publish(ctx, protocol.TopicAttestations, first); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.ps.Publish(ctx, protocol.TopicAttestations, second); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "both messages at the neighbour", func() bool {
+		return got.count(first) == 1 && got.count(second) == 1
+	})
+	c := a.ps.Counters()
+	if c.RepublishSkipped != 4 || c.Published[protocol.TopicAttestations] != 2 {
+		t.Fatalf("republish_skipped %d, published %d; want 4 and 2", c.RepublishSkipped, c.Published[protocol.TopicAttestations])
+	}
+}
+
 func TestNewPubSubRefusesBadConfig(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
