@@ -114,7 +114,8 @@ type FetchReport struct {
 	Total      int64 `json:"total"`
 }
 
-// Resumed reports whether the fetch kept more than the root it always fetches first.
+// Resumed reports whether the fetch kept more than the root, which is always kept
+// (fetchRoot stores it before the streaming fetch starts).
 func (r FetchReport) Resumed() bool { return r.KeptBlocks > 1 }
 
 // fetchRun is one Fetch: its phases are the methods below, in the order fetch calls them.
@@ -267,12 +268,11 @@ func (f *fetchRun) tryStreaming() (done bool, err error) {
 	}, xopts...)
 	cause := context.Cause(xctx)
 	xcancel(nil)
-	if st.KeptBlocks > 1 {
+	if kept := (FetchReport{KeptBlocks: st.KeptBlocks, KeptBytes: st.KeptBytes}); kept.Resumed() {
 		// A fetch interrupted earlier (a kill, a lost peer) left verified blocks: only the
-		// rest was asked for, and the progress started from what was kept. (The root is
-		// always kept: fetchRoot has just stored it.)
+		// rest was asked for, and the progress started from what was kept.
 		n.opts.Logf("fetch %s: resumed: kept %d blocks (%d bytes) already here, fetched %d blocks (%d bytes)", f.root, st.KeptBlocks, st.KeptBytes, st.Blocks, st.Bytes)
-		f.kept.KeptBlocks, f.kept.KeptBytes = st.KeptBlocks, st.KeptBytes
+		f.kept.KeptBlocks, f.kept.KeptBytes = kept.KeptBlocks, kept.KeptBytes
 	}
 	if err == nil {
 		f.report(f.total)
