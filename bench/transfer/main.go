@@ -115,12 +115,14 @@ type row struct {
 	cpuSend, cpuRecv time.Duration
 	rssRecv          int64
 	stream           float64
+	// floor: MB/s of the floor row of the same run (see floorRows); the fetch row prints x floor.
+	floor float64
 }
 
 func run(dir string, stores, sets, npeers []string) error {
 	ctx := context.Background()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "data set\tpath\tstore\tMB/s\tCPU s\tCPU s send/recv\trecv peak RSS MiB\tx raw TCP\tx libp2p stream\t\n")
+	fmt.Fprintf(tw, "data set\tpath\tstore\tMB/s\tCPU s\tCPU s send/recv\trecv peak RSS MiB\tx raw TCP\tx libp2p stream\tx floor\t\n")
 	for _, set := range sets {
 		src, size, err := ensureData(dir, set)
 		if err != nil {
@@ -147,6 +149,14 @@ func run(dir string, stores, sets, npeers []string) error {
 		}
 		print(tw, r.row)
 		stream := mbps(size, r.wall)
+		var floor float64 // MB/s a verifying fetch could reach on this machine (see floorRow)
+		if daemonBin != "" {
+			f, err := floorRows(tw, dir, set, src, size, raw, r)
+			if err != nil {
+				return err
+			}
+			floor = f
+		}
 		for _, store := range split(daemonStores) {
 			if daemonBin == "" {
 				break
@@ -156,6 +166,7 @@ func run(dir string, stores, sets, npeers []string) error {
 				return err
 			}
 			get.stream = stream // the bound the fetch is measured against (issue 18)
+			get.floor = floor
 			for _, r := range []row{add, get} {
 				r.bytes, r.raw = size, raw
 				print(tw, r)
@@ -216,7 +227,10 @@ func run(dir string, stores, sets, npeers []string) error {
 // print adds a row to the table (printed aligned at the end) and shows it on stderr now.
 func print(tw *tabwriter.Writer, r row) {
 	m := mbps(r.bytes, r.wall)
-	per, rss, xs := "-", "-", "-"
+	per, rss, xs, xf := "-", "-", "-", "-"
+	if r.floor > 0 {
+		xf = fmt.Sprintf("%.2f", m/r.floor)
+	}
 	if r.cpuSend > 0 || r.cpuRecv > 0 {
 		per = fmt.Sprintf("%.2f/%.2f", r.cpuSend.Seconds(), r.cpuRecv.Seconds())
 	}
@@ -226,7 +240,7 @@ func print(tw *tabwriter.Writer, r row) {
 	if r.stream > 0 {
 		xs = fmt.Sprintf("%.2f", m/r.stream)
 	}
-	line := fmt.Sprintf("%s\t%s\t%s\t%.0f\t%.2f\t%s\t%s\t%.2f\t%s\t\n", r.set, r.path, r.store, m, r.cpu.Seconds(), per, rss, m/r.raw, xs)
+	line := fmt.Sprintf("%s\t%s\t%s\t%.0f\t%.2f\t%s\t%s\t%.2f\t%s\t%s\t\n", r.set, r.path, r.store, m, r.cpu.Seconds(), per, rss, m/r.raw, xs, xf)
 	fmt.Fprint(tw, line)
 	fmt.Fprint(os.Stderr, strings.ReplaceAll(line, "\t", "  "))
 }

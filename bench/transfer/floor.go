@@ -1,0 +1,95 @@
+package main
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"text/tabwriter"
+	"time"
+)
+
+// floorRows measures the work a verifying fetch must do beyond moving the bytes, and prints
+// the floor it sets on this machine (issue 18):
+//
+//	sha256, in cache, 1 core   every 256 KiB block hashed once (the receiver must verify each
+//	                           block; hashing bytes already in cache is the cheapest it can be)
+//	write into homes' fs       the same byte count written into a new file in the daemons'
+//	                           homes filesystem (2 MiB writes, fsync) and removed, as the
+//	                           receiving store must
+//	floor: stream+sha256+write the sum of the stream's, the hash's and the write's CPU, spread
+//	                           over every core: wall = max(stream wall, CPU / cores)
+//
+// On a VM whose host backs guest memory lazily (this machine: free pages are reported back to
+// the host), writing into pages the guest has not touched lately costs far more than writing
+// into recycled ones, so the write row moves with the machine's memory state just as the
+// receiving daemon's pwrites do; both are measured in the same run.
+// It returns the floor in MB/s.
+func floorRows(tw *tabwriter.Writer, dir, set, src string, size int64, raw float64, stream result) (float64, error) {
+	piece := make([]byte, 256<<10)
+	if f, err := os.Open(firstFile(src)); err == nil {
+		_, _ = f.Read(piece)
+		f.Close()
+	}
+	h := measure(func() error {
+		for n := int64(0); n < size; n += int64(len(piece)) {
+			sha256.Sum256(piece[:min(int64(len(piece)), size-n)])
+		}
+		return nil
+	})
+	h.set, h.path, h.store, h.bytes, h.raw = set, "sha256, in cache, 1 core", "-", size, raw
+	print(tw, h.row)
+
+	homes := homesDir
+	if homes == "" {
+		homes = filepath.Join(dir, "homes") // daemonRun's default
+	}
+	if err := os.MkdirAll(homes, 0o755); err != nil {
+		return 0, err
+	}
+	w := measure(func() error { return writeFresh(filepath.Join(homes, "floor-probe"), size) })
+	if w.err != nil {
+		return 0, fmt.Errorf("write probe in %s: %w", homes, w.err)
+	}
+	w.set, w.path, w.store, w.bytes, w.raw = set, "write into homes' fs, new file", "-", size, raw
+	print(tw, w.row)
+
+	cpu := stream.cpu + h.cpu + w.cpu
+	wall := max(stream.wall, cpu/time.Duration(runtime.NumCPU()))
+	f := row{set: set, path: fmt.Sprintf("floor: stream+sha256+write, %d cores", runtime.NumCPU()), store: "-",
+		bytes: size, raw: raw, wall: wall, cpu: cpu, stream: mbps(size, stream.wall)}
+	print(tw, f)
+	return mbps(size, wall), nil
+}
+
+// firstFile is the first regular file under dir (the data sets' files are random bytes).
+func firstFile(dir string) string {
+	fs, err := files(dir)
+	if err != nil || len(fs) == 0 {
+		return ""
+	}
+	return fs[len(fs)-1] // the bundle's last file is a 100 MiB one, the 1g set's only file
+}
+
+// writeFresh writes size bytes into a new file at path in 2 MiB writes, fsyncs and removes it.
+func writeFresh(path string, size int64) error {
+	buf := make([]byte, 2<<20)
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range buf {
+		buf[i] = byte(r.Uint32())
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(path)
+	defer f.Close()
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		if _, err := f.WriteAt(buf[:min(int64(len(buf)), size-off)], off); err != nil {
+			return err
+		}
+	}
+	return f.Sync()
+}
