@@ -5,6 +5,10 @@
 # bundle of 2,000 files of 4-64 KiB plus 4 x 100 MiB; generated once under $WORK/data) prints:
 #   raw TCP                 the same bytes over one plain loopback TCP connection (the bound)
 #   libp2p stream           the same bytes over one libp2p stream (TCP+noise+yamux), unverified
+#   sha256, write, floor    (with the daemons) what a verifying fetch must add to the stream:
+#                           sha256 of every 256 KiB block, a write of the same bytes into new
+#                           pages of the homes' filesystem, and the floor the three set on
+#                           this machine's cores (wall = max(stream, their CPU / cores))
 #   2 daemons               `evalmesh daemon` x2 on 127.0.0.1: task add on A, pin add on B
 #                           (B fetches over /evalmesh/xfer/1.0.0, verifies, stores, pins)
 #   2 kubo daemons          only with KUBO=/path/to/ipfs (a kubo binary you built): ipfs add on A,
@@ -20,7 +24,8 @@
 # HOMES (the daemons' homes, default $WORK/homes; e.g. HOMES=/dev/shm/evalmesh-homes puts them
 # on tmpfs), PROFILE (a folder: each daemon writes pprof cpu.pprof and allocs.pprof there).
 # The daemon rows also print each daemon's CPU s (send/recv), the receiving daemon's peak RSS
-# (VmHWM) and, for pin add, the ratio to the libp2p stream row of the same run.
+# (VmHWM) and, for pin add, the ratios to the libp2p stream row and to the floor row of the
+# same run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${WORK:-/tmp/evalmesh-bench}

@@ -17,8 +17,8 @@ import (
 //	sha256, in cache, 1 core   every 256 KiB block hashed once (the receiver must verify each
 //	                           block; hashing bytes already in cache is the cheapest it can be)
 //	write into homes' fs       the same byte count written into a new file in the daemons'
-//	                           homes filesystem (2 MiB writes, fsync) and removed, as the
-//	                           receiving store must
+//	                           homes filesystem (2 MiB writes, fsync), as the receiving
+//	                           store must
 //	floor: stream+sha256+write the sum of the stream's, the hash's and the write's CPU, spread
 //	                           over every core: wall = max(stream wall, CPU / cores)
 //
@@ -49,11 +49,21 @@ func floorRows(tw *tabwriter.Writer, dir, set, src string, size int64, raw float
 	if err := os.MkdirAll(homes, 0o755); err != nil {
 		return 0, err
 	}
-	w := measure(func() error { return writeFresh(filepath.Join(homes, "floor-probe"), size) })
+	// Each run writes a new file and the earlier runs' files stay until all are done, so no
+	// run writes into pages another just freed: the receiving daemon, whose home is new,
+	// does not either.
+	probe := 0
+	w := measure(func() error {
+		probe++
+		return writeNew(filepath.Join(homes, fmt.Sprintf("floor-probe-%d", probe)), size)
+	})
+	for i := 1; i <= probe; i++ {
+		os.Remove(filepath.Join(homes, fmt.Sprintf("floor-probe-%d", i)))
+	}
 	if w.err != nil {
 		return 0, fmt.Errorf("write probe in %s: %w", homes, w.err)
 	}
-	w.set, w.path, w.store, w.bytes, w.raw = set, "write into homes' fs, new file", "-", size, raw
+	w.set, w.path, w.store, w.bytes, w.raw = set, "write into homes' fs, new pages", "-", size, raw
 	print(tw, w.row)
 
 	cpu := stream.cpu + h.cpu + w.cpu
@@ -73,8 +83,8 @@ func firstFile(dir string) string {
 	return fs[len(fs)-1] // the bundle's last file is a 100 MiB one, the 1g set's only file
 }
 
-// writeFresh writes size bytes into a new file at path in 2 MiB writes, fsyncs and removes it.
-func writeFresh(path string, size int64) error {
+// writeNew writes size bytes into a new file at path in 2 MiB writes and fsyncs it.
+func writeNew(path string, size int64) error {
 	buf := make([]byte, 2<<20)
 	r := rand.New(rand.NewPCG(3, 4))
 	for i := range buf {
@@ -84,7 +94,6 @@ func writeFresh(path string, size int64) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(path)
 	defer f.Close()
 	for off := int64(0); off < size; off += int64(len(buf)) {
 		if _, err := f.WriteAt(buf[:min(int64(len(buf)), size-off)], off); err != nil {
