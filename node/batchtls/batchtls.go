@@ -30,8 +30,11 @@ const ID = libp2ptls.ID
 
 const (
 	// WriteBufferCap bounds the records gathered during one Write: past it they are flushed,
-	// so a huge Write does not grow the buffer without bound. 256 KiB is 16 full records.
-	WriteBufferCap = 256 << 10
+	// so a huge Write does not grow the buffer without bound. It holds 16 full TLS 1.3
+	// records (256 KiB of plaintext), so a 256 KiB yamux frame still goes in one syscall.
+	WriteBufferCap = 16 * (maxPlaintext + recordOverhead)
+	maxPlaintext   = 16 << 10
+	recordOverhead = 5 + 1 + 16 // record header, inner content type, AES-GCM tag
 	// ReadBufferSize is the size of the buffer the TLS layer reads the socket through.
 	ReadBufferSize = 128 << 10
 )
