@@ -4,7 +4,9 @@
 # Builds evalmesh and the Go driver (bench/transfer), then for each data set (a 1 GiB file; a
 # bundle of 2,000 files of 4-64 KiB plus 4 x 100 MiB; generated once under $WORK/data) prints:
 #   raw TCP                 the same bytes over one plain loopback TCP connection (the bound)
-#   libp2p stream           the same bytes over one libp2p stream (TCP+noise+yamux), unverified
+#   libp2p stream           the same bytes over one libp2p stream (TCP + stock libp2p TLS + yamux),
+#                           unverified: the bound
+#   libp2p stream, batched TLS   the same over the daemons' TLS (node/batchtls), for comparison
 #   2 daemons               `evalmesh daemon` x2 on 127.0.0.1: task add on A, pin add on B
 #                           (B fetches over /evalmesh/xfer/1.0.0, verifies, stores, pins)
 #   2 kubo daemons          only with KUBO=/path/to/ipfs (a kubo binary you built): ipfs add on A,

@@ -13,6 +13,7 @@ package batchtls
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -104,10 +105,15 @@ func (c *secureConn) Write(p []byte) (int, error) {
 // that wait with the 5 s write deadline it sets for close_notify, as it does for stock TLS
 // on a full socket.
 func (c *secureConn) Close() error {
-	if c.bc.gathering() {
-		c.bc.Conn.Close()
+	if !c.bc.gathering() {
+		return c.SecureConn.Close()
 	}
-	return c.SecureConn.Close()
+	err := c.bc.Conn.Close()
+	// tls closes the socket again; that second close's ErrClosed is not this Close's error.
+	if terr := c.SecureConn.Close(); !errors.Is(terr, net.ErrClosed) && err == nil {
+		err = terr
+	}
+	return err
 }
 
 // batchConn is the insecure conn as tls.Conn sees it. Only tls.Conn reads it (through r).
