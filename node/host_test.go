@@ -16,9 +16,12 @@ import (
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/node/batchtls"
 	"github.com/evalmesh/evalmesh/node/xfer/xfertest"
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 )
 
 func writeSwarmKey(t *testing.T, hexKey string) string {
@@ -162,5 +165,40 @@ func TestHostTLSInteropsWithStockLibp2p(t *testing.T) {
 		s.Close()
 		cancel()
 		stock.Close()
+	}
+}
+
+// TestHostFallsBackToNoise: a peer that offers only noise still connects to the daemon's
+// host (TLS first, noise second, as go-libp2p's defaults).
+func TestHostFallsBackToNoise(t *testing.T) {
+	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemon, err := newHost(k, []string{"/ip4/127.0.0.1/tcp/0"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer daemon.Close()
+	noiseOnly, err := libp2p.New(
+		libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.DisableRelay(),
+		libp2p.DisableMetrics(),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer noiseOnly.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := noiseOnly.Connect(ctx, peer.AddrInfo{ID: daemon.ID(), Addrs: daemon.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range noiseOnly.Network().ConnsToPeer(daemon.ID()) {
+		if c.ConnState().Security != noise.ID {
+			t.Fatalf("conn secured with %q, want %q", c.ConnState().Security, noise.ID)
+		}
 	}
 }
