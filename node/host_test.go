@@ -1,7 +1,10 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +14,14 @@ import (
 	"github.com/evalmesh/evalmesh/internal/testutil"
 
 	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/node/batchtls"
+	"github.com/evalmesh/evalmesh/node/xfer/xfertest"
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 )
 
 func writeSwarmKey(t *testing.T, hexKey string) string {
@@ -101,4 +112,93 @@ func TestBootstrapConnectsAtStart(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, "bootstrap connection", func() bool {
 		return len(b.host.Network().ConnsToPeer(a.ID())) > 0
 	})
+}
+
+// TestHostTLSInteropsWithStockLibp2p: the daemon's host (TLS records batched by
+// node/batchtls) negotiates /tls/1.0.0 with a stock go-libp2p TLS host, dialling or dialled,
+// and a 4 MiB echo comes back intact.
+func TestHostTLSInteropsWithStockLibp2p(t *testing.T) {
+	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemon, err := newHost(k, []string{"/ip4/127.0.0.1/tcp/0"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer daemon.Close()
+	const proto = "/evalmesh/test-echo/1.0.0"
+	echo := func(s network.Stream) { io.Copy(s, s); s.Close() }
+	daemon.SetStreamHandler(proto, echo)
+	payload := bytes.Repeat([]byte("evalmesh batched tls "), 200_000) // 4 MiB
+	for _, daemonDials := range []bool{true, false} {
+		stock, err := xfertest.NewHost()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stock.SetStreamHandler(proto, echo)
+		from, to := stock, daemon
+		if daemonDials {
+			from, to = daemon, stock
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := from.Connect(ctx, peer.AddrInfo{ID: to.ID(), Addrs: to.Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range from.Network().ConnsToPeer(to.ID()) {
+			if c.ConnState().Security != batchtls.ID {
+				t.Fatalf("daemonDials=%v: conn secured with %q, want %q", daemonDials, c.ConnState().Security, batchtls.ID)
+			}
+		}
+		s, err := from.NewStream(ctx, to.ID(), proto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { s.Write(payload); s.CloseWrite() }()
+		got, err := io.ReadAll(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, payload) {
+			t.Fatalf("daemonDials=%v: echo of %d bytes came back as %d different bytes", daemonDials, len(payload), len(got))
+		}
+		s.Close()
+		cancel()
+		stock.Close()
+	}
+}
+
+// TestHostFallsBackToNoise: a peer that offers only noise still connects to the daemon's
+// host (TLS first, noise second, as go-libp2p's defaults).
+func TestHostFallsBackToNoise(t *testing.T) {
+	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemon, err := newHost(k, []string{"/ip4/127.0.0.1/tcp/0"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer daemon.Close()
+	noiseOnly, err := libp2p.New(
+		libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.DisableRelay(),
+		libp2p.DisableMetrics(),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer noiseOnly.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := noiseOnly.Connect(ctx, peer.AddrInfo{ID: daemon.ID(), Addrs: daemon.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range noiseOnly.Network().ConnsToPeer(daemon.ID()) {
+		if c.ConnState().Security != noise.ID {
+			t.Fatalf("conn secured with %q, want %q", c.ConnState().Security, noise.ID)
+		}
+	}
 }
