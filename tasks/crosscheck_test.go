@@ -43,14 +43,27 @@ func TestPackAgreesWithKuboAndGoUnixfsnode(t *testing.T) {
 	store := &memstore.Store{}
 	ls.SetReadStorage(store)
 	ls.SetWriteStorage(store)
+	// Default: files of 4 chunks or more are preads hashed in parallel; then every file,
+	// the empty one, one chunk and 174 (an exact multiple of the chunk size) included.
+	def := parallelMinChunks
+	for _, min := range []int64{def, 0} {
+		withParallelMinChunks(t, min)
+		for _, sub := range sortedKeys(kubo) {
+			got, err := Pack(context.Background(), filepath.Join(src, sub), NewHashOnlyDAG(), PackOptions{Unchecked: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := kubo[sub]; got.String() != want {
+				t.Errorf("%s (parallel from %d chunks): Pack %s, kubo %s", sub, min, got, want)
+			}
+		}
+	}
+	withParallelMinChunks(t, def)
 	for _, sub := range sortedKeys(kubo) {
 		p := filepath.Join(src, sub)
 		got, err := Pack(context.Background(), p, NewHashOnlyDAG(), PackOptions{Unchecked: true})
 		if err != nil {
 			t.Fatal(err)
-		}
-		if want := kubo[sub]; got.String() != want {
-			t.Errorf("%s: Pack %s, kubo %s", sub, got, want)
 		}
 		other, _, err := builder.BuildUnixFSRecursive(p, &ls)
 		if err != nil {

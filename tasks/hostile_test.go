@@ -24,44 +24,49 @@ func TestPackRefusesFileChangedMidRead(t *testing.T) {
 		// Same size, new bytes: only the times say so.
 		{"rewritten in place", func(f *os.File) error { _, err := f.WriteAt([]byte("X"), ChunkSize+1); return err }},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			p := filepath.Join(dir, "data", "big.bin")
-			os.MkdirAll(filepath.Dir(p), 0o755)
-			if err := os.WriteFile(p, make([]byte, 3*ChunkSize), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			// mtime granularity: make sure the change moves the clock the file records.
-			old := time.Now().Add(-time.Hour)
-			os.Chtimes(p, old, old)
-			changed := false
-			afterPackRead = func(rel string, read int64) {
-				if rel != "data/big.bin" || changed || read < ChunkSize {
-					return
+		for _, par := range []bool{false, true} {
+			t.Run(tt.name+map[bool]string{false: "", true: "/parallel"}[par], func(t *testing.T) {
+				if par {
+					withParallelMinChunks(t, 1) // workers pread ahead; the change lands under them
 				}
-				changed = true
-				f, err := os.OpenFile(p, os.O_WRONLY, 0)
-				if err != nil {
-					t.Error(err)
-					return
+				dir := t.TempDir()
+				p := filepath.Join(dir, "data", "big.bin")
+				os.MkdirAll(filepath.Dir(p), 0o755)
+				if err := os.WriteFile(p, make([]byte, 3*ChunkSize), 0o644); err != nil {
+					t.Fatal(err)
 				}
-				defer f.Close()
-				if err := tt.change(f); err != nil {
-					t.Error(err)
+				// mtime granularity: make sure the change moves the clock the file records.
+				old := time.Now().Add(-time.Hour)
+				os.Chtimes(p, old, old)
+				changed := false
+				afterPackRead = func(rel string, read int64) {
+					if rel != "data/big.bin" || changed || read < ChunkSize {
+						return
+					}
+					changed = true
+					f, err := os.OpenFile(p, os.O_WRONLY, 0)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					defer f.Close()
+					if err := tt.change(f); err != nil {
+						t.Error(err)
+					}
 				}
-			}
-			t.Cleanup(func() { afterPackRead = nil })
-			_, err := Pack(context.Background(), dir, NewHashOnlyDAG(), PackOptions{Unchecked: true})
-			var ce *ChangedError
-			if !changed || !errors.As(err, &ce) || ce.Path != "data/big.bin" || !strings.Contains(err.Error(), "changed while it was being packed") {
-				t.Fatalf("changed %v, Pack error %v: want a ChangedError naming data/big.bin", changed, err)
-			}
-			// Left alone, the same file packs.
-			afterPackRead = nil
-			if _, err := Pack(context.Background(), dir, NewHashOnlyDAG(), PackOptions{Unchecked: true}); err != nil {
-				t.Fatalf("pack of the settled file: %v", err)
-			}
-		})
+				t.Cleanup(func() { afterPackRead = nil })
+				_, err := Pack(context.Background(), dir, NewHashOnlyDAG(), PackOptions{Unchecked: true})
+				var ce *ChangedError
+				if !changed || !errors.As(err, &ce) || ce.Path != "data/big.bin" || !strings.Contains(err.Error(), "changed while it was being packed") {
+					t.Fatalf("changed %v, Pack error %v: want a ChangedError naming data/big.bin", changed, err)
+				}
+				// Left alone, the same file packs.
+				afterPackRead = nil
+				if _, err := Pack(context.Background(), dir, NewHashOnlyDAG(), PackOptions{Unchecked: true}); err != nil {
+					t.Fatalf("pack of the settled file: %v", err)
+				}
+			})
+		}
 	}
 }
 

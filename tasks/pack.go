@@ -165,16 +165,22 @@ type countingReader struct {
 func (c *countingReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	if n > 0 {
-		c.read += int64(n)
-		c.p.done += int64(n)
-		if c.p.progress != nil {
-			c.p.progress(c.p.done)
-		}
-		if afterPackRead != nil {
-			afterPackRead(c.rel, c.read)
-		}
+		c.count(n)
 	}
 	return n, err
+}
+
+// count records n more bytes of the file read; the parallel path (preadSplitter) calls it
+// for each chunk as the importer takes it, in file order, on the importer's goroutine.
+func (c *countingReader) count(n int) {
+	c.read += int64(n)
+	c.p.done += int64(n)
+	if c.p.progress != nil {
+		c.p.progress(c.p.done)
+	}
+	if afterPackRead != nil {
+		afterPackRead(c.rel, c.read)
+	}
 }
 
 // afterPackRead, when set (by tests only), is called after each read of a file being
@@ -201,12 +207,15 @@ func (p *packer) addFile(abs, rel string) (ipld.Node, error) {
 		Maxlinks:   helpers.DefaultLinksPerBlock,
 		CidBuilder: CidBuilder,
 	}
-	var spl chunker.Splitter = chunker.NewSizeSplitter(r, ChunkSize)
+	var spl chunker.Splitter
 	if before.size >= parallelMinChunks*ChunkSize {
+		// Regular file of known size, fixed-size chunks: workers pread and hash the chunks.
 		b := newPrehashedBuilder()
-		ps := newPrehashSplitter(spl, b)
+		ps := newPreadSplitter(f, before.size, r, b, cr.count)
 		defer ps.close()
 		spl, params.CidBuilder = ps, b
+	} else {
+		spl = chunker.NewSizeSplitter(r, ChunkSize)
 	}
 	db, err := params.New(spl)
 	if err != nil {

@@ -7,10 +7,16 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/evalmesh/evalmesh/internal/testutil"
+	"github.com/ipfs/boxo/ipld/unixfs/importer/balanced"
+	"github.com/ipfs/boxo/ipld/unixfs/importer/helpers"
 	uio "github.com/ipfs/boxo/ipld/unixfs/io"
 	cid "github.com/ipfs/go-cid"
 	ipld "github.com/ipfs/go-ipld-format"
@@ -22,8 +28,11 @@ const svampDir = "testdata/airs-bench/MathQuestionAnsweringSVAMPAccuracy"
 const svampCID = "bafybeifhugo2dz7qowc4mlyeuf3ybfd4ynwau5vbbnd77duut36yeal7zi"
 
 func TestPackKuboVector(t *testing.T) {
-	for name, d := range map[string]ipld.DAGService{"hash-only": NewHashOnlyDAG(), "memory": NewMemDAG()} {
+	for name, d := range map[string]ipld.DAGService{"hash-only": NewHashOnlyDAG(), "memory": NewMemDAG(), "hash-only/parallel": NewHashOnlyDAG()} {
 		t.Run(name, func(t *testing.T) {
+			if strings.HasSuffix(name, "/parallel") {
+				withParallelMinChunks(t, 0) // the fixture's small files through the pread path
+			}
 			c, err := Pack(context.Background(), svampDir, d, PackOptions{Unchecked: true})
 			if err != nil {
 				t.Fatal(err)
@@ -192,23 +201,30 @@ func sumDigits(n int) int {
 	return s
 }
 
+// Progress counts every byte once, never goes back, on the one-goroutine path and on the
+// parallel one (where workers read out of order and the importer reports in file order).
 func TestPackProgress(t *testing.T) {
 	dir := t.TempDir()
 	writeRandom(t, filepath.Join(dir, "x"), 3*ChunkSize+5, 1)
-	var last int64
-	calls := 0
-	_, err := Pack(context.Background(), dir, NewHashOnlyDAG(), PackOptions{Unchecked: true, Progress: func(n int64) {
-		if n < last {
-			t.Errorf("progress went back: %d after %d", n, last)
+	writeRandom(t, filepath.Join(dir, "y"), 20*ChunkSize, 2)
+	const total = 23*ChunkSize + 5
+	for _, min := range []int64{1 << 40, 1} {
+		withParallelMinChunks(t, min)
+		var last int64
+		calls := 0
+		_, err := Pack(context.Background(), dir, NewHashOnlyDAG(), PackOptions{Unchecked: true, Progress: func(n int64) {
+			if n < last {
+				t.Errorf("progress went back: %d after %d", n, last)
+			}
+			last = n
+			calls++
+		}})
+		if err != nil {
+			t.Fatal(err)
 		}
-		last = n
-		calls++
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if last != 3*ChunkSize+5 || calls < 2 {
-		t.Errorf("progress ended at %d after %d calls", last, calls)
+		if last != total || calls < 24 {
+			t.Errorf("parallel from %d chunks: progress ended at %d after %d calls, want %d", min, last, calls, total)
+		}
 	}
 }
 
@@ -266,35 +282,149 @@ func TestCARWriterBadPath(t *testing.T) {
 	}
 }
 
-// Parallel leaf hashing (files of parallelMinChunks chunks or more) gives the very DAG of
-// the one-goroutine importer: the same root and the same bytes under every CID.
+// withParallelMinChunks sets parallelMinChunks for the rest of the test.
+func withParallelMinChunks(t testing.TB, n int64) {
+	old := parallelMinChunks
+	parallelMinChunks = n
+	t.Cleanup(func() { parallelMinChunks = old })
+}
+
+// Parallel leaf hashing (files of parallelMinChunks chunks or more: workers pread and hash
+// the chunks) gives the very DAG of the one-goroutine importer — the same root and the
+// same bytes under every CID — at the sizes where chunking has edges (empty, one byte,
+// one chunk less or more a byte, exact multiples, a second level of link nodes at 175
+// chunks) and at random sizes. Hash-only (buffers recycled) and CAR-streamed packs give
+// the same root too.
 func TestPackParallelHashingSameDAG(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	writeRandom(t, filepath.Join(dir, "big.bin"), 12*ChunkSize+5, 3) // the 175-chunk kubo vector takes this path too
-	writeRandom(t, filepath.Join(dir, "small.bin"), 3*ChunkSize, 4)
-	pack := func(minChunks int64) (*memDAG, string) {
-		defer func(old int64) { parallelMinChunks = old }(parallelMinChunks)
-		parallelMinChunks = minChunks
-		dag := NewMemDAG().(*memDAG)
-		c, err := Pack(ctx, dir, dag, PackOptions{Unchecked: true})
+	sizes := []int{0, 1, ChunkSize - 1, ChunkSize, ChunkSize + 1, 4 * ChunkSize, 12*ChunkSize + 5, 174 * ChunkSize, 175*ChunkSize + 17}
+	r := rand.New(rand.NewPCG(18, 18))
+	for i := 0; i < 6; i++ {
+		sizes = append(sizes, r.IntN(40*ChunkSize))
+	}
+	for i, size := range sizes {
+		dir := t.TempDir()
+		writeRandom(t, filepath.Join(dir, "f.bin"), size, uint64(i))
+		writeRandom(t, filepath.Join(dir, "small.bin"), 3*ChunkSize, 4) // a neighbour in the same folder
+		pack := func(minChunks int64, dag ipld.DAGService) string {
+			defer func(old int64) { parallelMinChunks = old }(parallelMinChunks)
+			parallelMinChunks = minChunks
+			c, err := Pack(ctx, dir, dag, PackOptions{Unchecked: true})
+			if err != nil {
+				t.Fatalf("size %d: %v", size, err)
+			}
+			return c.String()
+		}
+		seqDAG, parDAG := NewMemDAG().(*memDAG), NewMemDAG().(*memDAG)
+		seqRoot, parRoot := pack(1<<40, seqDAG), pack(0, parDAG)
+		if seqRoot != parRoot {
+			t.Fatalf("size %d: root: one goroutine %s, parallel %s", size, seqRoot, parRoot)
+		}
+		if len(seqDAG.nodeMap) != len(parDAG.nodeMap) {
+			t.Fatalf("size %d: blocks: one goroutine %d, parallel %d", size, len(seqDAG.nodeMap), len(parDAG.nodeMap))
+		}
+		for c, n := range seqDAG.nodeMap {
+			p, ok := parDAG.nodeMap[c]
+			if !ok || !bytes.Equal(p.RawData(), n.RawData()) {
+				t.Fatalf("size %d: block %s differs or is missing in the parallel pack", size, c)
+			}
+		}
+		if h := pack(0, NewHashOnlyDAG()); h != seqRoot {
+			t.Fatalf("size %d: hash-only parallel root %s, want %s", size, h, seqRoot)
+		}
+		car := filepath.Join(t.TempDir(), "x.car")
+		w, err := NewCARWriterDAG(car)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return dag, c.String()
-	}
-	seqDAG, seqRoot := pack(1 << 40)
-	parDAG, parRoot := pack(1)
-	if seqRoot != parRoot {
-		t.Fatalf("root: one goroutine %s, parallel %s", seqRoot, parRoot)
-	}
-	if len(seqDAG.nodeMap) != len(parDAG.nodeMap) {
-		t.Fatalf("blocks: one goroutine %d, parallel %d", len(seqDAG.nodeMap), len(parDAG.nodeMap))
-	}
-	for c, n := range seqDAG.nodeMap {
-		p, ok := parDAG.nodeMap[c]
-		if !ok || !bytes.Equal(p.RawData(), n.RawData()) {
-			t.Fatalf("block %s differs or is missing in the parallel pack", c)
+		if c := pack(0, w); c != seqRoot {
+			t.Fatalf("size %d: CAR-streamed parallel root %s, want %s", size, c, seqRoot)
 		}
+		w.Finish(cid.MustParse(seqRoot))
+	}
+}
+
+// A file truncated while its chunks are being read ahead ends where the reads found the
+// end (the workers read no more than a few chunks ahead), and the pack fails naming it
+// with a ChangedError; no worker is left behind.
+func TestPackParallelTruncatedMidFile(t *testing.T) {
+	dir := t.TempDir()
+	const chunks = 64
+	p := filepath.Join(dir, "big.bin")
+	writeRandom(t, p, chunks*ChunkSize, 9)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(p, old, old)
+	base := runtime.NumGoroutine()
+	truncated := false
+	afterPackRead = func(rel string, read int64) {
+		if !truncated && read >= ChunkSize {
+			truncated = true
+			if err := os.Truncate(p, ChunkSize/2); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(func() { afterPackRead = nil })
+	_, err := Pack(context.Background(), dir, NewHashOnlyDAG(), PackOptions{Unchecked: true})
+	var ce *ChangedError
+	if !truncated || !errors.As(err, &ce) || ce.Path != "big.bin" {
+		t.Fatalf("truncated %v, Pack error %v: want a ChangedError naming big.bin", truncated, err)
+	}
+	if ce.Read >= chunks*ChunkSize {
+		t.Errorf("read %d bytes of a file truncated after the first chunk: the short reads were not seen", ce.Read)
+	}
+	testutil.WaitFor(t, 5*time.Second, "the pack's workers to exit", func() bool { return runtime.NumGoroutine() <= base })
+}
+
+// failingReaderAt serves bytes from data, except at and after failAt where it fails; it
+// counts its calls.
+type failingReaderAt struct {
+	data   []byte
+	failAt int64
+	calls  atomic.Int64
+}
+
+var errInjected = errors.New("injected I/O error")
+
+func (f *failingReaderAt) ReadAt(b []byte, off int64) (int, error) {
+	f.calls.Add(1)
+	if off+int64(len(b)) > f.failAt {
+		n := max(0, int(f.failAt-off))
+		copy(b, f.data[off:off+int64(n)])
+		return n, errInjected
+	}
+	return copy(b, f.data[off:]), nil
+}
+
+// A read error in the middle of a file comes out of the importer as that error, saying
+// where, and closing the splitter stops every worker: no read after it, no goroutine left.
+func TestPreadSplitterReadErrorSurfaces(t *testing.T) {
+	const size = 40*ChunkSize + 7
+	data := make([]byte, size)
+	ra := &failingReaderAt{data: data, failAt: 17*ChunkSize + 100}
+	base := runtime.NumGoroutine()
+	b := newPrehashedBuilder()
+	counted := 0
+	spl := newPreadSplitter(ra, size, bytes.NewReader(nil), b, func(n int) { counted += n })
+	params := helpers.DagBuilderParams{Dagserv: NewHashOnlyDAG(), RawLeaves: true, Maxlinks: helpers.DefaultLinksPerBlock, CidBuilder: b}
+	db, err := params.New(spl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = balanced.Layout(db)
+	if !errors.Is(err, errInjected) || !strings.Contains(err.Error(), "read at byte "+itoa(17*ChunkSize+100)) {
+		t.Fatalf("Layout error %v: want the injected error at byte %d", err, 17*ChunkSize+100)
+	}
+	if counted != 17*ChunkSize {
+		t.Errorf("progress counted %d bytes, want the %d before the failing chunk", counted, 17*ChunkSize)
+	}
+	spl.close()
+	calls := ra.calls.Load()
+	testutil.WaitFor(t, 5*time.Second, "the splitter's workers to exit", func() bool { return runtime.NumGoroutine() <= base })
+	if got := ra.calls.Load(); got != calls {
+		t.Errorf("%d reads after close", got-calls)
+	}
+	if _, err := spl.NextBytes(); !errors.Is(err, errInjected) {
+		t.Errorf("NextBytes after the error: %v, want the error again", err)
 	}
 }
