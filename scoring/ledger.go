@@ -875,6 +875,14 @@ func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) (out [][
 	// the same bits as counting into a Games and calling weights — and no list of cells
 	// (900 MB at 5,000 players) nor P×P count tables per worker.
 	total := g.Total()
+	// Every round's first Newton iteration evaluates the same sigmoids (at start): once
+	// here. Not above pairParallelMinP players, where the table would be one more P²/2
+	// buffer beside each worker's (100 MB at 5,000) and the rounds' own are computed across
+	// the cores.
+	var startSig []float64
+	if P < pairParallelMinP {
+		startSig = startSigmoids(P, start)
+	}
 	out = make([][]float64, rounds)
 	reg := make([]bool, rounds)
 	workers := min(runtime.GOMAXPROCS(0), rounds)
@@ -922,7 +930,7 @@ func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) (out [][
 					}
 				}
 				rr := regulariseIfSeparated(c, P)
-				out[r], reg[r] = ToElo(fitRobust(c, P, start)), rr
+				out[r], reg[r] = ToElo(fitRobustSig(c, P, start, startSig)), rr
 			}
 		}(w)
 	}
@@ -964,19 +972,7 @@ func bootstrapMeans(vals [][]float64, strata [][]int, rounds int, seed [32]byte)
 						task := v[lo:hi]
 						n := len(task)
 						if uint64(n) <= math.MaxUint32 {
-							d := indexDrawer{rng: rng, n: uint32(n)}
-							for range task {
-								if d.left == 0 {
-									// nextSlow's own refill, done here so fast
-									// takes both halves of every word.
-									d.word, d.left = rng.Uint64(), 2
-								}
-								k, ok := d.fast()
-								if !ok {
-									k = d.nextSlow()
-								}
-								s += task[k]
-							}
+							s = addStratumDraws(rng, task, s)
 						} else {
 							for range task {
 								s += task[rand.New(rng).Uint64N(uint64(n))]
@@ -992,6 +988,36 @@ func bootstrapMeans(vals [][]float64, strata [][]int, rounds int, seed [32]byte)
 	}
 	wg.Wait()
 	return out
+}
+
+// addStratumDraws returns s plus task[k] for len(task) indices k drawn in turn as a new
+// indexDrawer{rng, n: len(task)} draws them (two per word, Lemire's multiply-and-reject;
+// the stratum starts on a new word), added in the order drawn: the normalized-score
+// bootstrap's inner loop (100M draws at 1M results). It is indexDrawer's arithmetic with
+// the word and its count in locals instead of the drawer's fields: those lived in memory
+// (the slow path takes the drawer's address), so every draw waited on a store and a
+// reload of both (measured: docs/scoring.md §7). TestAddStratumDrawsMatchesIndexDrawer
+// holds the two to the same indices.
+func addStratumDraws(rng *rand.ChaCha8, task []float64, s float64) float64 {
+	n := uint32(len(task))
+	var word uint64
+	left := 0
+	for range task {
+		for {
+			if left == 0 {
+				word, left = rng.Uint64(), 2
+			}
+			m := uint64(uint32(word)) * uint64(n)
+			word >>= 32
+			left--
+			if low := uint32(m); low < n && low < -n%n {
+				continue // rejected: draw again
+			}
+			s += task[m>>32]
+			break
+		}
+	}
+	return s
 }
 
 // indexDrawer draws uniform indices in [0, n) two per 64-bit random word, by Lemire's

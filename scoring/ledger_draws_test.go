@@ -1,0 +1,163 @@
+package scoring
+
+import (
+	"math"
+	"math/rand/v2"
+	"sort"
+	"testing"
+)
+
+// refStratumDraws is the normalized-score bootstrap's inner loop as it was before
+// addStratumDraws: a new indexDrawer per stratum, its fast path inlined. It also counts
+// the draws that took the slow path (low half below n: where rejection is possible).
+func refStratumDraws(rng *rand.ChaCha8, task []float64, s float64) (float64, int) {
+	d := indexDrawer{rng: rng, n: uint32(len(task))}
+	slow := 0
+	for range task {
+		if d.left == 0 {
+			d.word, d.left = rng.Uint64(), 2
+		}
+		k, ok := d.fast()
+		if !ok {
+			k = d.nextSlow()
+			slow++
+		}
+		s += task[k]
+	}
+	return s, slow
+}
+
+// addStratumDraws draws the indices the old indexDrawer loop drew, adds in the same order,
+// and leaves the stream where it left it: strata of 1, 2, odd and even sizes, and one of
+// 2^20+1 runs, where about one draw in 4,000 is rejected and drawn again.
+func TestAddStratumDrawsMatchesIndexDrawer(t *testing.T) {
+	vr := rand.New(rand.NewPCG(5, 6))
+	slowTotal := 0
+	for _, n := range []int{1, 2, 3, 4, 5, 49, 50, 51, 1000, 1<<20 + 1} {
+		task := make([]float64, n)
+		for i := range task {
+			task[i] = vr.NormFloat64() * math.Pow(10, float64(vr.IntN(12)-6))
+		}
+		rounds := 3
+		if n < 1000 {
+			rounds = 200
+		}
+		a := rand.NewChaCha8([32]byte{byte(n), 7})
+		b := rand.NewChaCha8([32]byte{byte(n), 7})
+		var sa, sb float64
+		for r := 0; r < rounds; r++ {
+			var slow int
+			sa, slow = refStratumDraws(a, task, sa)
+			slowTotal += slow
+			sb = addStratumDraws(b, task, sb)
+			if math.Float64bits(sa) != math.Float64bits(sb) {
+				t.Fatalf("n=%d round %d: sum %v, the indexDrawer loop's %v", n, r, sb, sa)
+			}
+		}
+		if wa, wb := a.Uint64(), b.Uint64(); wa != wb {
+			t.Fatalf("n=%d: the streams part after the draws (%x, %x)", n, wb, wa)
+		}
+	}
+	if slowTotal == 0 {
+		t.Fatal("no draw reached the rejection test: the comparison did not cover it")
+	}
+}
+
+// refBootstrapMeans is bootstrapMeans, one worker, with the old inner loop.
+func refBootstrapMeans(vals [][]float64, strata [][]int, rounds int, seed [32]byte) [][2]float64 {
+	out := make([][2]float64, len(vals))
+	means := make([]float64, rounds)
+	for a := range vals {
+		v, starts := vals[a], strata[a]
+		rng := rand.NewChaCha8(roundSeed(seed, "ns", uint64(a)))
+		for r := range means {
+			var s float64
+			for k, lo := range starts {
+				hi := len(v)
+				if k+1 < len(starts) {
+					hi = starts[k+1]
+				}
+				s, _ = refStratumDraws(rng, v[lo:hi], s)
+			}
+			means[r] = s / float64(len(v))
+		}
+		sort.Float64s(means)
+		out[a] = [2]float64{quantile(means, 0.025), quantile(means, 0.975)}
+	}
+	return out
+}
+
+// bootstrapMeans gives the intervals, to the bit, that the indexDrawer loop gave: agents
+// with one run, one task, strata of uneven sizes, zeros and signed zeros among the scores.
+func TestBootstrapMeansMatchesIndexDrawerLoop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	var vals [][]float64
+	var strata [][]int
+	for a := 0; a < 23; a++ {
+		var v []float64
+		var st []int
+		for k := rng.IntN(6) + 1; k > 0; k-- {
+			st = append(st, len(v))
+			for n := rng.IntN(60) + 1; n > 0; n-- {
+				switch rng.IntN(5) {
+				case 0:
+					v = append(v, 0)
+				case 1:
+					v = append(v, math.Copysign(0, -1))
+				default:
+					v = append(v, rng.Float64()*2-0.5)
+				}
+			}
+		}
+		vals, strata = append(vals, v), append(strata, st)
+	}
+	seed := [32]byte{3, 1, 4}
+	got := bootstrapMeans(vals, strata, 150, seed)
+	want := refBootstrapMeans(vals, strata, 150, seed)
+	for a := range want {
+		for e := 0; e < 2; e++ {
+			if math.Float64bits(got[a][e]) != math.Float64bits(want[a][e]) {
+				t.Fatalf("agent %d: interval %v, the indexDrawer loop's %v", a, got[a], want[a])
+			}
+		}
+	}
+}
+
+// fitNewton from precomputed start sigmoids gives FitNewton's bits: weights with pairs
+// that never met, a regularised fit, a start far from the optimum (the line search runs)
+// and one at it.
+func TestFitNewtonStartSigSameBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for trial := 0; trial < 40; trial++ {
+		P := 2 + rng.IntN(30)
+		c := make([]float64, P*P)
+		for i := 0; i < P; i++ {
+			for j := 0; j < P; j++ {
+				if i != j && rng.IntN(4) != 0 {
+					c[i*P+j] = float64(rng.IntN(50))
+				}
+			}
+		}
+		regulariseIfSeparated(c, P)
+		var start []float64
+		switch trial % 3 {
+		case 1:
+			start = make([]float64, P)
+			for i := range start {
+				start[i] = rng.NormFloat64() * 5
+			}
+		case 2:
+			start = fitRobust(c, P, nil)
+		}
+		want, werr := FitNewton(c, P, start)
+		got, gerr := fitNewton(c, P, start, startSigmoids(P, start))
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("trial %d: error %v, FitNewton's %v", trial, gerr, werr)
+		}
+		for i := range want {
+			if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+				t.Fatalf("trial %d (P=%d): θ_%d = %v, FitNewton's %v", trial, P, i, got[i], want[i])
+			}
+		}
+	}
+}
