@@ -351,10 +351,11 @@ func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerIn
 	taskRank := sortedRanks(taskNames, taskIdx)
 	agentRank := sortedRanks(agentNames, agentIdx)
 	T, A := len(taskNames), len(agentNames)
-	// Sorted by (task, agent) with two stable counting passes — by agent, then by task —
-	// instead of a comparison sort of a million keys; each (task, agent) group, one
-	// agent's seeds on one task, is then sorted by seed. Counting is O(N + T + A) and the
-	// order is the one (task, agent, seed) defines, whatever the input order.
+	// Sorted by (task, agent) with counting passes instead of a comparison sort of a
+	// million keys — one on the T×A groups where that table is small, else two stable
+	// ones, by agent and then by task; both leave each group in input order — and each
+	// (task, agent) group, one agent's seeds on one task, is then sorted by seed. The order
+	// is the one (task, agent, seed) defines, whatever the input order.
 	agentRuns := make([]int, A)
 	taskStart := make([]int, T+1)
 	for i, id := range ids {
@@ -363,55 +364,60 @@ func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerIn
 		agentRuns[uint32(id)]++
 		taskStart[id>>32+1]++
 	}
-	next := make([]int, max(A, T))
-	for a := 1; a < A; a++ {
-		next[a] = next[a-1] + agentRuns[a-1]
-	}
-	byAgent := make([]int32, len(results))
-	for i, id := range ids {
-		a := uint32(id)
-		byAgent[next[a]] = int32(i)
-		next[a]++
-	}
 	for t := 0; t < T; t++ {
 		taskStart[t+1] += taskStart[t]
 	}
-	copy(next, taskStart[:T])
 	// One gather from the results, in (task, agent) order: the seed to sort each group
 	// on, and what the digest and the scores read.
-	statusIdx := map[string]uint32{StatusSuccess: 0}
-	statusNames := []string{StatusSuccess}
+	st := statusInterner{idx: map[string]uint32{StatusSuccess: 0}, names: []string{StatusSuccess}}
 	runs := make([]sortedRun, len(results))
-	for _, i := range byAgent {
-		t := ids[i] >> 32
-		r := &results[i]
-		sr := sortedRun{seed: r.Seed, src: i}
-		if r.Status != StatusSuccess {
-			id, ok := statusIdx[r.Status]
-			if !ok {
-				if len(statusNames) == 1<<statusFlags {
-					return nil, fmt.Errorf("more than %d distinct statuses", 1<<statusFlags)
-				}
-				id = uint32(len(statusNames))
-				statusIdx[r.Status] = id
-				statusNames = append(statusNames, r.Status)
+	if T*A <= groupCountMax(len(results)) {
+		// One counting pass on the (task, agent) group itself: each result goes straight
+		// to its place, read in input order (the results and their scores, which the
+		// parser laid out in that order, are read front to back instead of at a million
+		// scattered places, which was most of this function's cost).
+		next := make([]int, T*A)
+		for _, id := range ids {
+			next[int(id>>32)*A+int(uint32(id))]++
+		}
+		pos := 0
+		for g, n := range next {
+			next[g] = pos
+			pos += n
+		}
+		for i, id := range ids {
+			sr, err := st.run(&results[i], int32(i))
+			if err != nil {
+				return nil, err
 			}
-			sr.meta = id
+			g := int(id>>32)*A + int(uint32(id))
+			runs[next[g]] = sr
+			next[g]++
 		}
-		if r.Score != nil {
-			sr.meta |= hasScore
-			sr.scoreBits = math.Float64bits(*r.Score)
+	} else {
+		// Two stable counting passes, by agent and then by task (no T×A table).
+		next := make([]int, max(A, T))
+		for a := 1; a < A; a++ {
+			next[a] = next[a-1] + agentRuns[a-1]
 		}
-		if r.AttestationID != "" {
-			sr.meta |= hasAttestation
+		byAgent := make([]int32, len(results))
+		for i, id := range ids {
+			a := uint32(id)
+			byAgent[next[a]] = int32(i)
+			next[a]++
 		}
-		if r.valid() {
-			sr.meta |= isValid
+		copy(next, taskStart[:T])
+		for _, i := range byAgent {
+			t := ids[i] >> 32
+			sr, err := st.run(&results[i], i)
+			if err != nil {
+				return nil, err
+			}
+			runs[next[t]] = sr
+			next[t]++
 		}
-		runs[next[t]] = sr
-		next[t]++
 	}
-	byAgent, next = nil, nil
+	statusNames := st.names
 	score := make([]float64, len(results))
 	agentOf := make([]int32, len(results))
 	bySeed := func(a, b sortedRun) int { return cmp.Compare(a.seed, b.seed) }
@@ -451,6 +457,46 @@ func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerIn
 	}
 	return &ledgerInputs{src: results, runs: runs, statusNames: statusNames, score: score, agentOf: agentOf, tasks: usedTasks,
 		agentNames: agentNames, agentIdx: agentIdx, agentRuns: agentRuns, spans: spans}, nil
+}
+
+// groupCountMax is the largest number of (task, agent) groups sortInputs counts in one
+// table (8 bytes each) for n results; above, it takes two counting passes instead. Both
+// give the same order (TestSortInputsMatchesComparisonSort runs both).
+var groupCountMax = func(n int) int { return max(n, 1<<16) }
+
+// statusInterner numbers the statuses of a ledger's results (0 is StatusSuccess) as
+// sortInputs gathers them.
+type statusInterner struct {
+	idx   map[string]uint32
+	names []string
+}
+
+// run is r's sortedRun, r being src[i].
+func (st *statusInterner) run(r *Result, i int32) (sortedRun, error) {
+	sr := sortedRun{seed: r.Seed, src: i}
+	if r.Status != StatusSuccess {
+		id, ok := st.idx[r.Status]
+		if !ok {
+			if len(st.names) == 1<<statusFlags {
+				return sr, fmt.Errorf("more than %d distinct statuses", 1<<statusFlags)
+			}
+			id = uint32(len(st.names))
+			st.idx[r.Status] = id
+			st.names = append(st.names, r.Status)
+		}
+		sr.meta = id
+	}
+	if r.Score != nil {
+		sr.meta |= hasScore
+		sr.scoreBits = math.Float64bits(*r.Score)
+	}
+	if r.AttestationID != "" {
+		sr.meta |= hasAttestation
+	}
+	if r.valid() {
+		sr.meta |= isValid
+	}
+	return sr, nil
 }
 
 // agentScores accumulates, per agent, the normalized and linear scores of its runs and
