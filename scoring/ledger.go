@@ -421,13 +421,14 @@ func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerIn
 	score := make([]float64, len(results))
 	agentOf := make([]int32, len(results))
 	bySeed := func(a, b sortedRun) int { return cmp.Compare(a.seed, b.seed) }
+	var seedBuf []sortedRun
 	for lo := 0; lo < len(runs); {
 		id := ids[runs[lo].src]
 		hi := lo + 1
 		for hi < len(runs) && ids[runs[hi].src] == id {
 			hi++
 		}
-		if g := runs[lo:hi]; !slices.IsSortedFunc(g, bySeed) {
+		if g := runs[lo:hi]; !slices.IsSortedFunc(g, bySeed) && !placeBySeed(g, &seedBuf) {
 			slices.SortFunc(g, bySeed)
 		}
 		for k := lo; k < hi; k++ {
@@ -457,6 +458,35 @@ func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerIn
 	}
 	return &ledgerInputs{src: results, runs: runs, statusNames: statusNames, score: score, agentOf: agentOf, tasks: usedTasks,
 		agentNames: agentNames, agentIdx: agentIdx, agentRuns: agentRuns, spans: spans}, nil
+}
+
+// placeBySeed sorts g by seed when its seeds are distinct and consecutive (m seeds from
+// some s to s+m−1: the usual group, every seed of one agent on one task), each run put
+// straight at its place, and says whether it did; otherwise g is left for the comparison
+// sort (which is then also what finds a repeated seed). A group has one order by distinct
+// seeds, so either way gives the same. buf is scratch kept across calls.
+func placeBySeed(g []sortedRun, buf *[]sortedRun) bool {
+	lo, hi := g[0].seed, g[0].seed
+	for i := range g {
+		lo, hi = min(lo, g[i].seed), max(hi, g[i].seed)
+	}
+	if uint64(hi)-uint64(lo) != uint64(len(g)-1) {
+		return false
+	}
+	b := slices.Grow((*buf)[:0], len(g))[:len(g)]
+	*buf = b
+	for i := range b {
+		b[i].src = -1 // no run of g has a negative index in src
+	}
+	for i := range g {
+		k := uint64(g[i].seed) - uint64(lo)
+		if b[k].src >= 0 {
+			return false // a repeated seed
+		}
+		b[k] = g[i]
+	}
+	copy(g, b)
+	return true
 }
 
 // groupCountMax is the largest number of (task, agent) groups sortInputs counts in one

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -136,6 +137,24 @@ func TestSortInputsMatchesComparisonSort(t *testing.T) {
 			if ref := referenceDigest(want, li.tasks, worst, 100); got[k] != ref {
 				t.Fatalf("shuffle=%v twoPasses=%v: digest (worst %q) differs from the one read from the sorted Results", shuffle, twoPasses, worst)
 			}
+		}
+	}
+}
+
+// A repeated seed is reported whichever way a group is put in seed order: among seeds that
+// span exactly as many values as there are runs (the direct placement's case), among ones
+// that do not, and already in order.
+func TestSortInputsRepeatedSeed(t *testing.T) {
+	ti := []TaskInfo{{Name: "T", Optimum: 1, SOTA: 0.5}}
+	v := 0.5
+	for _, seeds := range [][]int{{2, 0, 2}, {1, 0, 1}, {0, 1, 1}, {5, 9, 5, 7}, {3, 3}} {
+		var rs []Result
+		for _, s := range seeds {
+			rs = append(rs, Result{Task: "T", Agent: "a", Seed: s, Status: StatusSuccess, Score: &v})
+		}
+		_, err := sortInputs(rs, ti, "population")
+		if err == nil || !strings.Contains(err.Error(), `two results for task "T" agent "a" seed`) {
+			t.Errorf("seeds %v: error %v, want the repeated seed named", seeds, err)
 		}
 	}
 }
