@@ -3,6 +3,7 @@ package scoring
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 )
@@ -157,6 +158,43 @@ func TestFitNewtonStartSigSameBits(t *testing.T) {
 		for i := range want {
 			if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
 				t.Fatalf("trial %d (P=%d): θ_%d = %v, FitNewton's %v", trial, P, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// radixSortScores puts scores in the order the comparison sort (score, then owner) gives:
+// ±0 mixed, repeated scores across owners, negatives, subnormals, huge and tiny values,
+// all scores sharing their high bytes, and a single distinct value.
+func TestRadixSortScoresMatchesCompare(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	pools := [][]float64{
+		{0, math.Copysign(0, -1), 1, -1, 0.5, -0.5, 5e-324, -5e-324, math.MaxFloat64, -math.MaxFloat64, 1e-300, 3},
+		{0.25, 0.2500000001, 0.2499999999, 0.25},
+		{7},
+	}
+	for trial := 0; trial < 60; trial++ {
+		pool := pools[trial%len(pools)]
+		owners := 1 + rng.IntN(40)
+		var G []ownedScore
+		for r := 0; r < owners; r++ {
+			for n := rng.IntN(30); n > 0; n-- {
+				v := pool[rng.IntN(len(pool))]
+				if trial%4 == 3 {
+					v = rng.Float64()*3 - 1
+				}
+				G = append(G, ownedScore{v, int32(r)})
+			}
+		}
+		want := slices.Clone(G)
+		slices.SortFunc(want, compareOwnedScores)
+		got := radixSortScores(slices.Clone(G))
+		for i := range want {
+			// == on the scores: −0 and +0 of one owner compare equal, so the comparison
+			// sort may leave them either way round (and everything that reads the sorted
+			// scores — comparisons, Tie — treats them alike).
+			if got[i].owner != want[i].owner || got[i].v != want[i].v {
+				t.Fatalf("trial %d: position %d holds %v (owner %d), the comparison sort's %v (owner %d)", trial, i, got[i].v, got[i].owner, want[i].v, want[i].owner)
 			}
 		}
 	}
