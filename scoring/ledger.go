@@ -1070,10 +1070,10 @@ func bootstrapMeans(vals [][]float64, strata [][]int, rounds int, seed [32]byte)
 // indexDrawer{rng, n: len(task)} draws them (two per word, Lemire's multiply-and-reject;
 // the stratum starts on a new word), added in the order drawn: the normalized-score
 // bootstrap's inner loop (100M draws at 1M results). It is indexDrawer's arithmetic with
-// the word and its count in locals instead of the drawer's fields: those lived in memory
-// (the slow path takes the drawer's address), so every draw waited on a store and a
-// reload of both (measured: docs/scoring.md §7). TestAddStratumDrawsMatchesIndexDrawer
-// holds the two to the same indices.
+// the word and its count in locals instead of the drawer's fields, which lived in memory
+// (the slow path takes the drawer's address) and put a store and a reload on every draw.
+// The gain is small (docs/scoring.md §7): the generator's words are most of the loop's
+// cost. TestAddStratumDrawsMatchesIndexDrawer holds the two to the same indices.
 func addStratumDraws(rng *rand.ChaCha8, task []float64, s float64) float64 {
 	n := uint32(len(task))
 	var word uint64
