@@ -199,3 +199,69 @@ func TestRadixSortScoresMatchesCompare(t *testing.T) {
 		}
 	}
 }
+
+// dot2 gives each of its two sums to the bit as dot does, for every length's tail, on
+// values of mixed sign and scale (where the order of the additions shows).
+func TestDot2MatchesDot(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	for n := 0; n < 40; n++ {
+		a, b, c := make([]float64, n), make([]float64, n), make([]float64, n)
+		for i := 0; i < n; i++ {
+			a[i] = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(20)-10))
+			b[i] = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(20)-10))
+			c[i] = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(20)-10))
+		}
+		s, u := dot2(a, b, c)
+		if math.Float64bits(s) != math.Float64bits(dot(a, c)) || math.Float64bits(u) != math.Float64bits(dot(b, c)) {
+			t.Fatalf("n=%d: dot2 %v, %v; dot %v, %v", n, s, u, dot(a, c), dot(b, c))
+		}
+	}
+}
+
+// refCholesky is cholesky as it was, one row's dot at a time.
+func refCholesky(a []float64, P int) bool {
+	for j := 0; j < P; j++ {
+		rj := a[j*P : j*P+j]
+		d := a[j*P+j] - dot(rj, rj)
+		if !(d > 0) {
+			return false
+		}
+		d = math.Sqrt(d)
+		a[j*P+j] = d
+		for i := j + 1; i < P; i++ {
+			a[i*P+j] = (a[i*P+j] - dot(a[i*P:i*P+j], rj)) / d
+		}
+	}
+	return true
+}
+
+// cholesky, two rows at a time, gives the one-row factor to the bit: odd and even sizes,
+// Laplacian-plus-ones matrices as the Newton step builds them.
+func TestCholeskyTwoRowsSameBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(33, 34))
+	for _, P := range []int{1, 2, 3, 4, 5, 8, 17, 64, 201} {
+		a := make([]float64, P*P)
+		for i := range a {
+			a[i] = 1
+		}
+		for i := 0; i < P; i++ {
+			for j := i + 1; j < P; j++ {
+				w := rng.Float64() * 100
+				a[j*P+i] -= w
+				a[i*P+i] += w
+				a[j*P+j] += w
+			}
+		}
+		want := slices.Clone(a)
+		okw := refCholesky(want, P)
+		okg := cholesky(a, P)
+		if okw != okg {
+			t.Fatalf("P=%d: ok %v, the one-row factor's %v", P, okg, okw)
+		}
+		for i := range a {
+			if math.Float64bits(a[i]) != math.Float64bits(want[i]) {
+				t.Fatalf("P=%d: element %d is %v, the one-row factor's %v", P, i, a[i], want[i])
+			}
+		}
+	}
+}
