@@ -85,13 +85,71 @@ func sortedScores(runs []playerRuns) []ownedScore {
 			G = append(G, ownedScore{v, int32(r)})
 		}
 	}
-	slices.SortFunc(G, func(a, b ownedScore) int {
-		if c := cmp.Compare(a.v, b.v); c != 0 {
-			return c
+	if len(G) < radixMinScores {
+		slices.SortFunc(G, compareOwnedScores)
+		return G
+	}
+	return radixSortScores(G)
+}
+
+func compareOwnedScores(a, b ownedScore) int {
+	if c := cmp.Compare(a.v, b.v); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.owner, b.owner)
+}
+
+// radixMinScores is the fewest scores sortedScores radix-sorts; below, the comparison
+// sort (a var only so tests can send small inputs both ways).
+var radixMinScores = 256
+
+// radixSortScores sorts G, which is in owner order, by score then owner: a stable LSD
+// radix sort on the scores' bits, a byte a pass, skipping the bytes all scores share. It
+// replaced the comparison sort of a task's scores (6,000 a task at 1M results; the sort
+// was a third of counting the games, measured: docs/scoring.md §7). Stable on owner
+// order, so equal scores stay by owner; −0 and +0 are the same key, as cmp.Compare has
+// them (scores are finite: NaN never reaches here). TestRadixSortScoresMatchesCompare
+// holds it to the comparison sort's order.
+func radixSortScores(G []ownedScore) []ownedScore {
+	key := func(v float64) uint64 {
+		if v == 0 {
+			v = 0 // −0 sorts with +0
 		}
-		return cmp.Compare(a.owner, b.owner)
-	})
-	return G
+		b := math.Float64bits(v)
+		if b>>63 != 0 {
+			return ^b
+		}
+		return b | 1<<63
+	}
+	var and, or uint64 = ^uint64(0), 0
+	for _, it := range G {
+		k := key(it.v)
+		and &= k
+		or |= k
+	}
+	buf := make([]ownedScore, len(G))
+	src, dst := G, buf
+	for shift := uint(0); shift < 64; shift += 8 {
+		if (and>>shift)&0xff == (or>>shift)&0xff {
+			continue // every key has this byte
+		}
+		var count [256]int
+		for _, it := range src {
+			count[(key(it.v)>>shift)&0xff]++
+		}
+		pos := 0
+		for i, c := range count {
+			count[i] = pos
+			pos += c
+		}
+		for _, it := range src {
+			b := (key(it.v) >> shift) & 0xff
+			dst[count[b]] = it
+			count[b]++
+		}
+		src, dst = dst, src
+	}
+	return src
 }
 
 // addTaskGamesParallel is addTaskGames with the pairs split across workers goroutines by
@@ -383,7 +441,12 @@ func fitGames(g *Games, start []float64) (theta []float64, regularised bool) {
 // MM's point to polish the last digits. If even that polish fails MM's point is kept:
 // a ledger must not fail on valid inputs.
 func fitRobust(c []float64, P int, start []float64) []float64 {
-	theta, err := FitNewton(c, P, start)
+	return fitRobustSig(c, P, start, nil)
+}
+
+// fitRobustSig is fitRobust with startSig as fitNewton takes it (nil: none).
+func fitRobustSig(c []float64, P int, start, startSig []float64) []float64 {
+	theta, err := fitNewton(c, P, start, startSig)
 	if err == nil {
 		return theta
 	}
@@ -483,6 +546,30 @@ func gradientSig(c []float64, theta, g, sig []float64) {
 	}
 }
 
+// gradientFromSig is gradientSig at the point whose pair sigmoids are all (packed, every
+// pair) — startSigmoids' — with gradientSig's sums in its order: the same g and sig.
+func gradientFromSig(c []float64, P int, all, g, sig []float64) {
+	clear(g)
+	k := 0
+	for i := 0; i < P; i++ {
+		for j := i + 1; j < P; j++ {
+			cij, cji := c[i*P+j], c[j*P+i]
+			n := cij + cji
+			if n == 0 {
+				sig[k] = 0
+				k++
+				continue
+			}
+			p := all[k]
+			sig[k] = p
+			k++
+			v := cij - float64(n*p)
+			g[i] += v
+			g[j] -= v
+		}
+	}
+}
+
 var errNoConvergence = errors.New("scoring: Bradley–Terry fit did not converge")
 
 // FitNewton maximises the Bradley–Terry likelihood by Newton's method with a backtracking
@@ -491,6 +578,32 @@ var errNoConvergence = errors.New("scoring: Bradley–Terry fit did not converge
 // is positive definite when the comparison graph is connected and gives 1ᵀΔ = 0 because
 // 1ᵀg = 0. θ is in natural-log units (P(i beats j) = σ(θ_i − θ_j)).
 func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
+	return fitNewton(c, P, start, nil)
+}
+
+// startSigmoids is σ(θ_i − θ_j) for every pair i < j (packed as gradientSig's sig) at
+// start centred, the point FitNewton's first iteration evaluates: what fitNewton takes as
+// startSig. The Elo bootstrap refits every round from the same start, so its first
+// gradient's sigmoids — a third or more of a round's exponentials — are the same in every
+// round and are computed once here (only which pairs have games changes per round).
+func startSigmoids(P int, start []float64) []float64 {
+	theta := make([]float64, P)
+	copy(theta, start)
+	center(theta)
+	sig := make([]float64, P*(P-1)/2)
+	k := 0
+	for i := 0; i < P; i++ {
+		for j := i + 1; j < P; j++ {
+			sig[k] = sigmoid(theta[i] - theta[j])
+			k++
+		}
+	}
+	return sig
+}
+
+// fitNewton is FitNewton; startSig, when not nil, is startSigmoids(P, start), which its
+// first iteration reads instead of evaluating the same sigmoids again (the same bits).
+func fitNewton(c []float64, P int, start, startSig []float64) ([]float64, error) {
 	theta := make([]float64, P)
 	if start != nil {
 		copy(theta, start)
@@ -524,7 +637,11 @@ func FitNewton(c []float64, P int, start []float64) ([]float64, error) {
 	d := make([]float64, P)
 	next := make([]float64, P)
 	for iter := 0; iter < 500; iter++ {
-		gradientSig(c, theta, g, sig)
+		if iter == 0 && startSig != nil {
+			gradientFromSig(c, P, startSig, g, sig)
+		} else {
+			gradientSig(c, theta, g, sig)
+		}
 		if maxAbs(g) <= tol {
 			return theta, nil
 		}

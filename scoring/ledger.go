@@ -351,10 +351,11 @@ func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerIn
 	taskRank := sortedRanks(taskNames, taskIdx)
 	agentRank := sortedRanks(agentNames, agentIdx)
 	T, A := len(taskNames), len(agentNames)
-	// Sorted by (task, agent) with two stable counting passes — by agent, then by task —
-	// instead of a comparison sort of a million keys; each (task, agent) group, one
-	// agent's seeds on one task, is then sorted by seed. Counting is O(N + T + A) and the
-	// order is the one (task, agent, seed) defines, whatever the input order.
+	// Sorted by (task, agent) with counting passes instead of a comparison sort of a
+	// million keys — one on the T×A groups where that table is small, else two stable
+	// ones, by agent and then by task; both leave each group in input order — and each
+	// (task, agent) group, one agent's seeds on one task, is then sorted by seed. The order
+	// is the one (task, agent, seed) defines, whatever the input order.
 	agentRuns := make([]int, A)
 	taskStart := make([]int, T+1)
 	for i, id := range ids {
@@ -363,65 +364,71 @@ func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerIn
 		agentRuns[uint32(id)]++
 		taskStart[id>>32+1]++
 	}
-	next := make([]int, max(A, T))
-	for a := 1; a < A; a++ {
-		next[a] = next[a-1] + agentRuns[a-1]
-	}
-	byAgent := make([]int32, len(results))
-	for i, id := range ids {
-		a := uint32(id)
-		byAgent[next[a]] = int32(i)
-		next[a]++
-	}
 	for t := 0; t < T; t++ {
 		taskStart[t+1] += taskStart[t]
 	}
-	copy(next, taskStart[:T])
 	// One gather from the results, in (task, agent) order: the seed to sort each group
 	// on, and what the digest and the scores read.
-	statusIdx := map[string]uint32{StatusSuccess: 0}
-	statusNames := []string{StatusSuccess}
+	st := statusInterner{idx: map[string]uint32{StatusSuccess: 0}, names: []string{StatusSuccess}}
 	runs := make([]sortedRun, len(results))
-	for _, i := range byAgent {
-		t := ids[i] >> 32
-		r := &results[i]
-		sr := sortedRun{seed: r.Seed, src: i}
-		if r.Status != StatusSuccess {
-			id, ok := statusIdx[r.Status]
-			if !ok {
-				if len(statusNames) == 1<<statusFlags {
-					return nil, fmt.Errorf("more than %d distinct statuses", 1<<statusFlags)
-				}
-				id = uint32(len(statusNames))
-				statusIdx[r.Status] = id
-				statusNames = append(statusNames, r.Status)
+	if T*A <= groupCountMax(len(results)) {
+		// One counting pass on the (task, agent) group itself: each result goes straight
+		// to its place, read in input order (the results and their scores, which the
+		// parser laid out in that order, are read front to back instead of at a million
+		// scattered places, which was most of this function's cost).
+		next := make([]int, T*A)
+		for _, id := range ids {
+			next[int(id>>32)*A+int(uint32(id))]++
+		}
+		pos := 0
+		for g, n := range next {
+			next[g] = pos
+			pos += n
+		}
+		for i, id := range ids {
+			sr, err := st.run(&results[i], int32(i))
+			if err != nil {
+				return nil, err
 			}
-			sr.meta = id
+			g := int(id>>32)*A + int(uint32(id))
+			runs[next[g]] = sr
+			next[g]++
 		}
-		if r.Score != nil {
-			sr.meta |= hasScore
-			sr.scoreBits = math.Float64bits(*r.Score)
+	} else {
+		// Two stable counting passes, by agent and then by task (no T×A table).
+		next := make([]int, max(A, T))
+		for a := 1; a < A; a++ {
+			next[a] = next[a-1] + agentRuns[a-1]
 		}
-		if r.AttestationID != "" {
-			sr.meta |= hasAttestation
+		byAgent := make([]int32, len(results))
+		for i, id := range ids {
+			a := uint32(id)
+			byAgent[next[a]] = int32(i)
+			next[a]++
 		}
-		if r.valid() {
-			sr.meta |= isValid
+		copy(next, taskStart[:T])
+		for _, i := range byAgent {
+			t := ids[i] >> 32
+			sr, err := st.run(&results[i], i)
+			if err != nil {
+				return nil, err
+			}
+			runs[next[t]] = sr
+			next[t]++
 		}
-		runs[next[t]] = sr
-		next[t]++
 	}
-	byAgent, next = nil, nil
+	statusNames := st.names
 	score := make([]float64, len(results))
 	agentOf := make([]int32, len(results))
 	bySeed := func(a, b sortedRun) int { return cmp.Compare(a.seed, b.seed) }
+	var seedBuf []sortedRun
 	for lo := 0; lo < len(runs); {
 		id := ids[runs[lo].src]
 		hi := lo + 1
 		for hi < len(runs) && ids[runs[hi].src] == id {
 			hi++
 		}
-		if g := runs[lo:hi]; !slices.IsSortedFunc(g, bySeed) {
+		if g := runs[lo:hi]; !slices.IsSortedFunc(g, bySeed) && !placeBySeed(g, &seedBuf) {
 			slices.SortFunc(g, bySeed)
 		}
 		for k := lo; k < hi; k++ {
@@ -451,6 +458,75 @@ func sortInputs(results []Result, tasks []TaskInfo, worstMode string) (*ledgerIn
 	}
 	return &ledgerInputs{src: results, runs: runs, statusNames: statusNames, score: score, agentOf: agentOf, tasks: usedTasks,
 		agentNames: agentNames, agentIdx: agentIdx, agentRuns: agentRuns, spans: spans}, nil
+}
+
+// placeBySeed sorts g by seed when its seeds are distinct and consecutive (m seeds from
+// some s to s+m−1: the usual group, every seed of one agent on one task), each run put
+// straight at its place, and says whether it did; otherwise g is left for the comparison
+// sort (which is then also what finds a repeated seed). A group has one order by distinct
+// seeds, so either way gives the same. buf is scratch kept across calls.
+func placeBySeed(g []sortedRun, buf *[]sortedRun) bool {
+	lo, hi := g[0].seed, g[0].seed
+	for i := range g {
+		lo, hi = min(lo, g[i].seed), max(hi, g[i].seed)
+	}
+	if uint64(hi)-uint64(lo) != uint64(len(g)-1) {
+		return false
+	}
+	b := slices.Grow((*buf)[:0], len(g))[:len(g)]
+	*buf = b
+	for i := range b {
+		b[i].src = -1 // no run of g has a negative index in src
+	}
+	for i := range g {
+		k := uint64(g[i].seed) - uint64(lo)
+		if b[k].src >= 0 {
+			return false // a repeated seed
+		}
+		b[k] = g[i]
+	}
+	copy(g, b)
+	return true
+}
+
+// groupCountMax is the largest number of (task, agent) groups sortInputs counts in one
+// table (8 bytes each) for n results; above, it takes two counting passes instead. Both
+// give the same order (TestSortInputsMatchesComparisonSort runs both).
+var groupCountMax = func(n int) int { return max(n, 1<<16) }
+
+// statusInterner numbers the statuses of a ledger's results (0 is StatusSuccess) as
+// sortInputs gathers them.
+type statusInterner struct {
+	idx   map[string]uint32
+	names []string
+}
+
+// run is r's sortedRun, r being src[i].
+func (st *statusInterner) run(r *Result, i int32) (sortedRun, error) {
+	sr := sortedRun{seed: r.Seed, src: i}
+	if r.Status != StatusSuccess {
+		id, ok := st.idx[r.Status]
+		if !ok {
+			if len(st.names) == 1<<statusFlags {
+				return sr, fmt.Errorf("more than %d distinct statuses", 1<<statusFlags)
+			}
+			id = uint32(len(st.names))
+			st.idx[r.Status] = id
+			st.names = append(st.names, r.Status)
+		}
+		sr.meta = id
+	}
+	if r.Score != nil {
+		sr.meta |= hasScore
+		sr.scoreBits = math.Float64bits(*r.Score)
+	}
+	if r.AttestationID != "" {
+		sr.meta |= hasAttestation
+	}
+	if r.valid() {
+		sr.meta |= isValid
+	}
+	return sr, nil
 }
 
 // agentScores accumulates, per agent, the normalized and linear scores of its runs and
@@ -875,6 +951,14 @@ func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) (out [][
 	// the same bits as counting into a Games and calling weights — and no list of cells
 	// (900 MB at 5,000 players) nor P×P count tables per worker.
 	total := g.Total()
+	// Every round's first Newton iteration evaluates the same sigmoids (at start): once
+	// here. Not above pairParallelMinP players, where the table would be one more P²/2
+	// buffer beside each worker's (100 MB at 5,000) and the rounds' own are computed across
+	// the cores.
+	var startSig []float64
+	if P < pairParallelMinP {
+		startSig = startSigmoids(P, start)
+	}
 	out = make([][]float64, rounds)
 	reg := make([]bool, rounds)
 	workers := min(runtime.GOMAXPROCS(0), rounds)
@@ -922,7 +1006,7 @@ func bootstrapElo(g *Games, start []float64, rounds int, seed [32]byte) (out [][
 					}
 				}
 				rr := regulariseIfSeparated(c, P)
-				out[r], reg[r] = ToElo(fitRobust(c, P, start)), rr
+				out[r], reg[r] = ToElo(fitRobustSig(c, P, start, startSig)), rr
 			}
 		}(w)
 	}
@@ -964,19 +1048,7 @@ func bootstrapMeans(vals [][]float64, strata [][]int, rounds int, seed [32]byte)
 						task := v[lo:hi]
 						n := len(task)
 						if uint64(n) <= math.MaxUint32 {
-							d := indexDrawer{rng: rng, n: uint32(n)}
-							for range task {
-								if d.left == 0 {
-									// nextSlow's own refill, done here so fast
-									// takes both halves of every word.
-									d.word, d.left = rng.Uint64(), 2
-								}
-								k, ok := d.fast()
-								if !ok {
-									k = d.nextSlow()
-								}
-								s += task[k]
-							}
+							s = addStratumDraws(rng, task, s)
 						} else {
 							for range task {
 								s += task[rand.New(rng).Uint64N(uint64(n))]
@@ -992,6 +1064,36 @@ func bootstrapMeans(vals [][]float64, strata [][]int, rounds int, seed [32]byte)
 	}
 	wg.Wait()
 	return out
+}
+
+// addStratumDraws returns s plus task[k] for len(task) indices k drawn in turn as a new
+// indexDrawer{rng, n: len(task)} draws them (two per word, Lemire's multiply-and-reject;
+// the stratum starts on a new word), added in the order drawn: the normalized-score
+// bootstrap's inner loop (100M draws at 1M results). It is indexDrawer's arithmetic with
+// the word and its count in locals instead of the drawer's fields, which lived in memory
+// (the slow path takes the drawer's address) and put a store and a reload on every draw.
+// The gain is small (docs/scoring.md §7): the generator's words are most of the loop's
+// cost. TestAddStratumDrawsMatchesIndexDrawer holds the two to the same indices.
+func addStratumDraws(rng *rand.ChaCha8, task []float64, s float64) float64 {
+	n := uint32(len(task))
+	var word uint64
+	left := 0
+	for range task {
+		for {
+			if left == 0 {
+				word, left = rng.Uint64(), 2
+			}
+			m := uint64(uint32(word)) * uint64(n)
+			word >>= 32
+			left--
+			if low := uint32(m); low < n && low < -n%n {
+				continue // rejected: draw again
+			}
+			s += task[m>>32]
+			break
+		}
+	}
+	return s
 }
 
 // indexDrawer draws uniform indices in [0, n) two per 64-bit random word, by Lemire's

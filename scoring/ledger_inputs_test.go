@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -57,7 +58,7 @@ func referenceDigest(rs []Result, tasks []TaskInfo, worst string, rounds int) [3
 // with a comparison sort of the Results themselves and the digest read from those, on
 // inputs with every kind of field: negative and huge seeds, statuses other than
 // SUCCESS, NaN, infinite and missing scores, attestation IDs on some runs, and groups
-// that arrive already sorted by seed as well as shuffled.
+// that arrive already sorted by seed as well as shuffled; by either counting sort.
 func TestSortInputsMatchesComparisonSort(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	var ti []TaskInfo
@@ -89,7 +90,16 @@ func TestSortInputsMatchesComparisonSort(t *testing.T) {
 	}
 	want := slices.Clone(rs)
 	slices.SortFunc(want, compareResults)
-	for _, shuffle := range []bool{false, true} {
+	oneTable := groupCountMax
+	defer func() { groupCountMax = oneTable }()
+	for k := 0; k < 4; k++ {
+		// The one counting pass on the (task, agent) groups, then the two passes (by agent,
+		// by task) that sortInputs takes when that table would be too large.
+		shuffle, twoPasses := k%2 == 1, k >= 2
+		groupCountMax = oneTable
+		if twoPasses {
+			groupCountMax = func(int) int { return 0 }
+		}
 		in := slices.Clone(rs) // grouped, each group in seed order as listed (not sorted)
 		if shuffle {
 			rng.Shuffle(len(in), func(i, j int) { in[i], in[j] = in[j], in[i] })
@@ -105,7 +115,7 @@ func TestSortInputsMatchesComparisonSort(t *testing.T) {
 			got := li.at(i)
 			w := &want[i]
 			if got.Task != w.Task || got.Agent != w.Agent || got.Seed != w.Seed {
-				t.Fatalf("shuffle=%v: sorted result %d is %s/%s/%d, want %s/%s/%d", shuffle, i, got.Task, got.Agent, got.Seed, w.Task, w.Agent, w.Seed)
+				t.Fatalf("shuffle=%v twoPasses=%v: sorted result %d is %s/%s/%d, want %s/%s/%d", shuffle, twoPasses, i, got.Task, got.Agent, got.Seed, w.Task, w.Agent, w.Seed)
 			}
 			if li.agentNames[li.agentOf[i]] != w.Agent {
 				t.Fatalf("result %d: agentOf names %q, want %q", i, li.agentNames[li.agentOf[i]], w.Agent)
@@ -125,8 +135,26 @@ func TestSortInputsMatchesComparisonSort(t *testing.T) {
 		got := inputsDigests(li, 100, "population", "")
 		for k, worst := range []string{"population", ""} {
 			if ref := referenceDigest(want, li.tasks, worst, 100); got[k] != ref {
-				t.Fatalf("shuffle=%v: digest (worst %q) differs from the one read from the sorted Results", shuffle, worst)
+				t.Fatalf("shuffle=%v twoPasses=%v: digest (worst %q) differs from the one read from the sorted Results", shuffle, twoPasses, worst)
 			}
+		}
+	}
+}
+
+// A repeated seed is reported whichever way a group is put in seed order: among seeds that
+// span exactly as many values as there are runs (the direct placement's case), among ones
+// that do not, and already in order.
+func TestSortInputsRepeatedSeed(t *testing.T) {
+	ti := []TaskInfo{{Name: "T", Optimum: 1, SOTA: 0.5}}
+	v := 0.5
+	for _, seeds := range [][]int{{2, 0, 2}, {1, 0, 1}, {0, 1, 1}, {5, 9, 5, 7}, {3, 3}} {
+		var rs []Result
+		for _, s := range seeds {
+			rs = append(rs, Result{Task: "T", Agent: "a", Seed: s, Status: StatusSuccess, Score: &v})
+		}
+		_, err := sortInputs(rs, ti, "population")
+		if err == nil || !strings.Contains(err.Error(), `two results for task "T" agent "a" seed`) {
+			t.Errorf("seeds %v: error %v, want the repeated seed named", seeds, err)
 		}
 	}
 }
