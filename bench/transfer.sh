@@ -4,9 +4,7 @@
 # Builds evalmesh and the Go driver (bench/transfer), then for each data set (a 1 GiB file; a
 # bundle of 2,000 files of 4-64 KiB plus 4 x 100 MiB; generated once under $WORK/data) prints:
 #   raw TCP                 the same bytes over one plain loopback TCP connection (the bound)
-#   libp2p stream           the same bytes over one libp2p stream (TCP + stock libp2p TLS + yamux),
-#                           unverified: the bound
-#   libp2p stream, batched TLS   the same over the daemons' TLS (node/batchtls), for comparison
+#   libp2p stream           the same bytes over one libp2p stream (TCP + TLS 1.3 + yamux, as the daemons), unverified: the bound
 #   sha256, write, floor    (with the daemons) what a verifying fetch must add to the stream:
 #                           sha256 of every 256 KiB block, a write of the same bytes into new
 #                           pages of the homes' filesystem, and the floor the three set on

@@ -5,12 +5,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/evalmesh/evalmesh/node/batchtls"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/pnet"
-	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 )
@@ -20,10 +18,6 @@ import (
 // relay, no hole punching, no AutoNAT probing (reachability is forced private so the AutoNAT
 // client never dials out). A private-network key restricts the host to TCP, because QUIC
 // cannot carry a pre-shared key.
-//
-// Security is libp2p's default pair in libp2p's order, TLS then noise, with TLS's record I/O
-// batched (node/batchtls: same protocol and wire bytes, one write syscall per Write instead
-// of one per 16 KiB record; docs/transfer-protocol.md, "Batched TLS records").
 func newHost(key crypto.PrivKey, listen []string, pskPath string, extra ...libp2p.Option) (host.Host, error) {
 	opts := []libp2p.Option{
 		libp2p.Identity(key),
@@ -31,8 +25,6 @@ func newHost(key crypto.PrivKey, listen []string, pskPath string, extra ...libp2
 		libp2p.ForceReachabilityPrivate(),
 		libp2p.DisableMetrics(),
 		libp2p.Transport(tcp.NewTCPTransport),
-		libp2p.Security(batchtls.ID, batchtls.New),
-		libp2p.Security(noise.ID, noise.New),
 	}
 	if pskPath != "" {
 		f, err := os.Open(pskPath)

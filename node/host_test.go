@@ -14,13 +14,13 @@ import (
 	"github.com/evalmesh/evalmesh/internal/testutil"
 
 	"github.com/evalmesh/evalmesh/internal/home"
-	"github.com/evalmesh/evalmesh/node/batchtls"
 	"github.com/evalmesh/evalmesh/node/xfer/xfertest"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 )
 
@@ -114,9 +114,9 @@ func TestBootstrapConnectsAtStart(t *testing.T) {
 	})
 }
 
-// TestHostTLSInteropsWithStockLibp2p: the daemon's host (TLS records batched by
-// node/batchtls) negotiates /tls/1.0.0 with a stock go-libp2p TLS host, dialling or dialled,
-// and a 4 MiB echo comes back intact.
+// TestHostTLSInteropsWithStockLibp2p: the daemon's host negotiates /tls/1.0.0 (TLS first,
+// as libp2p's defaults order it) with a stock go-libp2p TLS host, dialling or dialled, and a
+// 4 MiB echo comes back intact.
 func TestHostTLSInteropsWithStockLibp2p(t *testing.T) {
 	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
 	if err != nil {
@@ -146,8 +146,8 @@ func TestHostTLSInteropsWithStockLibp2p(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, c := range from.Network().ConnsToPeer(to.ID()) {
-			if c.ConnState().Security != batchtls.ID {
-				t.Fatalf("daemonDials=%v: conn secured with %q, want %q", daemonDials, c.ConnState().Security, batchtls.ID)
+			if c.ConnState().Security != libp2ptls.ID {
+				t.Fatalf("daemonDials=%v: conn secured with %q, want %q", daemonDials, c.ConnState().Security, libp2ptls.ID)
 			}
 		}
 		s, err := from.NewStream(ctx, to.ID(), proto)

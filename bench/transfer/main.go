@@ -5,7 +5,7 @@
 // plus 4 x 100 MiB. They are generated once under -dir (random bytes, fixed seed) and imported
 // as UnixFS (kubo's --cid-version=1 layout) into the sending node's store.
 //
-// The xfer and gateway rows run both hosts in this one process (TCP + stock libp2p TLS + yamux on 127.0.0.1), so "CPU s" is the
+// The xfer and gateway rows run both hosts in this one process (TCP + TLS 1.3 + yamux on 127.0.0.1), so "CPU s" is the
 // sender's and the receiver's CPU time together (getrusage of the process, user + system).
 //
 // Usage: bench/transfer.sh, or go run ./bench/transfer [-dir /tmp/evalmesh-bench] [-stores mem,pebble]
@@ -157,14 +157,6 @@ func run(dir string, stores, sets, npeers []string) error {
 			}
 			floor = f
 		}
-		// The daemons' TLS (node/batchtls), beside the stock bound above, for transparency:
-		// the daemon rows below run it, the bound does not.
-		r = measure(func() error { return libp2pStreamWith(src, xfertest.NewHostBatchedTLS) })
-		r.set, r.path, r.store, r.bytes, r.raw = set, "libp2p stream, batched TLS", "-", size, raw
-		if r.err != nil {
-			return r.err
-		}
-		print(tw, r.row)
 		for _, store := range split(daemonStores) {
 			if daemonBin == "" {
 				break
@@ -486,12 +478,10 @@ func rawTCP(dir string) error {
 	return <-errc
 }
 
-// libp2pStream moves the same bytes over one libp2p stream (TCP, stock libp2p TLS, yamux), unverified:
+// libp2pStream moves the same bytes over one libp2p stream (TCP, TLS 1.3, yamux: xfertest.NewHost), unverified:
 // the ceiling for any protocol on these hosts.
-func libp2pStream(dir string) error { return libp2pStreamWith(dir, xfertest.NewHost) }
-
-func libp2pStreamWith(dir string, newHost func() (host.Host, error)) error {
-	a, b, err := twoHostsWith(newHost)
+func libp2pStream(dir string) error {
+	a, b, err := twoHosts()
 	if err != nil {
 		return err
 	}
@@ -514,14 +504,12 @@ func libp2pStreamWith(dir string, newHost func() (host.Host, error)) error {
 	return <-errc
 }
 
-func twoHosts() (host.Host, host.Host, error) { return twoHostsWith(xfertest.NewHost) }
-
-func twoHostsWith(newHost func() (host.Host, error)) (host.Host, host.Host, error) {
-	a, err := newHost()
+func twoHosts() (host.Host, host.Host, error) {
+	a, err := xfertest.NewHost()
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := newHost()
+	b, err := xfertest.NewHost()
 	if err != nil {
 		a.Close()
 		return nil, nil, err

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 
-	"github.com/evalmesh/evalmesh/node/batchtls"
 	"github.com/ipfs/boxo/blockservice"
 	"github.com/ipfs/boxo/blockstore"
 	chunker "github.com/ipfs/boxo/chunker"
@@ -38,22 +37,10 @@ import (
 // off, so it sends nothing beyond loopback. TLS matters for speed: its AES-GCM runs about four
 // times faster than noise's ChaCha20-Poly1305 on CPUs with AES instructions.
 func NewHost() (host.Host, error) {
-	return newHost(libp2p.Security(libp2ptls.ID, libp2ptls.New))
-}
-
-// NewHostBatchedTLS is NewHost with the daemon's TLS (node/batchtls: libp2p's TLS with its
-// records batched into fewer syscalls) in place of stock libp2p TLS. Transfer tests keep
-// NewHost, and so does the benchmark's "libp2p stream" bound row, so the bound stays what
-// libp2p ships.
-func NewHostBatchedTLS() (host.Host, error) {
-	return newHost(libp2p.Security(batchtls.ID, batchtls.New))
-}
-
-func newHost(tlsOpt libp2p.Option) (host.Host, error) {
 	return libp2p.New(
 		libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
 		libp2p.Transport(tcp.NewTCPTransport),
-		tlsOpt,
+		libp2p.Security(libp2ptls.ID, libp2ptls.New),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 		libp2p.DisableRelay(),
