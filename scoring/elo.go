@@ -518,10 +518,12 @@ func Gradient(c []float64, theta []float64) []float64 {
 // gradientSig is Gradient (the same bits) that also leaves σ(θ_i − θ_j) for every pair
 // i < j with games in sig, the upper triangle packed row by row (0 where there are none):
 // the Newton step needs the same sigmoids for its Hessian, and computing them once per
-// iteration instead of twice was half of each step's exponentials.
-func gradientSig(c []float64, theta, g, sig []float64) {
+// iteration instead of twice was half of each step's exponentials. known, when not nil, holds
+// those sigmoids at theta already (startSigmoids', packed the same way; below
+// pairParallelMinP only) and is read instead of evaluating them again.
+func gradientSig(c []float64, theta, g, sig, known []float64) {
 	P := len(theta)
-	if P >= pairParallelMinP {
+	if known == nil && P >= pairParallelMinP {
 		gradientSigPairs(c, theta, g, sig) // the same bits, across the cores (elo_pairs.go)
 		return
 	}
@@ -536,31 +538,12 @@ func gradientSig(c []float64, theta, g, sig []float64) {
 				k++
 				continue
 			}
-			p := sigmoid(theta[i] - theta[j])
-			sig[k] = p
-			k++
-			v := cij - float64(n*p)
-			g[i] += v
-			g[j] -= v
-		}
-	}
-}
-
-// gradientFromSig is gradientSig at the point whose pair sigmoids are all (packed, every
-// pair) — startSigmoids' — with gradientSig's sums in its order: the same g and sig.
-func gradientFromSig(c []float64, P int, all, g, sig []float64) {
-	clear(g)
-	k := 0
-	for i := 0; i < P; i++ {
-		for j := i + 1; j < P; j++ {
-			cij, cji := c[i*P+j], c[j*P+i]
-			n := cij + cji
-			if n == 0 {
-				sig[k] = 0
-				k++
-				continue
+			var p float64
+			if known != nil {
+				p = known[k]
+			} else {
+				p = sigmoid(theta[i] - theta[j])
 			}
-			p := all[k]
 			sig[k] = p
 			k++
 			v := cij - float64(n*p)
@@ -637,11 +620,11 @@ func fitNewton(c []float64, P int, start, startSig []float64) ([]float64, error)
 	d := make([]float64, P)
 	next := make([]float64, P)
 	for iter := 0; iter < 500; iter++ {
-		if iter == 0 && startSig != nil {
-			gradientFromSig(c, P, startSig, g, sig)
-		} else {
-			gradientSig(c, theta, g, sig)
+		var known []float64
+		if iter == 0 {
+			known = startSig // nil unless the caller computed them
 		}
+		gradientSig(c, theta, g, sig, known)
 		if maxAbs(g) <= tol {
 			return theta, nil
 		}

@@ -37,14 +37,14 @@ func TestPairParallelSameBits(t *testing.T) {
 		pairParallelMinP = 1 << 30
 		ll0 := LogLikelihood(c, theta)
 		g0, s0 := make([]float64, P), make([]float64, P*(P-1)/2)
-		gradientSig(c, theta, g0, s0)
+		gradientSig(c, theta, g0, s0, nil)
 		pairParallelMinP = 1
 		ll1 := LogLikelihood(c, theta)
 		g1, s1 := make([]float64, P), make([]float64, P*(P-1)/2)
 		for i := range s1 {
 			s1[i] = math.NaN() // stale values must be overwritten
 		}
-		gradientSig(c, theta, g1, s1)
+		gradientSig(c, theta, g1, s1, nil)
 		if math.Float64bits(ll0) != math.Float64bits(ll1) {
 			t.Fatalf("P %d: log-likelihood serial %v, parallel %v", P, ll0, ll1)
 		}

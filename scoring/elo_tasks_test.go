@@ -154,7 +154,7 @@ func TestCGMultiMatchesNewtonStepCG(t *testing.T) {
 	for q := range multi {
 		multi[q] = make([]float64, P)
 	}
-	gradientSig(c, theta, grad, wts)
+	gradientSig(c, theta, grad, wts, nil)
 	copy(sig, wts)
 	// cgMulti takes the weights themselves: build them as newtonStepCG does.
 	k := 0
