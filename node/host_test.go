@@ -17,6 +17,7 @@ import (
 	"github.com/evalmesh/evalmesh/node/xfer/xfertest"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
@@ -118,19 +119,11 @@ func TestBootstrapConnectsAtStart(t *testing.T) {
 // as libp2p's defaults order it) with a stock go-libp2p TLS host, dialling or dialled, and a
 // 4 MiB echo comes back intact.
 func TestHostTLSInteropsWithStockLibp2p(t *testing.T) {
-	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	daemon, err := newHost(k, []string{"/ip4/127.0.0.1/tcp/0"}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer daemon.Close()
+	daemon, _ := newLoopbackHost(t)
 	const proto = "/evalmesh/test-echo/1.0.0"
 	echo := func(s network.Stream) { io.Copy(s, s); s.Close() }
 	daemon.SetStreamHandler(proto, echo)
-	payload := bytes.Repeat([]byte("evalmesh batched tls "), 200_000) // 4 MiB
+	payload := bytes.Repeat([]byte("evalmesh tls interop "), 200_000) // 4 MiB
 	for _, daemonDials := range []bool{true, false} {
 		stock, err := xfertest.NewHost()
 		if err != nil {
@@ -171,15 +164,7 @@ func TestHostTLSInteropsWithStockLibp2p(t *testing.T) {
 // TestHostFallsBackToNoise: a peer that offers only noise still connects to the daemon's
 // host (TLS first, noise second, as go-libp2p's defaults).
 func TestHostFallsBackToNoise(t *testing.T) {
-	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	daemon, err := newHost(k, []string{"/ip4/127.0.0.1/tcp/0"}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer daemon.Close()
+	daemon, _ := newLoopbackHost(t)
 	noiseOnly, err := libp2p.New(
 		libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
 		libp2p.Transport(tcp.NewTCPTransport),
@@ -201,4 +186,20 @@ func TestHostFallsBackToNoise(t *testing.T) {
 			t.Fatalf("conn secured with %q, want %q", c.ConnState().Security, noise.ID)
 		}
 	}
+}
+
+// newLoopbackHost starts a host with the daemon's constructor on 127.0.0.1 under a new key,
+// closed when the test ends.
+func newLoopbackHost(t testing.TB) (host.Host, crypto.PrivKey) {
+	t.Helper()
+	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := newHost(k, []string{"/ip4/127.0.0.1/tcp/0"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h, k
 }

@@ -52,16 +52,9 @@ func newGossipLab(t testing.TB) *attest.Lab {
 // gossipsub with validators built for it by mk; lab, when set, certifies the node.
 func newGossipPeer(t testing.TB, ctx context.Context, lab *attest.Lab, mk func(p *gossipPeer) map[string]protocol.ValidatorFunc, o PubSubOptions) *gossipPeer {
 	t.Helper()
-	k, _, err := crypto.GenerateEd25519Key(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := newHost(k, []string{"/ip4/127.0.0.1/tcp/0"}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	h, k := newLoopbackHost(t)
 	p := &gossipPeer{key: k, id: h.ID(), host: h}
+	var err error
 	if lab != nil {
 		if p.cert, err = lab.Certify(h.ID().String(), gossipNow.Add(-24*time.Hour), 30*24*time.Hour); err != nil {
 			t.Fatal(err)
@@ -433,12 +426,7 @@ func TestPubSubRepublishWithinSeenWindowIsSkipped(t *testing.T) {
 func TestNewPubSubRefusesBadConfig(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	k, _, _ := crypto.GenerateEd25519Key(nil)
-	h, err := newHost(k, []string{"/ip4/127.0.0.1/tcp/0"}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h, _ := newLoopbackHost(t)
 	ok := func(peer.ID, []byte) protocol.Validation { return protocol.Validation{} }
 	if _, err := NewPubSub(ctx, h, "Bad/Net", map[string]protocol.ValidatorFunc{protocol.TopicClaims: ok}, PubSubOptions{}); err == nil {
 		t.Error("accepted a network name with a slash")
