@@ -150,10 +150,7 @@ func daemonRows(dir, set, src, store string) (add, get row, err error) {
 }
 
 func daemonRun(dir, set, src, store string, run int) (add, get row, err error) {
-	homes := homesDir
-	if homes == "" {
-		homes = filepath.Join(dir, "homes")
-	}
+	homes := homesFor(dir)
 	ha, hb := filepath.Join(homes, "a"), filepath.Join(homes, "b")
 	defer os.RemoveAll(homes)
 	var pa, pb string
@@ -191,4 +188,12 @@ func daemonRun(dir, set, src, store string, run int) (add, get row, err error) {
 		cpuSend: da.cpu() - ca, cpuRecv: db.cpu() - cb, rssRecv: db.peakRSS()}
 	get.cpu = get.cpuSend + get.cpuRecv + ccpu
 	return add, get, nil
+}
+
+// homesFor is where the daemons' homes (and the floor's write probe) go: -homes, or DIR/homes.
+func homesFor(dir string) string {
+	if homesDir != "" {
+		return homesDir
+	}
+	return filepath.Join(dir, "homes")
 }

@@ -29,7 +29,7 @@ import (
 // It returns the floor in MB/s.
 func floorRows(tw *tabwriter.Writer, dir, set, src string, size int64, raw float64, stream result) (float64, error) {
 	piece := make([]byte, 256<<10)
-	if f, err := os.Open(firstFile(src)); err == nil {
+	if f, err := os.Open(sampleFile(src)); err == nil {
 		_, _ = f.Read(piece)
 		f.Close()
 	}
@@ -42,10 +42,7 @@ func floorRows(tw *tabwriter.Writer, dir, set, src string, size int64, raw float
 	h.set, h.path, h.store, h.bytes, h.raw = set, "sha256, in cache, 1 core", "-", size, raw
 	print(tw, h.row)
 
-	homes := homesDir
-	if homes == "" {
-		homes = filepath.Join(dir, "homes") // daemonRun's default
-	}
+	homes := homesFor(dir)
 	if err := os.MkdirAll(homes, 0o755); err != nil {
 		return 0, err
 	}
@@ -90,13 +87,14 @@ func floorRows(tw *tabwriter.Writer, dir, set, src string, size int64, raw float
 	return mbps(size, wall), nil
 }
 
-// firstFile is the first regular file under dir (the data sets' files are random bytes).
-func firstFile(dir string) string {
+// sampleFile is the file under dir the sha256 row takes its bytes from, the last in files' order:
+// the 1g set's only file, the bundle's last 100 MiB one (random bytes, as every data set's).
+func sampleFile(dir string) string {
 	fs, err := files(dir)
 	if err != nil || len(fs) == 0 {
 		return ""
 	}
-	return fs[len(fs)-1] // the bundle's last file is a 100 MiB one, the 1g set's only file
+	return fs[len(fs)-1]
 }
 
 // writeNew writes size bytes into a new file at path in 2 MiB writes and fsyncs it.
