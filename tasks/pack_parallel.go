@@ -25,8 +25,9 @@ import (
 // Each worker reads its own chunk (the first version had one reader goroutine handing
 // chunks to hashing workers) so that no goroutine and no hand-off stand between the file
 // and the hashing, and the bytes are hashed on the core that copied them in. Measured, the
-// per-byte sha256 cost is the same either way on the 2-core test machine; pread came out
-// a few percent ahead wall-clock: docs/bundle-format.md, "Pack speed".
+// per-byte sha256 cost is the same either way on the 2-core test machine, and so was the
+// wall-clock within the noise; the read-ahead depth is what moved it (newPreadSplitter;
+// docs/bundle-format.md, "Pack speed").
 // Hand-written: boxo has no parallel importer.
 
 // parallelMinChunks is the smallest file, in chunks, that is hashed in parallel: below it
