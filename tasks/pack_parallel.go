@@ -10,6 +10,9 @@ import (
 
 	cid "github.com/ipfs/go-cid"
 	pool "github.com/libp2p/go-buffer-pool"
+	mh "github.com/multiformats/go-multihash"
+
+	"github.com/evalmesh/evalmesh/internal/sha256x2"
 )
 
 // Parallel leaf hashing (issue 18). boxo's importer hashes each raw leaf when it makes the
@@ -28,6 +31,10 @@ import (
 // per-byte sha256 cost is the same either way on the 2-core test machine, and so was the
 // wall-clock within the noise; the read-ahead depth is what moved it (newPreadSplitter;
 // docs/bundle-format.md, "Pack speed").
+// A worker that finds a second full chunk queued takes both and hashes them in one
+// interleaved SHA-NI pass (internal/sha256x2, 1.66x crypto/sha256 per core here): 1 GiB
+// packed at 2.44-2.47x the one-core sha256 floor, against 1.60-1.71x hashing one chunk at a
+// time (3 alternating rounds, quiet 2-core machine).
 // Hand-written: boxo has no parallel importer.
 
 // parallelMinChunks is the smallest file, in chunks, that is hashed in parallel: below it
@@ -61,6 +68,7 @@ type preadSplitter struct {
 	builder *prehashedBuilder
 	count   func(n int) // called on the importer's goroutine, in file order
 	err     error       // once set, NextBytes returns it
+	pairs   bool        // leavesSHA256: workers may hash two chunks in one pass
 }
 
 // newPreadSplitter cuts the size bytes of ra into ChunkSize chunks. count is told the
@@ -81,16 +89,29 @@ func newPreadSplitter(ra io.ReaderAt, size int64, r io.Reader, builder *prehashe
 		size:    size,
 		builder: builder,
 		count:   count,
+		pairs:   leavesSHA256(),
 	}
 	s.wg.Add(workers)
 	for w := 0; w < workers; w++ {
 		go func() {
 			defer s.wg.Done()
 			for j := range s.jobs {
+				// Two full chunks are hashed in one interleaved pass (internal/sha256x2):
+				// take a second if one is already queued.
+				var k *leafJob
+				if j.n == ChunkSize && s.pairs {
+					select {
+					case k = <-s.jobs: // nil once the channel is closed
+					default:
+					}
+				}
 				if !s.stopped.Load() {
-					s.read(ra, j)
+					s.readAndSum(ra, j, k)
 				}
 				close(j.done)
+				if k != nil {
+					close(k.done)
+				}
 			}
 		}()
 	}
@@ -99,7 +120,48 @@ func newPreadSplitter(ra io.ReaderAt, size int64, r io.Reader, builder *prehashe
 	return s
 }
 
-// read reads and hashes one chunk on the calling worker.
+// readAndSum reads and hashes chunk j, and k when it is not nil, on the calling worker.
+func (s *preadSplitter) readAndSum(ra io.ReaderAt, j, k *leafJob) {
+	s.read(ra, j)
+	if k == nil {
+		j.sumLeaf()
+		return
+	}
+	s.read(ra, k)
+	if j.err == nil && k.err == nil && len(j.data) == len(k.data) && len(j.data) > 0 {
+		dj, dk := sha256x2.Sum256(j.data, k.data)
+		j.sum, k.sum = sha256RawLeaf(dj), sha256RawLeaf(dk)
+		return
+	}
+	j.sumLeaf()
+	k.sumLeaf()
+}
+
+// sumLeaf hashes a chunk read whole or in part into its raw leaf's CID.
+func (j *leafJob) sumLeaf() {
+	if j.err == nil && len(j.data) > 0 {
+		j.sum, j.err = rawLeafPrefix.Sum(j.data)
+	}
+}
+
+// sha256RawLeaf is the CID rawLeafPrefix.Sum gives a chunk whose SHA-256 is digest (a
+// CIDv1, raw codec, full-length sha2-256 multihash); only used when leavesSHA256.
+func sha256RawLeaf(digest [32]byte) cid.Cid {
+	m, err := mh.Encode(digest[:], mh.SHA2_256)
+	if err != nil {
+		panic(err) // sha2-256 with a 32-byte digest always encodes
+	}
+	return cid.NewCidV1(cid.Raw, m)
+}
+
+// leavesSHA256 says whether raw leaves are CIDv1 with full-length sha2-256, the CIDs
+// sha256RawLeaf makes; for any other CidBuilder the workers hash one chunk at a time.
+func leavesSHA256() bool {
+	p, ok := rawLeafPrefix.(cid.Prefix)
+	return ok && p.Version == 1 && p.Codec == cid.Raw && p.MhType == mh.SHA2_256 && (p.MhLength == -1 || p.MhLength == 32)
+}
+
+// read reads one chunk on the calling worker.
 func (s *preadSplitter) read(ra io.ReaderAt, j *leafJob) {
 	var buf []byte
 	if j.n == ChunkSize {
@@ -121,9 +183,6 @@ func (s *preadSplitter) read(ra io.ReaderAt, j *leafJob) {
 		return
 	}
 	j.data = buf[:n]
-	if n > 0 {
-		j.sum, j.err = rawLeafPrefix.Sum(j.data)
-	}
 }
 
 // dispatch queues the next chunk for the workers; false when the file has none left.

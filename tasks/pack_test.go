@@ -3,6 +3,7 @@ package tasks
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -426,5 +427,24 @@ func TestPreadSplitterReadErrorSurfaces(t *testing.T) {
 	}
 	if _, err := spl.NextBytes(); !errors.Is(err, errInjected) {
 		t.Errorf("NextBytes after the error: %v, want the error again", err)
+	}
+}
+
+// The workers hash pairs of chunks in one pass (internal/sha256x2) and build the leaf's CID
+// from the digest: for the default CidBuilder that CID is the one rawLeafPrefix.Sum gives
+// (TestPackParallelHashingSameDAG then checks whole DAGs, pairs included).
+func TestPairedLeafCIDIsPrefixSum(t *testing.T) {
+	if !leavesSHA256() {
+		t.Fatalf("the default CidBuilder's raw leaves (%v) are not CIDv1 sha2-256: the workers would never pair chunks", rawLeafPrefix)
+	}
+	for _, n := range []int{1, ChunkSize - 1, ChunkSize} {
+		data := writeRandom(t, filepath.Join(t.TempDir(), "leaf"), n, uint64(n))
+		want, err := rawLeafPrefix.Sum(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sha256RawLeaf(sha256.Sum256(data)); !got.Equals(want) {
+			t.Fatalf("%d bytes: sha256RawLeaf %s, rawLeafPrefix.Sum %s", n, got, want)
+		}
 	}
 }

@@ -32,7 +32,7 @@ var k256 = [64]uint32{
 // shared.
 type lane struct {
 	state0, state1, tmp, data string
-	msg                        [4]string
+	msg                       [4]string
 }
 
 var (
