@@ -256,6 +256,10 @@ func TestCorruptPeerIsDropped(t *testing.T) {
 	}{
 		{"every block", func(cid.Cid) bool { return true }},
 		{"leaves only", func(c cid.Cid) bool { return c.Type() == cid.Raw }},
+		// Leaves are hashed in pairs (readPair): every other leaf bad puts a bad block first
+		// in some pairs and second in others, whatever batches the leaves fall into.
+		{"even leaves", func(c cid.Cid) bool { return c.Type() == cid.Raw && leafIndex[c.KeyString()]%2 == 0 }},
+		{"odd leaves", func(c cid.Cid) bool { return c.Type() == cid.Raw && leafIndex[c.KeyString()]%2 == 1 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -264,6 +268,7 @@ func TestCorruptPeerIsDropped(t *testing.T) {
 			evil := newNode(t, corruptStore{evilBS, tt.bad})
 			getter := newNode(t, nil)
 			root := addFile(t, 9, 8<<20, good.bs, evilBS)
+			indexLeaves(t, good.bs, root)
 			// The evil peer is first, so it is asked first.
 			peers := connect(t, getter, evil, good)
 			st, err := FetchWithStats(context.Background(), getter.h, root, peers, getter.bs, nil, WithBatchBytes(1<<20))
@@ -280,6 +285,41 @@ func TestCorruptPeerIsDropped(t *testing.T) {
 			}
 			requireAllVerified(t, getter.bs)
 		})
+	}
+}
+
+// leafIndex is each raw leaf's position among the leaves of the DAG indexLeaves last walked.
+var leafIndex map[string]int
+
+func indexLeaves(t *testing.T, bs blockstore.Blockstore, root cid.Cid) {
+	t.Helper()
+	cids, err := xfertest.AllCIDs(context.Background(), bs, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafIndex = map[string]int{}
+	for _, c := range cids {
+		if c.Type() == cid.Raw {
+			leafIndex[c.KeyString()] = len(leafIndex)
+		}
+	}
+}
+
+// Full leaves that follow each other in a response are hashed two at a time
+// (internal/sha256x2), and what is stored is byte for byte the sender's.
+func TestFetchHashesLeavesInPairs(t *testing.T) {
+	src, getter := newNode(t, nil), newNode(t, nil)
+	root := addFile(t, 12, 8<<20+5, src.bs)
+	peers := connect(t, getter, src)
+	before := pairsHashed.Load()
+	if err := Fetch(context.Background(), getter.h, root, peers, getter.bs, nil); err != nil {
+		t.Fatal(err)
+	}
+	requireComplete(t, src.bs, getter.bs, root)
+	requireAllVerified(t, getter.bs)
+	// 32 full leaves and a 5-byte one: at least 15 pairs, however they fall into batches.
+	if n := pairsHashed.Load() - before; n < 15 {
+		t.Fatalf("%d pairs of leaves hashed together, want at least 15 of the 32 full leaves", n)
 	}
 }
 
