@@ -6,7 +6,7 @@
 #   raw TCP                 the same bytes over one plain loopback TCP connection (the bound)
 #   libp2p stream           the same bytes over one libp2p stream (TCP + TLS 1.3 + yamux, as the daemons), unverified: the bound
 #   sha256, write, floor    (with the daemons) what a verifying fetch must add to the stream:
-#                           sha256 of every 256 KiB block, a write of the same bytes into new
+#                           sha256 of every 256 KiB block (two a pass, as the receiver hashes them), a write of the same bytes into new
 #                           pages of the homes' filesystem, and the floor the three set on
 #                           this machine's cores (wall = max(stream, their CPU / cores))
 #   2 daemons               `evalmesh daemon` x2 on 127.0.0.1: task add on A, pin add on B
