@@ -10,8 +10,8 @@ import (
 
 	cid "github.com/ipfs/go-cid"
 	pool "github.com/libp2p/go-buffer-pool"
-	mh "github.com/multiformats/go-multihash"
 
+	"github.com/evalmesh/evalmesh/internal/rawleaf"
 	"github.com/evalmesh/evalmesh/internal/sha256x2"
 )
 
@@ -130,7 +130,7 @@ func (s *preadSplitter) readAndSum(ra io.ReaderAt, j, k *leafJob) {
 	s.read(ra, k)
 	if j.err == nil && k.err == nil && len(j.data) == len(k.data) && len(j.data) > 0 {
 		dj, dk := sha256x2.Sum256(j.data, k.data)
-		j.sum, k.sum = sha256RawLeaf(dj), sha256RawLeaf(dk)
+		j.sum, k.sum = rawleaf.CID(dj), rawleaf.CID(dk)
 		return
 	}
 	j.sumLeaf()
@@ -144,21 +144,11 @@ func (j *leafJob) sumLeaf() {
 	}
 }
 
-// sha256RawLeaf is the CID rawLeafPrefix.Sum gives a chunk whose SHA-256 is digest (a
-// CIDv1, raw codec, full-length sha2-256 multihash); only used when leavesSHA256.
-func sha256RawLeaf(digest [32]byte) cid.Cid {
-	m, err := mh.Encode(digest[:], mh.SHA2_256)
-	if err != nil {
-		panic(err) // sha2-256 with a 32-byte digest always encodes
-	}
-	return cid.NewCidV1(cid.Raw, m)
-}
-
 // leavesSHA256 says whether raw leaves are CIDv1 with full-length sha2-256, the CIDs
-// sha256RawLeaf makes; for any other CidBuilder the workers hash one chunk at a time.
+// rawleaf.CID makes; for any other CidBuilder the workers hash one chunk at a time.
 func leavesSHA256() bool {
 	p, ok := rawLeafPrefix.(cid.Prefix)
-	return ok && p.Version == 1 && p.Codec == cid.Raw && p.MhType == mh.SHA2_256 && (p.MhLength == -1 || p.MhLength == 32)
+	return ok && rawleaf.IsPrefix(p)
 }
 
 // read reads one chunk on the calling worker.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/internal/rawleaf"
 	"github.com/evalmesh/evalmesh/internal/testutil"
 	"github.com/ipfs/boxo/ipld/unixfs/importer/balanced"
 	"github.com/ipfs/boxo/ipld/unixfs/importer/helpers"
@@ -443,8 +444,8 @@ func TestPairedLeafCIDIsPrefixSum(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := sha256RawLeaf(sha256.Sum256(data)); !got.Equals(want) {
-			t.Fatalf("%d bytes: sha256RawLeaf %s, rawLeafPrefix.Sum %s", n, got, want)
+		if got := rawleaf.CID(sha256.Sum256(data)); !got.Equals(want) {
+			t.Fatalf("%d bytes: rawleaf.CID %s, rawLeafPrefix.Sum %s", n, got, want)
 		}
 	}
 }

@@ -3,8 +3,10 @@ package tasks
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -322,5 +324,60 @@ func TestHumanBytes(t *testing.T) {
 		if got := humanBytes(n); got != want {
 			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// A file's full leaves are checked two at a time (the DagReader preloads them in groups the
+// unpacker pairs); a forged leaf in either place of a pair is still refused, and a good file
+// comes out byte for byte.
+func TestUnpackChecksLeavesInPairs(t *testing.T) {
+	const leafSize, nLeaves = 1024, 4
+	var leaves []ipld.Node
+	var want []byte
+	fs := ft.NewFSNode(ft.TFile)
+	for i := 0; i < nLeaves; i++ {
+		data := []byte(strings.Repeat(string(rune('a'+i)), leafSize))
+		leaves = append(leaves, rawFile(t, string(data)))
+		want = append(want, data...)
+		fs.AddBlockSize(leafSize)
+	}
+	data, err := fs.GetBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kids []child
+	for _, l := range leaves {
+		kids = append(kids, child{"", l})
+	}
+	file := protoNode(data, kids...)
+	unpack := func(leaves []ipld.Node) (string, error) {
+		root, nodes := bundleish(t, child{"data.bin", file})
+		car := writeHostileCAR(t, root, append(append(nodes[:1:1], file), leaves...)...)
+		out := filepath.Join(t.TempDir(), "out")
+		_, err := UnpackCAR(context.Background(), car, out, UnpackOptions{})
+		return out, err
+	}
+	before := pairsChecked.Load()
+	out, err := unpack(leaves)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(out, "data.bin")); err != nil || string(got) != string(want) {
+		t.Fatalf("unpacked file differs from its leaves (err %v)", err)
+	}
+	if n := pairsChecked.Load() - before; n != nLeaves/2 {
+		t.Errorf("%d pairs of leaves hashed together, want %d", n, nLeaves/2)
+	}
+	for bad := 0; bad < nLeaves; bad++ {
+		t.Run(fmt.Sprintf("leaf %d forged", bad), func(t *testing.T) {
+			forged := slices.Clone(leaves)
+			b := slices.Clone(leaves[bad].RawData())
+			b[leafSize/2] ^= 1 // same length: the pair is still hashed together
+			forged[bad] = &forgedNode{Node: leaves[bad], data: b}
+			_, err := unpack(forged)
+			if err == nil || !strings.Contains(err.Error(), "does not hash to its CID") || !strings.Contains(err.Error(), leaves[bad].Cid().String()) {
+				t.Fatalf("want a hash mismatch naming %s, got %v", leaves[bad].Cid(), err)
+			}
+		})
 	}
 }

@@ -2,9 +2,7 @@ package xfer
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
@@ -21,9 +19,8 @@ import (
 	pool "github.com/libp2p/go-buffer-pool"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
-	mh "github.com/multiformats/go-multihash"
 
-	"github.com/evalmesh/evalmesh/internal/sha256x2"
+	"github.com/evalmesh/evalmesh/internal/rawleaf"
 )
 
 // Stats describes a finished (or failed) Fetch.
@@ -608,16 +605,11 @@ type aheadFrame struct {
 // of a bundle; a leaf has no links, so next is the very next frame) and next not a block
 // the server skips (sent already on this stream, or c itself).
 func pairable(c, next cid.Cid, seen map[string]struct{}) bool {
-	if !rawSHA256(c) || !rawSHA256(next) || c.Equals(next) {
+	if !rawleaf.Is(c) || !rawleaf.Is(next) || c.Equals(next) {
 		return false
 	}
 	_, sent := seen[next.KeyString()]
 	return !sent
-}
-
-func rawSHA256(c cid.Cid) bool {
-	p := c.Prefix()
-	return p.Codec == cid.Raw && p.MhType == mh.SHA2_256 && p.MhLength == sha256.Size
 }
 
 // readPair reads next's frame right after c's (data) and, when both are the same length
@@ -627,22 +619,15 @@ func rawSHA256(c cid.Cid) bool {
 func readPair(r *bufio.Reader, alloc func(int) []byte, c cid.Cid, data []byte, next cid.Cid) *aheadFrame {
 	a := &aheadFrame{}
 	a.data, a.err = readFrameInto(r, alloc)
-	if a.err == nil && len(a.data) == len(data) {
+	if a.err == nil && rawleaf.Pairable(c, next, data, a.data) {
 		pairsHashed.Add(1)
-		dc, dn := sha256x2.Sum256(data, a.data)
-		a.first, a.verified = digestIs(c, dc), digestIs(next, dn)
+		a.first, a.verified = rawleaf.Check2(c, next, data, a.data)
 	}
 	return a
 }
 
 // pairsHashed counts the pairs of blocks readPair hashed together (tests read it).
 var pairsHashed atomic.Int64
-
-// digestIs says whether c (a sha2-256 CID) names the bytes whose SHA-256 is d.
-func digestIs(c cid.Cid, d [sha256.Size]byte) bool {
-	h := c.Hash()
-	return len(h) == 2+sha256.Size && h[0] == mh.SHA2_256 && h[1] == sha256.Size && bytes.Equal(h[2:], d[:])
-}
 
 // storer writes verified blocks in batches from one goroutine, so that receiving and hashing
 // overlap with the blockstore's work.
