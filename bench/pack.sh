@@ -3,6 +3,8 @@
 # in one run. Shapes: a 1 GiB file; a folder of 2,000 x 4 KiB files + 4 x 100 MiB.
 # Rows: sha256 (the floor: read + hash every 256 KiB piece), pack (root CID only, what
 # `evalmesh task pack DIR` does), pack-car (every block streamed into a CARv1 file, fsynced).
+# Then the unpack of the folder from a CAR (`evalmesh task unpack`: every block re-hashed and
+# written into a new folder) beside sha256 of the same bytes.
 # Two tables: wall-clock MB/s, and MB per CPU-second of the process (robust when the
 # machine is shared). Each figure is the best of -count runs.
 # Usage: bench/pack.sh [-count N] [-pack.bigmib M ...]   (run from anywhere)
@@ -11,7 +13,7 @@ cd "$(dirname "$0")/.."
 export CGO_CFLAGS=${CGO_CFLAGS:--Wno-deprecated-declarations}
 count=3
 if [[ ${1:-} == -count ]]; then count=$2; shift 2; fi
-out=$(go test ./tasks -run '^$' -bench '^BenchmarkPack$' -benchtime 1x -count "$count" -args "$@")
+out=$(go test ./tasks -run '^$' -bench '^Benchmark(Pack|Unpack)$' -benchtime 1x -count "$count" -args "$@")
 echo "$out" | grep -E '^(goos|goarch|cpu):' || true
 echo "$out" | awk '
 /^BenchmarkPack\// {
@@ -20,6 +22,12 @@ echo "$out" | awk '
 	# best of the runs: a shared machine only ever slows a run down
 	if (v > best[shape, kind]) best[shape, kind] = v
 	if (c > cbest[shape, kind]) cbest[shape, kind] = c
+}
+/^BenchmarkUnpack\// {
+	split($1, p, "/"); kind = p[3]; sub(/-[0-9]+$/, "", kind)
+	for (i = 1; i <= NF; i++) { if ($(i+1) == "MB/s") v = $i; if ($(i+1) == "cpuMB/s") c = $i }
+	if (v > ubest[kind]) ubest[kind] = v
+	if (c > ucbest[kind]) ucbest[kind] = c
 }
 END {
 	n = split("file folder", shapes, " ")
@@ -32,5 +40,10 @@ END {
 			if (h == 0) continue
 			printf "%-8s %-12s %10.0f %10.0f %10.0f %12.2f %12.2f\n", s, unit, h, pk, q, pk / h, q / h
 		}
+	}
+	if (ubest["sha256"] > 0) {
+		printf "\n%-8s %-12s %10s %10s %14s\n", "shape", "unit", "sha256", "unpack", "unpack/sha256"
+		printf "%-8s %-12s %10.0f %10.0f %14.2f\n", "folder", "MB/s (wall)", ubest["sha256"], ubest["unpack"], ubest["unpack"] / ubest["sha256"]
+		printf "%-8s %-12s %10.0f %10.0f %14.2f\n", "folder", "MB/CPU-s", ucbest["sha256"], ucbest["unpack"], ucbest["unpack"] / ucbest["sha256"]
 	}
 }'

@@ -189,17 +189,7 @@ func BenchmarkPack(b *testing.B) {
 			car := filepath.Join(benchDir, "out.car")
 			defer cpuRate(b, in.bytes)()
 			for i := 0; i < b.N; i++ {
-				w, err := NewCARWriterDAG(car)
-				if err != nil {
-					b.Fatal(err)
-				}
-				root, err := Pack(ctx, in.path, w, PackOptions{Unchecked: true})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := w.Finish(root); err != nil {
-					b.Fatal(err)
-				}
+				packCAR(b, in.path, car)
 			}
 			os.Remove(car)
 		})

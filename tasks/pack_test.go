@@ -232,6 +232,23 @@ func TestPackProgress(t *testing.T) {
 
 var _ = cid.Undef
 
+// packCAR packs src into a new CAR file at car (NewCARWriterDAG) and returns the root.
+func packCAR(tb testing.TB, src, car string) cid.Cid {
+	tb.Helper()
+	w, err := NewCARWriterDAG(car)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	root, err := Pack(context.Background(), src, w, PackOptions{Unchecked: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := w.Finish(root); err != nil {
+		tb.Fatal(err)
+	}
+	return root
+}
+
 // Streaming into a CAR while chunk buffers are recycled must not corrupt any block.
 func TestPackToCARWriterRoundTrip(t *testing.T) {
 	ctx := context.Background()
@@ -239,17 +256,7 @@ func TestPackToCARWriterRoundTrip(t *testing.T) {
 	a := writeRandom(t, filepath.Join(src, "a.bin"), 9*ChunkSize+3, 3)
 	b := writeRandom(t, filepath.Join(src, "b.bin"), 2*ChunkSize, 4)
 	car := filepath.Join(t.TempDir(), "x.car")
-	w, err := NewCARWriterDAG(car)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := Pack(ctx, src, w, PackOptions{Unchecked: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Finish(root); err != nil {
-		t.Fatal(err)
-	}
+	root := packCAR(t, src, car)
 	if ents, _ := os.ReadDir(filepath.Dir(car)); len(ents) != 1 {
 		t.Errorf("temporary files left beside the CAR: %v", ents)
 	}

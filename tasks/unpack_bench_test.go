@@ -16,17 +16,7 @@ func BenchmarkUnpack(b *testing.B) {
 	_, folder, _, folderBytes := benchData(b)
 	ctx := context.Background()
 	car := filepath.Join(benchDir, "unpack.car")
-	w, err := NewCARWriterDAG(car)
-	if err != nil {
-		b.Fatal(err)
-	}
-	root, err := Pack(ctx, folder, w, PackOptions{Unchecked: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := w.Finish(root); err != nil {
-		b.Fatal(err)
-	}
+	packCAR(b, folder, car)
 	defer os.Remove(car)
 	b.Run("folder/sha256", func(b *testing.B) {
 		b.SetBytes(folderBytes)
