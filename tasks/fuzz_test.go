@@ -101,6 +101,11 @@ func FuzzUnpackCAR(f *testing.F) {
 		b, _ := os.ReadFile(p)
 		f.Add(b)
 	}
+	// A file of several equal leaves, which the unpacker checks two at a time.
+	file, leaves, _ := multiLeafFile(f, 64, 5)
+	r, nodes := bundleish(f, child{"data.bin", file})
+	b, _ := os.ReadFile(writeHostileCAR(f, r, append(nodes, leaves...)...))
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		opts := UnpackOptions{MaxSize: 1 << 20, MaxEntries: 1000}
 		// Most inputs die in the CAR reader or the walk: check those in memory, and touch

@@ -327,29 +327,32 @@ func TestHumanBytes(t *testing.T) {
 	}
 }
 
+// multiLeafFile is a UnixFS file over n raw leaves of size bytes each (leaf i all 'a'+i), with
+// its leaves and its content.
+func multiLeafFile(tb testing.TB, size, n int) (file *mdag.ProtoNode, leaves []ipld.Node, content []byte) {
+	fs := ft.NewFSNode(ft.TFile)
+	var kids []child
+	for i := 0; i < n; i++ {
+		data := strings.Repeat(string(rune('a'+i)), size)
+		leaf := rawFile(tb, data)
+		leaves = append(leaves, leaf)
+		kids = append(kids, child{"", leaf})
+		content = append(content, data...)
+		fs.AddBlockSize(uint64(size))
+	}
+	data, err := fs.GetBytes()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return protoNode(data, kids...), leaves, content
+}
+
 // A file's full leaves are checked two at a time (the DagReader preloads them in groups the
 // unpacker pairs); a forged leaf in either place of a pair is still refused, and a good file
 // comes out byte for byte.
 func TestUnpackChecksLeavesInPairs(t *testing.T) {
 	const leafSize, nLeaves = 1024, 4
-	var leaves []ipld.Node
-	var want []byte
-	fs := ft.NewFSNode(ft.TFile)
-	for i := 0; i < nLeaves; i++ {
-		data := []byte(strings.Repeat(string(rune('a'+i)), leafSize))
-		leaves = append(leaves, rawFile(t, string(data)))
-		want = append(want, data...)
-		fs.AddBlockSize(leafSize)
-	}
-	data, err := fs.GetBytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kids []child
-	for _, l := range leaves {
-		kids = append(kids, child{"", l})
-	}
-	file := protoNode(data, kids...)
+	file, leaves, want := multiLeafFile(t, leafSize, nLeaves)
 	unpack := func(leaves []ipld.Node) (string, error) {
 		root, nodes := bundleish(t, child{"data.bin", file})
 		car := writeHostileCAR(t, root, append(append(nodes[:1:1], file), leaves...)...)
