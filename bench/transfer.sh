@@ -5,6 +5,7 @@
 # bundle of 2,000 files of 4-64 KiB plus 4 x 100 MiB; generated once under $WORK/data) prints:
 #   raw TCP                 the same bytes over one plain loopback TCP connection (the bound)
 #   libp2p stream           the same bytes over one libp2p stream (TCP + TLS 1.3 + yamux, as the daemons), unverified: the bound
+#   libp2p stream, noise    the same over noise (ChaCha20-Poly1305), the daemons' second choice; x libp2p stream is noise / TLS
 #   sha256, write, floor    (with the daemons) what a verifying fetch must add to the stream:
 #                           sha256 of every 256 KiB block (two a pass, as the receiver hashes them), a write of the same bytes into new
 #                           pages of the homes' filesystem, and the floor the three set on

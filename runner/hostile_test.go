@@ -127,7 +127,10 @@ func TestRunDockerForkBombAttestedAtDefaultPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	if want := "after its pids limit refused new processes"; !strings.Contains(o.Predicate.Exit.Reason, want) {
-		t.Fatalf("exit reason %q, want %q", o.Predicate.Exit.Reason, want)
+		// The agent's log says when and how its forks were refused; the telemetry, what the
+		// samples saw.
+		log, _ := os.ReadFile(filepath.Join(runner.RunDir(r.Home, o.RunID), "logs", "agent.log"))
+		t.Fatalf("exit reason %q, want %q; telemetry %v; agent log:\n%s", o.Predicate.Exit.Reason, want, o.Predicate.Telemetry, log)
 	}
 	tel, _ := o.Predicate.Telemetry.(map[string]any)
 	if mem, _ := tel["agent_peak_memory_bytes"].(float64); mem <= 0 {

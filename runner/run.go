@@ -465,10 +465,11 @@ func (r *Runner) waitAgent(ctx context.Context, ex Executor, st *RunState, meter
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	// The agent's own use is also sampled early, at 100 ms doubling up to the interval: a
-	// container's cgroup (pids-limit hits) and stats vanish with it, and many agents that
-	// misbehave do it in their first seconds.
-	early := min(100*time.Millisecond, interval)
+	// The agent's own use is also sampled early (nextEarlySample): a container's cgroup
+	// (pids-limit hits) and stats vanish with it, and many agents that misbehave do it in
+	// their first seconds.
+	started := time.Now()
+	early := min(earlyFirstSample, interval)
 	et := time.NewTimer(early)
 	defer et.Stop()
 	util := func() float64 {
@@ -493,11 +494,33 @@ func (r *Runner) waitAgent(ctx context.Context, ex Executor, st *RunState, meter
 			r.progress(st, util())
 		case <-et.C:
 			r.sampleAgent(ctx, ex, st)
-			if early *= 2; early < interval {
+			if early = nextEarlySample(early, time.Since(started), interval); early > 0 {
 				et.Reset(early)
 			}
 		}
 	}
+}
+
+// The early samples of an agent's use: the first at earlyFirstSample, then at doubling gaps
+// up to earlyMaxGap, then every earlyMaxGap until earlyWindow has passed.
+const (
+	earlyFirstSample = 100 * time.Millisecond
+	earlyMaxGap      = 500 * time.Millisecond
+	earlyWindow      = 10 * time.Second
+)
+
+// nextEarlySample is the wait before the next early sample after one taken elapsed into the
+// agent's run, the last wait having been prev; 0 means no more (the poll interval's ticker
+// is as frequent, or the window is over). Why a cap on the gap: doubling up to the 2 s
+// default left a gap of 1.6 s around the second second, and a fork bomb that hit its pids
+// limit late under load and gave up a second later ended between two samples, so its
+// attestation missed why it ended (TestRunDockerForkBombAttestedAtDefaultPoll, seen in CI).
+func nextEarlySample(prev, elapsed, interval time.Duration) time.Duration {
+	next := min(2*prev, earlyMaxGap)
+	if next >= interval || elapsed+next > earlyWindow {
+		return 0
+	}
+	return next
 }
 
 // sampleAgent keeps the largest peak memory, CPU time and pids-limit count the executor

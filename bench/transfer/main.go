@@ -48,6 +48,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	libp2phttp "github.com/libp2p/go-libp2p/p2p/http"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 )
 
 func main() {
@@ -142,13 +144,20 @@ func run(dir string, stores, sets, npeers []string) error {
 			return r.err
 		}
 		print(tw, r.row)
-		r = measure(func() error { return libp2pStream(src) })
+		r = measure(func() error { return libp2pStream(src, xfertest.NewHost, libp2ptls.ID) })
 		r.set, r.path, r.store, r.bytes, r.raw = set, "libp2p stream, no verify", "-", size, raw
 		if r.err != nil {
 			return r.err
 		}
 		print(tw, r.row)
 		stream := mbps(size, r.wall)
+		// The other security transport the daemon offers (issue 18: keep the faster one first).
+		noise := measure(func() error { return libp2pStream(src, xfertest.NewNoiseHost, noise.ID) })
+		noise.set, noise.path, noise.store, noise.bytes, noise.raw, noise.stream = set, "libp2p stream, noise only", "-", size, raw, stream
+		if noise.err != nil {
+			return noise.err
+		}
+		print(tw, noise.row)
 		var floor float64 // MB/s a verifying fetch could reach on this machine (see floorRow)
 		if daemonBin != "" {
 			f, err := floorRows(tw, dir, set, src, size, raw, r)
@@ -478,10 +487,11 @@ func rawTCP(dir string) error {
 	return <-errc
 }
 
-// libp2pStream moves the same bytes over one libp2p stream (TCP, TLS 1.3, yamux: xfertest.NewHost), unverified:
-// the ceiling for any protocol on these hosts.
-func libp2pStream(dir string) error {
-	a, b, err := twoHosts()
+// libp2pStream moves the same bytes over one libp2p stream between two hosts made by newHost
+// (xfertest.NewHost: TCP, TLS 1.3, yamux), unverified: the ceiling for any protocol on these
+// hosts. The connection must have negotiated the security transport want.
+func libp2pStream(dir string, newHost func() (host.Host, error), want protocol.ID) error {
+	a, b, err := twoHostsWith(newHost)
 	if err != nil {
 		return err
 	}
@@ -497,6 +507,9 @@ func libp2pStream(dir string) error {
 	if err != nil {
 		return err
 	}
+	if got := s.Conn().ConnState().Security; got != want {
+		return fmt.Errorf("libp2p stream: the hosts negotiated %s, want %s", got, want)
+	}
 	if err := sendFiles(dir, s); err != nil {
 		return err
 	}
@@ -504,12 +517,14 @@ func libp2pStream(dir string) error {
 	return <-errc
 }
 
-func twoHosts() (host.Host, host.Host, error) {
-	a, err := xfertest.NewHost()
+func twoHosts() (host.Host, host.Host, error) { return twoHostsWith(xfertest.NewHost) }
+
+func twoHostsWith(newHost func() (host.Host, error)) (host.Host, host.Host, error) {
+	a, err := newHost()
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := xfertest.NewHost()
+	b, err := newHost()
 	if err != nil {
 		a.Close()
 		return nil, nil, err

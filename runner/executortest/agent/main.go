@@ -185,11 +185,11 @@ func forkbomb() {
 	if err != nil {
 		self = "/proc/self/exe"
 	}
-	n := 0
+	n, t0 := 0, time.Now()
 	for ; n < 2000; n++ {
 		cmd := exec.Command(self, "child-of-forkbomb")
 		if err := cmd.Start(); err != nil {
-			fmt.Printf("forkbomb: started %d, then: %v\n", n, err)
+			fmt.Printf("forkbomb: started %d in %s, then: %v\n", n, time.Since(t0).Round(time.Millisecond), err)
 			// Like a real fork bomb, keep trying a while before giving up.
 			for end := time.Now().Add(time.Second); time.Now().Before(end); {
 				if exec.Command(self, "child-of-forkbomb").Start() == nil {
