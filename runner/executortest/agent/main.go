@@ -189,7 +189,7 @@ func forkbomb() {
 	for ; n < 2000; n++ {
 		cmd := exec.Command(self, "child-of-forkbomb")
 		if err := cmd.Start(); err != nil {
-			fmt.Printf("forkbomb: started %d in %s, then: %v\n", n, time.Since(t0).Round(time.Millisecond), err)
+			fmt.Printf("forkbomb: started %d, then: %v (%s in)\n", n, err, time.Since(t0).Round(time.Millisecond))
 			// Like a real fork bomb, keep trying a while before giving up.
 			for end := time.Now().Add(time.Second); time.Now().Before(end); {
 				if exec.Command(self, "child-of-forkbomb").Start() == nil {
