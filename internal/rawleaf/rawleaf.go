@@ -43,18 +43,10 @@ func Names(c cid.Cid, digest [sha256.Size]byte) bool {
 	return len(h) == 2+sha256.Size && h[0] == mh.SHA2_256 && h[1] == sha256.Size && bytes.Equal(h[2:], digest[:])
 }
 
-// Pairable says whether Check2 hashes a and b, named by ca and cb, in one pass: both raw
-// sha2-256 leaves of the same length.
-func Pairable(ca, cb cid.Cid, a, b []byte) bool {
-	return len(a) == len(b) && Is(ca) && Is(cb)
-}
-
-// Check2 hashes a and b together and says whether each hashes to its CID. Callers check
-// Pairable first; for other blocks it reports false for both.
+// Check2 says whether a and b hash to ca and cb, hashing them in one pass when they are the
+// same length (every full leaf; otherwise one after the other). A CID whose hash is not a
+// full sha2-256 never matches: callers pair only leaves Is accepts.
 func Check2(ca, cb cid.Cid, a, b []byte) (okA, okB bool) {
-	if !Pairable(ca, cb, a, b) {
-		return false, false
-	}
 	da, db := sha256x2.Sum256(a, b)
 	return Names(ca, da), Names(cb, db)
 }
