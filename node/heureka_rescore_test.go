@@ -57,37 +57,48 @@ func heurekaNetwork(t *testing.T, taskDir string) (labs []heurekaLab, campaign s
 		}
 		ps = append(ps, pending{name, newHome(t), lab})
 	}
-	for _, p := range ps {
+	nodes := make([]*Node, len(ps))
+	for i, p := range ps {
 		cfg := home.DefaultConfig()
 		cfg.Network = heurekaNet
 		opts := testOptions()
 		opts.Config = &cfg
-		n := startNodeAt(t, p.h, opts)
-		cert, err := p.lab.Certify(n.ID().String(), time.Now().Add(-time.Minute), time.Hour)
+		opts.Logf = testutil.FailureLog(t, p.name)
+		nodes[i] = startNodeAt(t, p.h, opts)
+		cert, err := p.lab.Certify(nodes[i].ID().String(), time.Now().Add(-time.Minute), time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := home.WriteFileAtomic(p.h.CertPath(), cert.Raw(), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		r, err := runner.ForHome(p.h, map[string]runner.Executor{"process": process.New(process.Options{})}, "process", io.Discard)
+	}
+	connect(t, nodes[1], nodes[0])
+	startMesh := func(i int) heurekaLab {
+		r, err := runner.ForHome(ps[i].h, map[string]runner.Executor{"process": process.New(process.Options{})}, "process", io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
 		r.SelfExe = os.Args[0] // TestMain runs the agents and the judge
-		m, err := StartMesh(context.Background(), n, MeshOptions{Trust: trust, Runner: r, Capacity: 1,
+		m, err := StartMesh(context.Background(), nodes[i], MeshOptions{Trust: trust, Runner: r, Capacity: 1,
 			Policy:  attest.AcceptPolicy{Replication: 1, AllowProcessRuns: true},
 			Scoring: scoring.Options{BootstrapRounds: 20}, RescoreTimeout: 5 * time.Second, SyncInterval: time.Second,
 			HeadsInterval: time.Second, Claims: protocol.ClaimConfig{Lease: 30 * time.Second, Settle: 100 * time.Millisecond}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		n.setMesh(m)
+		nodes[i].setMesh(m)
 		t.Cleanup(func() { m.Close() })
-		labs = append(labs, heurekaLab{p.name, n, m})
+		return heurekaLab{ps[i].name, nodes[i], m}
 	}
-	connect(t, labs[1].n, labs[0].n)
 
+	// lab-a's mesh alone publishes the campaign and runs the slot; lab-b's starts once the run
+	// is attested, so it reconciles the run before it may claim and the slot has exactly one
+	// run. (Two meshes that both claim at once may both run: a live run does not yield, the
+	// duplicate the protocol allows and the ledger counts once. Under a loaded CI machine a
+	// claim's gossip can take longer than the settle time, and these tests are about the
+	// re-score, not the claim race, which protocol's and the mesh's claim tests cover.)
+	labs = append(labs, startMesh(0))
 	task, err := labs[0].n.Add(context.Background(), taskDir, AddOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +113,11 @@ func heurekaNetwork(t *testing.T, taskDir string) (labs []heurekaLab, campaign s
 	if _, err := labs[0].m.PublishCampaign(env); err != nil {
 		t.Fatal(err)
 	}
+	testutil.WaitFor(t, 3*time.Minute, "lab-a's run of the slot", func() bool {
+		rep, err := labs[0].m.CampaignStatus(context.Background(), id)
+		return err == nil && len(rep.Slots) == 1 && len(rep.Slots[0].Runs) == 1
+	})
+	labs = append(labs, startMesh(1))
 	return labs, id
 }
 
@@ -112,7 +128,7 @@ func settled(t *testing.T, labs []heurekaLab, campaign string) (RunReport, []*Me
 	t.Helper()
 	var run RunReport
 	var ledgers []*MeshLedger
-	testutil.WaitFor(t, 3*time.Minute, "the HeurekaBench run, its re-score and one root on both nodes", func() bool {
+	err := testutil.Poll(3*time.Minute, func() bool {
 		ledgers = nil
 		for _, l := range labs {
 			rep, err := l.m.CampaignStatus(context.Background(), campaign)
@@ -128,6 +144,20 @@ func settled(t *testing.T, labs []heurekaLab, campaign string) (RunReport, []*Me
 		}
 		return true
 	})
+	if err != nil {
+		// What each node holds says which step did not happen (claim, run, fetch, re-score,
+		// ledger); the nodes' logs follow at cleanup.
+		for _, l := range labs {
+			rep, err := l.m.CampaignStatus(context.Background(), campaign)
+			t.Logf("%s: campaign status %+v (err %v)", l.name, rep, err)
+			if ml := l.m.Ledger(); ml != nil {
+				t.Logf("%s: ledger root %s, report %+v", l.name, ml.Root, ml.Report)
+			} else {
+				t.Logf("%s: no ledger yet", l.name)
+			}
+		}
+		t.Fatalf("the HeurekaBench run, its re-score and one root on both nodes: %v", err)
+	}
 	return run, ledgers
 }
 
@@ -172,7 +202,7 @@ func TestHeurekaNetworkRescoreDisagrees(t *testing.T) {
 	// A sampling judge (the stand-in's --sampling: scores jittered from its nonce, as an LLM
 	// sampling at temperature > 0) on the same pinned task: each call draws a nonce, fixed
 	// here to ones whose samples differ on this submission, the first for the run and the
-	// next for the other lab's re-score, whichever lab claims the slot.
+	// next for the other lab's re-score.
 	var mu sync.Mutex
 	calls := 0
 	old := runner.JudgeNonce

@@ -1,5 +1,6 @@
 // Package testutil holds the helpers every package's tests share. It owns one job each:
-// WaitFor is the only poller tests use to wait for a condition (never a bare sleep).
+// WaitFor is the only poller tests use to wait for a condition (never a bare sleep);
+// FailureLog keeps what nodes log and shows it only when the test fails.
 //
 // It imports no other evalmesh package, so any test may use it.
 package testutil
