@@ -215,6 +215,9 @@ func (m *Mesh) CampaignStatus(ctx context.Context, id string) (*CampaignReport, 
 			if _, no := mc.refused[s.Agent]; no {
 				sr.State = "refused" // by this node's policy (Refused says why)
 			}
+			if m.awaitingKey[sid] {
+				sr.State = "awaiting-key" // this node's run waits for the sealed bundle's key
+			}
 			if _, ok := m.running[sid]; ok {
 				sr.State = "running"
 			}

@@ -108,6 +108,8 @@ type Mesh struct {
 	pending   map[string]bool      // campaigns whose bundles are being fetched
 	clock     claimClock           // claim→start per run (mesh_claimclock.go)
 	capOpen   bool                 // openCapacity has given the claim machine its capacity
+	// awaitingKey: slot IDs whose run here waits for a sealed bundle's key (mesh_sealed.go).
+	awaitingKey map[string]bool
 	wake      *time.Timer
 
 	bundleMu sync.Mutex
@@ -211,7 +213,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		campaigns: map[string]*meshCampaign{}, slots: map[string]slotRef{}, running: map[string]*activeRun{},
 		runs: map[string]*runRecord{}, bySlot: map[string][]string{}, rescores: map[string][]rescoreRecord{},
 		rescoring: map[string]bool{}, labPeers: map[string]time.Time{}, pending: map[string]bool{},
-		bundles: map[string]*sync.Mutex{},
+		bundles: map[string]*sync.Mutex{}, awaitingKey: awaitingKeySlots(opts.Runner, n.opts.Logf),
 	}
 
 	cc := opts.Claims
@@ -649,7 +651,7 @@ func (m *Mesh) addCampaign(mc *meshCampaign) {
 			// time to fetch, evaluate and sign.
 			limit = time.Duration(meta.Limits.WallClockSeconds)*time.Second + 5*time.Minute
 		}
-		spec.Slots = append(spec.Slots, protocol.SlotSpec{ID: id, Slot: s, HardLimit: limit})
+		spec.Slots = append(spec.Slots, protocol.SlotSpec{ID: id, Slot: s, HardLimit: limit, AwaitingKey: m.awaitingKey[id]})
 	}
 	mc.added = true
 	now := m.opts.Now()
@@ -688,6 +690,9 @@ func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 				return // the machine already considers the run over
 			}
 			delete(m.running, s.Slot.ID)
+			if outcome.Kind == protocol.RunAwaitingKey {
+				m.awaitingKey[s.Slot.ID] = true
+			}
 			m.clock.unitFreed(m.opts.Now())
 			m.apply(m.cm.RunEnded(s.Slot.ID, outcome, m.opts.Now()))
 		})
@@ -717,7 +722,7 @@ func (m *Mesh) execute(ctx context.Context, s protocol.StartRun, spec *runner.Ag
 		Campaign: s.Campaign, Attempt: s.Attempt,
 	})
 	if d, ok := m.sealedRunOutcome(err); ok {
-		return protocol.RunOutcome{Kind: protocol.RunInfraFailed, Detail: d}
+		return protocol.RunOutcome{Kind: protocol.RunAwaitingKey, Detail: d}
 	}
 	if err != nil {
 		return infra(err)

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/protocol/recon"
 	"github.com/evalmesh/evalmesh/runner"
 )
@@ -95,8 +96,9 @@ func (m *Mesh) scoreAwaiting(bundle string) {
 }
 
 // sealedRunOutcome says what became of a run whose bundle this lab cannot open: the agent
-// ran and its submission waits here for a grant; the slot is released so a node of a lab
-// that holds the key can run and score it meanwhile.
+// ran and its submission waits here for a grant; the slot is released (RunAwaitingKey: no
+// attempt consumed, never claimed here again) so a node of a lab that holds the key can run
+// and score it meanwhile.
 func (m *Mesh) sealedRunOutcome(err error) (string, bool) {
 	var nk *runner.NoKeyError
 	if !errors.As(err, &nk) {
@@ -119,4 +121,22 @@ func GrantsIn(set *Set) func(bundle string) [][]byte {
 		})
 		return out
 	}
+}
+
+// awaitingKeySlots lists the slots of this home's runs that wait for a sealed bundle's key,
+// so that a restarted mesh does not claim them again (protocol.SlotSpec.AwaitingKey): a
+// second run here would wait for the same key.
+func awaitingKeySlots(r *runner.Runner, logf func(string, ...any)) map[string]bool {
+	out := map[string]bool{}
+	runs, err := runner.ListRuns(r.Home)
+	if err != nil {
+		logf("mesh: reading runs for those waiting for a key: %v", err)
+		return out
+	}
+	for _, st := range runs {
+		if st.Phase == runner.PhaseAwaitingKey && st.Campaign != "" {
+			out[protocol.SlotID(attest.Slot{Campaign: st.Campaign, Task: st.TaskCID, Agent: st.AgentCID, Seed: st.Seed})] = true
+		}
+	}
+	return out
 }

@@ -39,7 +39,7 @@ type nodeMetrics struct {
 func newNodeMetrics() *nodeMetrics {
 	return &nodeMetrics{
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "evalmesh_runs_total",
-			Help: "Runs this node ended, by outcome (valid, agent_failed, infra_failed, aborted)."}, []string{"outcome"}),
+			Help: "Runs this node ended, by outcome (valid, agent_failed, infra_failed, awaiting_key, aborted)."}, []string{"outcome"}),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "evalmesh_claims_total",
 			Help: "Claim messages sent and received, by direction and kind (claim, renew, release)."}, []string{"direction", "kind"}),
 		syncSessions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "evalmesh_sync_sessions_total",
@@ -69,6 +69,8 @@ func (nm *nodeMetrics) runEnded(o protocol.RunOutcome, aborted bool) {
 		outcome = "valid"
 	case o.Kind == protocol.RunAgentFailed:
 		outcome = "agent_failed"
+	case o.Kind == protocol.RunAwaitingKey:
+		outcome = "awaiting_key"
 	case aborted:
 		outcome = "aborted"
 	}

@@ -19,6 +19,10 @@ type SlotSpec struct {
 	// after it is aborted by its holder, and other nodes stop honouring the claim however
 	// often it is renewed.
 	HardLimit time.Duration
+	// AwaitingKey: this node already ran the slot and its run waits for the key of the
+	// sealed bundle (a restart after RunAwaitingKey): the node never claims the slot, and
+	// Status counts it awaiting a key until a result is known.
+	AwaitingKey bool
 }
 
 // CampaignSpec is what the claim machine needs of a verified campaign.
@@ -129,6 +133,12 @@ const (
 	// RunInfraFailed: the node, not the agent, failed (executor error, lost GPU, fetch
 	// failed): the slot is freed for another node, up to MaxInfraAttempts.
 	RunInfraFailed
+	// RunAwaitingKey: the agent ran, but the bundle is sealed and this node's lab holds no
+	// grant of its key, so the submission waits here to be scored. The slot is released
+	// (ReleaseAwaitingKey) for a node that can score it now, without consuming the attempt
+	// (the run may yet produce the result), and this node does not claim it again: a
+	// second run here would wait for the same key.
+	RunAwaitingKey
 )
 
 // RunOutcome is how a run ended, with a detail for logs.
@@ -146,7 +156,9 @@ type CampaignStatus struct {
 	Running   int    `json:"running"` // held by a live renewed claim (ours or another node's)
 	Done      int    `json:"done"`    // a run attestation is known (valid or agent-failed)
 	Failed    int    `json:"failed"`  // attempts exhausted by infrastructure failures
-	Closed    bool   `json:"closed"`  // the deadline has passed: nobody claims any more
+	// AwaitingKey: free slots whose run (here or elsewhere) waits for a sealed bundle's key.
+	AwaitingKey int  `json:"awaiting_key"`
+	Closed      bool `json:"closed"` // the deadline has passed: nobody claims any more
 }
 
 type claimPhase int
@@ -224,6 +236,11 @@ type slotState struct {
 	avoidUntil time.Time // after our own infrastructure failure: let another node retry first
 	freeSince  time.Time // when the campaign was added, or a claim last lapsed or was dropped
 	ranResult  bool      // this machine's run produced the slot's result
+	// declined: this node ran the slot and its run waits for a key; it never claims it.
+	declined bool
+	// awaitingKey: a run of the slot (this node's or, by its release, another's) waits for
+	// a key, so its result may still come although nobody holds the slot.
+	awaitingKey bool
 }
 
 func (s *slotState) hardLimit() time.Duration {
@@ -301,7 +318,8 @@ func (m *ClaimMachine) AddCampaign(c CampaignSpec, now time.Time) Actions {
 			if _, dup := m.slots[sp.ID]; dup {
 				continue
 			}
-			s := &slotState{spec: sp, camp: cs, score: RendezvousScore(sp.ID, m.cfg.Self), freeSince: now}
+			s := &slotState{spec: sp, camp: cs, score: RendezvousScore(sp.ID, m.cfg.Self), freeSince: now,
+				declined: sp.AwaitingKey, awaitingKey: sp.AwaitingKey}
 			m.slots[sp.ID] = s
 			cs.order = append(cs.order, s)
 		}
@@ -343,8 +361,13 @@ func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 	}
 	s.touched = true
 	s.maxAttempt = max(s.maxAttempt, msg.Attempt)
-	if msg.Kind == ClaimKindRelease && msg.Reason == ReleaseInfra {
-		s.infraFailed(msg.Attempt)
+	if msg.Kind == ClaimKindRelease {
+		switch msg.Reason {
+		case ReleaseInfra:
+			s.infraFailed(msg.Attempt)
+		case ReleaseAwaitingKey:
+			s.awaitingKey = true
+		}
 	}
 	ref := claimRef{peer: msg.PeerID, lab: msg.Lab, lamport: msg.Lamport, attempt: msg.Attempt,
 		running: msg.Kind == ClaimKindRenew, slot: s.spec.ID}
@@ -479,7 +502,8 @@ func (m *ClaimMachine) RunStarted(slotID string, now time.Time) Actions {
 
 // RunEnded records how this node's run of the slot ended. A valid or agent-failed run
 // finishes the slot (its attestation is on its way to everyone); an infrastructure failure
-// consumes the attempt and releases the slot for another node to retry.
+// consumes the attempt and releases the slot for another node to retry; a run awaiting a
+// key releases it without consuming the attempt, and this node never claims it again.
 func (m *ClaimMachine) RunEnded(slotID string, o RunOutcome, now time.Time) Actions {
 	m.now = now
 	s, ok := m.held[slotID]
@@ -495,6 +519,13 @@ func (m *ClaimMachine) RunEnded(slotID string, o RunOutcome, now time.Time) Acti
 		if s.holder != nil {
 			m.dropHolder(s)
 		}
+	case RunAwaitingKey:
+		s.maxAttempt = max(s.maxAttempt, mine.attempt)
+		s.declined = true
+		s.awaitingKey = true
+		m.dropMine(s)
+		m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
+			Lamport: mine.lamport, Attempt: mine.attempt, Reason: ReleaseAwaitingKey})
 	default:
 		m.dropMine(s)
 		s.infraFailed(mine.attempt)
@@ -544,6 +575,8 @@ func (m *ClaimMachine) Status(campaignID string, now time.Time) (st CampaignStat
 			st.Running++
 		case s.mine != nil, s.holder != nil && now.Before(s.holder.expires):
 			st.Claimed++
+		case s.awaitingKey:
+			st.AwaitingKey++
 		default:
 			st.Unclaimed++
 		}
@@ -723,8 +756,9 @@ func (m *ClaimMachine) pick(now time.Time) *slotState {
 		return cmp.Compare(a.spec.ID, b.spec.ID)
 	})
 	for _, c := range open {
-		// Untouched slots only ever become touched, so order[:cursor] never needs a rescan.
-		for c.cursor < len(c.order) && (c.order[c.cursor].touched || c.order[c.cursor].finished) {
+		// Untouched slots only ever become touched (and declined ones stay declined), so
+		// order[:cursor] never needs a rescan.
+		for c.cursor < len(c.order) && (c.order[c.cursor].touched || c.order[c.cursor].finished || c.order[c.cursor].declined) {
 			c.cursor++
 		}
 		if c.cursor < len(c.order) {
@@ -733,7 +767,7 @@ func (m *ClaimMachine) pick(now time.Time) *slotState {
 	}
 	var best, avoided *slotState
 	for id, s := range m.freed {
-		if s.finished || s.mine != nil || s.holder != nil || s.failed(m.cfg.MaxInfraAttempts) {
+		if s.finished || s.mine != nil || s.holder != nil || s.declined || s.failed(m.cfg.MaxInfraAttempts) {
 			delete(m.freed, id)
 			continue
 		}

@@ -18,11 +18,12 @@ import (
 //
 //	node name=a [capacity=1] [lease=10m] [heartbeat=3m] [settle=300ms] [max-attempts=3]
 //	    a new machine (a restart, when the name exists; queued messages stay in flight)
-//	campaign id=c [slots=N] [deadline=1h] [hard=30m] [nodes=(a,b)]
+//	campaign id=c [slots=N] [deadline=1h] [hard=30m] [nodes=(a,b)] [awaiting-key=(c/s0)]
+//	    awaiting-key: slots the targets already ran, whose runs wait for a key (a restart)
 //	advance d     the clock moves on by d; every node is ticked, in name order
 //	deliver [from=a] [to=b] [kind=renew]   deliver queued messages, FIFO
 //	drop [from=a] [to=b] [kind=renew]      lose them
-//	started|ended|finished node=a slot=s [outcome=valid|agent|infra]
+//	started|ended|finished node=a slot=s [outcome=valid|agent|infra|awaiting-key]
 //	inject node=a from=x kind=renew campaign=c slot=s lamport=1 attempt=1 [reason=infra]
 //	shutdown node=a; capacity node=a n=2; status node=a campaign=c; queued
 func TestClaimMachine(t *testing.T) {
@@ -136,8 +137,13 @@ func (h *claimHarness) run(t *testing.T, d *datadriven.TestData) string {
 		d.MaybeScanArgs(t, "deadline", &deadline)
 		d.MaybeScanArgs(t, "hard", &hard)
 		spec := CampaignSpec{ID: id, Created: h.now, Deadline: h.now.Add(mustDuration(t, deadline))}
+		var awaiting []string
+		if arg, ok := d.Arg("awaiting-key"); ok {
+			awaiting = arg.Vals
+		}
 		for i := range n {
-			spec.Slots = append(spec.Slots, SlotSpec{ID: fmt.Sprintf("%s/s%d", id, i), HardLimit: mustDuration(t, hard)})
+			sid := fmt.Sprintf("%s/s%d", id, i)
+			spec.Slots = append(spec.Slots, SlotSpec{ID: sid, HardLimit: mustDuration(t, hard), AwaitingKey: slices.Contains(awaiting, sid)})
 		}
 		targets := h.names()
 		if arg, ok := d.Arg("nodes"); ok {
@@ -193,7 +199,7 @@ func (h *claimHarness) run(t *testing.T, d *datadriven.TestData) string {
 		default:
 			var o string
 			d.ScanArgs(t, "outcome", &o)
-			kinds := map[string]RunOutcomeKind{"valid": RunValid, "agent": RunAgentFailed, "infra": RunInfraFailed}
+			kinds := map[string]RunOutcomeKind{"valid": RunValid, "agent": RunAgentFailed, "infra": RunInfraFailed, "awaiting-key": RunAwaitingKey}
 			if _, ok := kinds[o]; !ok {
 				t.Fatalf("%s: outcome %q", d.Pos, o)
 			}
@@ -231,8 +237,11 @@ func (h *claimHarness) run(t *testing.T, d *datadriven.TestData) string {
 		if !ok {
 			return "unknown campaign\n"
 		}
-		fmt.Fprintf(&h.out, "slots=%d unclaimed=%d claimed=%d running=%d done=%d failed=%d closed=%v held=%v\n",
-			st.Slots, st.Unclaimed, st.Claimed, st.Running, st.Done, st.Failed, st.Closed, m.Held())
+		fmt.Fprintf(&h.out, "slots=%d unclaimed=%d claimed=%d running=%d done=%d failed=%d", st.Slots, st.Unclaimed, st.Claimed, st.Running, st.Done, st.Failed)
+		if st.AwaitingKey > 0 {
+			fmt.Fprintf(&h.out, " awaiting-key=%d", st.AwaitingKey)
+		}
+		fmt.Fprintf(&h.out, " closed=%v held=%v\n", st.Closed, m.Held())
 	case "queued":
 		for _, q := range h.queue {
 			fmt.Fprintf(&h.out, "%s->%s %s %s\n", q.from, q.to, q.msg.Kind, q.msg.Slot)

@@ -25,11 +25,15 @@ const (
 
 // Release reasons. ReleaseInfra says the attempt was consumed (its run started and did not
 // produce a result), so the next claim uses the next attempt number and it counts towards
-// the retry cap; the others free the slot without consuming the attempt.
+// the retry cap; the others free the slot without consuming the attempt. ReleaseAwaitingKey
+// says the sender's run ended and its submission waits for the key of a sealed bundle its
+// lab holds no grant for: the result may still come (once a grant arrives), the slot is
+// left to a node that can score it now, and the sender does not claim it again.
 const (
-	ReleaseInfra    = "infra"
-	ReleaseShutdown = "shutdown"
-	ReleaseStale    = "stale"
+	ReleaseInfra       = "infra"
+	ReleaseShutdown    = "shutdown"
+	ReleaseStale       = "stale"
+	ReleaseAwaitingKey = "awaiting-key"
 )
 
 // Limits a reader enforces on a claim message.
@@ -69,7 +73,8 @@ type ClaimMessage struct {
 	// Attempt is the attempt number the run will sign (1 for the first run of a slot; one
 	// more after each infrastructure failure).
 	Attempt int `json:"attempt"`
-	// Reason is set only on releases: ReleaseInfra, ReleaseShutdown or ReleaseStale.
+	// Reason is set only on releases: ReleaseInfra, ReleaseShutdown, ReleaseStale or
+	// ReleaseAwaitingKey.
 	Reason string `json:"reason,omitempty"`
 	// Cert is the sender's node certificate envelope (attest.NodeCert JSON) so a validator
 	// can check, without lookups, that the sender speaks for a trusted lab.
@@ -152,9 +157,9 @@ func (m *ClaimMessage) check() error {
 			return fmt.Errorf("claim message: a release has lease_ms 0, not %d", m.LeaseMS)
 		}
 		switch m.Reason {
-		case ReleaseInfra, ReleaseShutdown, ReleaseStale:
+		case ReleaseInfra, ReleaseShutdown, ReleaseStale, ReleaseAwaitingKey:
 		default:
-			return fmt.Errorf("claim message: release reason %q unknown (want %s, %s or %s)", m.Reason, ReleaseInfra, ReleaseShutdown, ReleaseStale)
+			return fmt.Errorf("claim message: release reason %q unknown (want %s, %s, %s or %s)", m.Reason, ReleaseInfra, ReleaseShutdown, ReleaseStale, ReleaseAwaitingKey)
 		}
 	case "":
 		return errors.New("claim message: missing field kind")

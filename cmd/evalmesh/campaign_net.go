@@ -179,8 +179,8 @@ func watchCampaign(ctx context.Context, c *node.Client, rep *node.CampaignReport
 		if bar != nil {
 			_ = bar.Set(n)
 		} else if n != last {
-			fmt.Fprintf(w, "%d/%d slots done (%d running, %d claimed, %d unclaimed, %d failed)\n", n, rep.Status.Slots,
-				rep.Status.Running, rep.Status.Claimed, rep.Status.Unclaimed, rep.Status.Failed)
+			fmt.Fprintf(w, "%d/%d slots done (%d running, %d claimed, %d unclaimed, %d failed, %d awaiting a key)\n", n, rep.Status.Slots,
+				rep.Status.Running, rep.Status.Claimed, rep.Status.Unclaimed, rep.Status.Failed, rep.Status.AwaitingKey)
 		}
 		last = n
 		if n >= rep.Status.Slots || rep.Status.Closed {
@@ -206,6 +206,11 @@ func printCampaignReport(w io.Writer, rep *node.CampaignReport) {
 	s := rep.Status
 	fmt.Fprintf(w, "campaign %s %q (lab %s)\n", rep.ID, rep.Title, rep.LabName)
 	fmt.Fprintf(w, "slots %d: unclaimed %d, claimed %d, running %d, done %d, failed %d", s.Slots, s.Unclaimed, s.Claimed, s.Running, s.Done, s.Failed)
+	if s.AwaitingKey > 0 {
+		// Free slots whose run waits for a sealed bundle's key: a grant to that lab, or a
+		// node of a lab holding the key, finishes them.
+		fmt.Fprintf(w, ", awaiting a key %d", s.AwaitingKey)
+	}
 	if s.Closed {
 		fmt.Fprint(w, " (deadline passed)")
 	}
