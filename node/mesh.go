@@ -110,7 +110,7 @@ type Mesh struct {
 	capOpen   bool                 // openCapacity has given the claim machine its capacity
 	// awaitingKey: slot IDs whose run here waits for a sealed bundle's key (mesh_sealed.go).
 	awaitingKey map[string]bool
-	wake      *time.Timer
+	wake        *time.Timer
 
 	bundleMu sync.Mutex
 	bundles  map[string]*sync.Mutex // per-CID fetch lock
