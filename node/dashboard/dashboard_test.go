@@ -406,3 +406,22 @@ func TestLeaderboardShowsTheHeurekaBenchTable(t *testing.T) {
 		t.Fatalf("the reference player's page: %d, want 404", code)
 	}
 }
+
+// The campaign progress bar draws each count to scale, the slots awaiting a sealed
+// bundle's key among them, and its title says the counts.
+func TestProgressBarShowsSlotsAwaitingAKey(t *testing.T) {
+	bar := string(progressSVG(Campaign{Status: protocol.CampaignStatus{Slots: 4, Done: 1, Running: 1, AwaitingKey: 2}}))
+	for _, want := range []string{
+		`<title>1 of 4 slots done, 1 running, 0 claimed, 0 failed, 2 awaiting a key</title>`,
+		`<rect x="0" y="0" width="60" height="14" class="done"/>`,
+		`<rect x="60" y="0" width="60" height="14" class="running"/>`,
+		`<rect x="120" y="0" width="120" height="14" class="awaiting-key"/>`,
+	} {
+		if !strings.Contains(bar, want) {
+			t.Errorf("progress bar %s\nlacks %s", bar, want)
+		}
+	}
+	if plain := string(progressSVG(Campaign{Status: protocol.CampaignStatus{Slots: 2, Done: 2}})); strings.Contains(plain, "awaiting") {
+		t.Errorf("no slot awaits a key, yet the bar says so: %s", plain)
+	}
+}

@@ -59,7 +59,7 @@ type Campaign struct {
 	Created     time.Time `json:"created"`
 	Deadline    time.Time `json:"deadline"`
 	Ready       bool      `json:"ready"`
-	// Status counts the slots (done, running, claimed, unclaimed, failed).
+	// Status counts the slots (done, running, claimed, unclaimed, failed, awaiting a key).
 	Status protocol.CampaignStatus `json:"status"`
 }
 

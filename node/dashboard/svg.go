@@ -194,7 +194,8 @@ func stripSVG(v TaskView) template.HTML {
 	return template.HTML(b.String())
 }
 
-// progressSVG is a campaign's slots as one stacked bar: done, running, claimed, failed, open.
+// progressSVG is a campaign's slots as one stacked bar: done, running, claimed, failed,
+// awaiting a sealed bundle's key, open.
 func progressSVG(c Campaign) template.HTML {
 	st := c.Status
 	total := st.Slots
@@ -205,10 +206,14 @@ func progressSVG(c Campaign) template.HTML {
 	parts := []struct {
 		n     int
 		class string
-	}{{st.Done, "done"}, {st.Running, "running"}, {st.Claimed, "claimed"}, {st.Failed, "failed"}}
+	}{{st.Done, "done"}, {st.Running, "running"}, {st.Claimed, "claimed"}, {st.Failed, "failed"}, {st.AwaitingKey, "awaiting-key"}}
+	awaiting := ""
+	if st.AwaitingKey > 0 {
+		awaiting = fmt.Sprintf(", %d awaiting a key", st.AwaitingKey)
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="progress" width="%d" height="14" viewBox="0 0 %d 14" role="img"><title>%d of %d slots done, %d running, %d claimed, %d failed</title><rect x="0" y="0" width="%d" height="14" class="open"/>`,
-		width, width, st.Done, total, st.Running, st.Claimed, st.Failed, width)
+	fmt.Fprintf(&b, `<svg class="progress" width="%d" height="14" viewBox="0 0 %d 14" role="img"><title>%d of %d slots done, %d running, %d claimed, %d failed%s</title><rect x="0" y="0" width="%d" height="14" class="open"/>`,
+		width, width, st.Done, total, st.Running, st.Claimed, st.Failed, awaiting, width)
 	x := 0.0
 	for _, p := range parts {
 		w := float64(p.n) / float64(total) * width
