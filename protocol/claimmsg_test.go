@@ -80,16 +80,21 @@ func encode(t testing.TB, m *ClaimMessage) []byte {
 
 func TestClaimRoundTrip(t *testing.T) {
 	f := newClaimFixture(t)
-	for _, kind := range []string{ClaimKindClaim, ClaimKindRenew, ClaimKindRelease} {
+	for _, kr := range [][2]string{{ClaimKindClaim, ""}, {ClaimKindRenew, ""}, {ClaimKindRelease, ReleaseInfra},
+		{ClaimKindRelease, ReleaseShutdown}, {ClaimKindRelease, ReleaseStale}, {ClaimKindRelease, ReleaseAwaitingKey}} {
+		kind := kr[0] + " " + kr[1]
 		m := f.msg(t)
-		m.Kind = kind
-		if kind == ClaimKindRelease {
-			m.LeaseMS, m.Reason = 0, ReleaseInfra
+		m.Kind = kr[0]
+		if kr[0] == ClaimKindRelease {
+			m.LeaseMS, m.Reason = 0, kr[1]
 		}
 		b := encode(t, m)
 		got, err := DecodeClaim(b)
 		if err != nil {
 			t.Fatalf("%s: %v", kind, err)
+		}
+		if got.Reason != kr[1] {
+			t.Fatalf("%s: reason %q after decoding", kind, got.Reason)
 		}
 		if again := encode(t, got); !bytes.Equal(again, b) {
 			t.Fatalf("%s: re-encoding differs:\n%s\n%s", kind, b, again)
@@ -233,6 +238,8 @@ func FuzzDecodeClaim(f *testing.F) {
 	f.Add(encode(f, fx.msg(f)))
 	rel := fx.msg(f)
 	rel.Kind, rel.LeaseMS, rel.Reason = ClaimKindRelease, 0, ReleaseShutdown
+	f.Add(encode(f, rel))
+	rel.Reason = ReleaseAwaitingKey
 	f.Add(encode(f, rel))
 	f.Add([]byte(`{"v":2,"kind":"bid"}`))
 	f.Add([]byte(`{"v":1,"kind":"claim","campaign":"c","slot":"s","peer_id":"p","lab":"l","lamport":1,"lease_ms":1,"attempt":1,"cert":{}}`))
