@@ -318,8 +318,10 @@ func (m *ClaimMachine) AddCampaign(c CampaignSpec, now time.Time) Actions {
 			if _, dup := m.slots[sp.ID]; dup {
 				continue
 			}
+			// A slot this node ran before a restart was claimed by it then: touched, so the
+			// untouched-first scan passes it by, and declined, so it is never picked.
 			s := &slotState{spec: sp, camp: cs, score: RendezvousScore(sp.ID, m.cfg.Self), freeSince: now,
-				declined: sp.AwaitingKey, awaitingKey: sp.AwaitingKey}
+				touched: sp.AwaitingKey, declined: sp.AwaitingKey, awaitingKey: sp.AwaitingKey}
 			m.slots[sp.ID] = s
 			cs.order = append(cs.order, s)
 		}
@@ -756,9 +758,8 @@ func (m *ClaimMachine) pick(now time.Time) *slotState {
 		return cmp.Compare(a.spec.ID, b.spec.ID)
 	})
 	for _, c := range open {
-		// Untouched slots only ever become touched (and declined ones stay declined), so
-		// order[:cursor] never needs a rescan.
-		for c.cursor < len(c.order) && (c.order[c.cursor].touched || c.order[c.cursor].finished || c.order[c.cursor].declined) {
+		// Untouched slots only ever become touched, so order[:cursor] never needs a rescan.
+		for c.cursor < len(c.order) && (c.order[c.cursor].touched || c.order[c.cursor].finished) {
 			c.cursor++
 		}
 		if c.cursor < len(c.order) {
