@@ -214,6 +214,8 @@ func (m *Mesh) CampaignStatus(ctx context.Context, id string) (*CampaignReport, 
 			sr := SlotReport{ID: sid, Task: s.Task, Agent: s.Agent, Seed: s.Seed, State: "open", Runs: []RunReport{}}
 			if _, no := mc.refused[s.Agent]; no {
 				sr.State = "refused" // by this node's policy (Refused says why)
+			} else if mc.noKey[s.Task] {
+				sr.State = "no-key" // sealed, and this lab cannot open its key: key holders first
 			}
 			if m.awaitingKey[sid] {
 				sr.State = "awaiting-key" // this node's run waits for the sealed bundle's key

@@ -131,6 +131,9 @@ type meshCampaign struct {
 	added  bool // handed to the claim machine
 	// refused: agent CID -> why this node's policy will not run it (mesh_policy.go).
 	refused map[string]string
+	// noKey: sealed bundles of the campaign whose key this node cannot open yet; their
+	// slots are left to key holders first (protocol.SlotSpec.NoKey, mesh_sealed.go).
+	noKey map[string]bool
 }
 
 type slotRef struct {
@@ -598,7 +601,7 @@ func (m *Mesh) campaignCreated(env []byte) time.Time {
 // prepareCampaign fetches a campaign's bundles and parses its agents, retrying while peers
 // that hold the bundles are not reachable yet.
 func (m *Mesh) prepareCampaign(v *protocol.VerifiedCampaign, try int) {
-	mc := &meshCampaign{v: v, tasks: map[string]tasks.Meta{}, agents: map[string]*runner.AgentSpec{}}
+	mc := &meshCampaign{v: v, tasks: map[string]tasks.Meta{}, agents: map[string]*runner.AgentSpec{}, noKey: map[string]bool{}}
 	for _, a := range v.Campaign.Agents {
 		spec, err := runner.ParseAgentSpec(a.Spec)
 		if err != nil {
@@ -615,6 +618,9 @@ func (m *Mesh) prepareCampaign(v *protocol.VerifiedCampaign, try int) {
 			var meta *tasks.Meta
 			if meta, err = tasks.LoadMeta(dir); err == nil {
 				mc.tasks[t] = *meta
+				if tasks.IsSealed(dir) {
+					mc.noKey[t] = true // until addCampaign finds the key
+				}
 				continue
 			}
 		}
@@ -639,6 +645,12 @@ func (m *Mesh) addCampaign(mc *meshCampaign) {
 	m.campaigns[mc.v.ID] = mc
 	spec := protocol.CampaignSpec{ID: mc.v.ID, Created: c.Created, Deadline: c.Deadline}
 	m.refuseByPolicy(mc)
+	// On the loop, so that a grant keyArrived handles before this is seen here.
+	for t := range mc.noKey {
+		if m.opts.Runner.HoldsKey(t) {
+			delete(mc.noKey, t)
+		}
+	}
 	for _, s := range c.Slots() {
 		id := protocol.SlotID(s)
 		m.slots[id] = slotRef{campaign: mc.v.ID, slot: s}
@@ -651,7 +663,7 @@ func (m *Mesh) addCampaign(mc *meshCampaign) {
 			// time to fetch, evaluate and sign.
 			limit = time.Duration(meta.Limits.WallClockSeconds)*time.Second + 5*time.Minute
 		}
-		spec.Slots = append(spec.Slots, protocol.SlotSpec{ID: id, Slot: s, HardLimit: limit, AwaitingKey: m.awaitingKey[id]})
+		spec.Slots = append(spec.Slots, protocol.SlotSpec{ID: id, Slot: s, HardLimit: limit, AwaitingKey: m.awaitingKey[id], NoKey: mc.noKey[s.Task]})
 	}
 	mc.added = true
 	now := m.opts.Now()

@@ -15,7 +15,9 @@ import (
 // Grants of sealed bundles' keys (attest/grant.go) are envelopes of the attestation set:
 // gossip, sync and the store carry them with no code of their own. This file indexes them
 // by bundle for the runner's key lookups, and when a grant to this node's lab arrives,
-// scores the runs that were waiting for it and publishes their attestations.
+// lets the claim machine claim that bundle's slots at once (until then they were left to
+// key holders first) and scores the runs that were waiting for it, publishing their
+// attestations.
 
 // grantIndex maps a bundle CID to the grant envelopes the store accepted for it. Safe for
 // concurrent use (the store's hooks add, runs read).
@@ -59,6 +61,7 @@ func (m *Mesh) startGrants() {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
+			m.keyArrived(bundle)
 			m.scoreAwaiting(bundle)
 		}()
 	}
@@ -76,6 +79,27 @@ func (m *Mesh) startGrants() {
 		m.n.opts.Logf("mesh: %v: sealed bundles will not be scored here", err)
 	}
 	r.Keys = keys
+}
+
+// keyArrived lifts the key holders' head start on bundle's slots once this node can open
+// its key (a grant to the lab that opens with HOME/lab-age.key).
+func (m *Mesh) keyArrived(bundle string) {
+	if !m.opts.Runner.HoldsKey(bundle) {
+		return
+	}
+	m.do(func() {
+		found := false
+		for _, mc := range m.campaigns {
+			if mc.noKey[bundle] {
+				delete(mc.noKey, bundle)
+				found = true
+			}
+		}
+		if found {
+			m.n.opts.Logf("mesh: this lab can now open the key of %s: claiming its slots like any other", bundle)
+			m.apply(m.cm.KeyArrived(bundle, m.opts.Now()))
+		}
+	})
 }
 
 // scoreAwaiting scores this node's runs that waited for bundle's key and publishes them.

@@ -23,91 +23,102 @@ import (
 	"github.com/evalmesh/evalmesh/tasks"
 )
 
-// A sealed slot over the mesh (docs/protocol-claims.md rule 11), on a real node with its
-// mesh and the process executor: lab-b's node holds no grant of the bundle's key, so its run
-// of the only slot ends awaiting the key. It releases the slot without consuming the attempt,
-// does not claim it again, and neither does it after a restart; once lab-a grants lab-b the
-// key (an attestation-set envelope, as gossip or sync would bring it), the node scores the
-// waiting run and publishes it, which finishes the slot with attempt 1.
-func TestSealedSlotAwaitsKeyThenScores(t *testing.T) {
-	const network = "sealed-mesh-test"
-	trust := attest.NewTrustStore()
-	labA, err := attest.InitLab(filepath.Join(t.TempDir(), "lab-a"), "lab-a")
-	if err != nil {
+// sealedMesh is one real node of lab-b (its mesh, the process executor) that holds lab-b's
+// age identity but no grant of a sealed bundle's key, and a campaign of lab-a whose one slot
+// is that bundle's: the fixture of the tests of docs/protocol-claims.md rule 11.
+type sealedMesh struct {
+	t          *testing.T
+	h          home.Home
+	labA, labB *attest.Lab
+	ageB       *age.X25519Identity
+	trust      *attest.TrustStore
+	sealedDir  string
+	key        *tasks.DataKey
+	network    string
+}
+
+func newSealedMesh(t *testing.T) *sealedMesh {
+	f := &sealedMesh{t: t, network: "sealed-mesh-test", trust: attest.NewTrustStore()}
+	var err error
+	if f.labA, err = attest.InitLab(filepath.Join(t.TempDir(), "lab-a"), "lab-a"); err != nil {
 		t.Fatal(err)
 	}
-	labB, err := attest.InitLab(filepath.Join(t.TempDir(), "lab-b"), "lab-b")
-	if err != nil {
+	if f.labB, err = attest.InitLab(filepath.Join(t.TempDir(), "lab-b"), "lab-b"); err != nil {
 		t.Fatal(err)
 	}
 	ageA, _ := age.GenerateX25519Identity()
-	ageB, _ := age.GenerateX25519Identity()
+	f.ageB, _ = age.GenerateX25519Identity()
 	for _, l := range []struct {
 		name string
 		lab  *attest.Lab
 		id   *age.X25519Identity
-	}{{"lab-a", labA, ageA}, {"lab-b", labB, ageB}} {
-		if _, err := trust.AddLab(l.name, l.lab.Pub); err != nil {
+	}{{"lab-a", f.labA, ageA}, {"lab-b", f.labB, f.ageB}} {
+		if _, err := f.trust.AddLab(l.name, l.lab.Pub); err != nil {
 			t.Fatal(err)
 		}
-		if err := trust.SetAgeRecipient(l.lab.ID, l.id.Recipient().String()); err != nil {
+		if err := f.trust.SetAgeRecipient(l.lab.ID, l.id.Recipient().String()); err != nil {
 			t.Fatal(err)
 		}
 	}
-
 	gen := t.TempDir()
 	if _, err := exampletasks.Generate(gen); err != nil {
 		t.Fatal(err)
 	}
-	sealed := filepath.Join(t.TempDir(), "arithmetic")
-	key, err := tasks.Seal(filepath.Join(gen, "arithmetic"), sealed)
+	f.sealedDir = filepath.Join(t.TempDir(), "arithmetic")
+	if f.key, err = tasks.Seal(filepath.Join(gen, "arithmetic"), f.sealedDir); err != nil {
+		t.Fatal(err)
+	}
+	f.h = newHome(t)
+	if err := attest.WriteAgeIdentity(attest.NodeLabAgeKeyPath(f.h), f.ageB); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// start starts lab-b's node and mesh on the fixture's home (again, for a restart), leaving
+// free sealed slots to key holders for headStart.
+func (f *sealedMesh) start(headStart time.Duration) (*Node, *Mesh) {
+	t := f.t
+	cfg := home.DefaultConfig()
+	cfg.Network = f.network
+	opts := testOptions()
+	opts.Config = &cfg
+	opts.Logf = testutil.FailureLog(t, "lab-b")
+	n := startNodeAt(t, f.h, opts)
+	cert, err := f.labB.Certify(n.ID().String(), time.Now().Add(-time.Minute), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	h := newHome(t)
-	if err := attest.WriteAgeIdentity(attest.NodeLabAgeKeyPath(h), ageB); err != nil {
+	if err := home.WriteFileAtomic(f.h.CertPath(), cert.Raw(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	start := func() (*Node, *Mesh) {
-		cfg := home.DefaultConfig()
-		cfg.Network = network
-		opts := testOptions()
-		opts.Config = &cfg
-		opts.Logf = testutil.FailureLog(t, "lab-b")
-		n := startNodeAt(t, h, opts)
-		cert, err := labB.Certify(n.ID().String(), time.Now().Add(-time.Minute), time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := home.WriteFileAtomic(h.CertPath(), cert.Raw(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		r, err := runner.ForHome(h, map[string]runner.Executor{"process": process.New(process.Options{})}, "process", io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.SelfExe = os.Args[0] // TestMain runs the agent
-		m, err := StartMesh(context.Background(), n, MeshOptions{Trust: trust, Runner: r, Capacity: 1,
-			Policy:  attest.AcceptPolicy{Replication: 1, AllowProcessRuns: true},
-			Scoring: scoring.Options{BootstrapRounds: 20}, SyncInterval: time.Second, HeadsInterval: time.Second,
-			Claims: protocol.ClaimConfig{Lease: 30 * time.Second, Settle: 100 * time.Millisecond}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.setMesh(m)
-		t.Cleanup(func() { m.Close() })
-		return n, m
+	r, err := runner.ForHome(f.h, map[string]runner.Executor{"process": process.New(process.Options{})}, "process", io.Discard)
+	if err != nil {
+		t.Fatal(err)
 	}
-	n, m := start()
-	ctx := context.Background()
-	bundle, err := n.Add(ctx, sealed, AddOptions{})
+	r.SelfExe = os.Args[0] // TestMain runs the agent
+	m, err := StartMesh(context.Background(), n, MeshOptions{Trust: f.trust, Runner: r, Capacity: 1,
+		Policy:  attest.AcceptPolicy{Replication: 1, AllowProcessRuns: true},
+		Scoring: scoring.Options{BootstrapRounds: 20}, SyncInterval: time.Second, HeadsInterval: time.Second,
+		Claims: protocol.ClaimConfig{Lease: 30 * time.Second, Settle: 100 * time.Millisecond, KeyHolderHeadStart: headStart}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.setMesh(m)
+	t.Cleanup(func() { m.Close() })
+	return n, m
+}
+
+// publish adds the sealed bundle to n and publishes lab-a's campaign of one slot of it.
+func (f *sealedMesh) publish(n *Node, m *Mesh) (bundle, campaign string) {
+	t := f.t
+	c, err := n.Add(context.Background(), f.sealedDir, AddOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	agent := &runner.AgentSpec{Name: "constant", Version: "1.0.0", Command: []string{"evalmesh", "agent", "constant"}}
-	env, campaign, err := protocol.SignCampaign(labA, &protocol.Campaign{Network: network, Title: "sealed slot",
-		Tasks: []string{bundle.String()}, Agents: []protocol.CampaignAgent{protocol.NewCampaignAgent(agent)}, Seeds: 1, Replication: 1,
+	env, campaign, err := protocol.SignCampaign(f.labA, &protocol.Campaign{Network: f.network, Title: "sealed slot",
+		Tasks: []string{c.String()}, Agents: []protocol.CampaignAgent{protocol.NewCampaignAgent(agent)}, Seeds: 1, Replication: 1,
 		Created: time.Now().Add(-time.Minute), Deadline: time.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +126,41 @@ func TestSealedSlotAwaitsKeyThenScores(t *testing.T) {
 	if _, err := m.PublishCampaign(env); err != nil {
 		t.Fatal(err)
 	}
+	return c.String(), campaign
+}
+
+// grant gives lab-b the bundle's key, signed by a node of lab-a (the sealer), and stores it
+// on n as gossip or sync would bring it.
+func (f *sealedMesh) grant(n *Node, bundle string) {
+	t := f.t
+	nk, _, _ := crypto.GenerateEd25519Key(nil)
+	pid, _ := peer.IDFromPrivateKey(nk)
+	certA, err := f.labA.Certify(pid.String(), time.Now().Add(-time.Minute), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := attest.NewGrant(nk, certA, bundle, f.labB.ID, f.ageB.Recipient().String(), f.key.String(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addLocal(t, n, [][]byte{g})
+}
+
+// A sealed slot over the mesh (docs/protocol-claims.md rule 11), on a real node with its
+// mesh and the process executor: lab-b's node holds no grant of the bundle's key, so its run
+// of the only slot (after the key holders' head start, with nothing else to do) ends
+// awaiting the key. It releases the slot without consuming the attempt, does not claim it
+// again, and neither does it after a restart; once lab-a grants lab-b the key (an
+// attestation-set envelope, as gossip or sync would bring it), the node scores the waiting
+// run and publishes it, which finishes the slot with attempt 1.
+func TestSealedSlotAwaitsKeyThenScores(t *testing.T) {
+	f := newSealedMesh(t)
+	h := f.h
+	const headStart = 200 * time.Millisecond
+	start := func() (*Node, *Mesh) { return f.start(headStart) }
+	n, m := start()
+	ctx := context.Background()
+	bundle, campaign := f.publish(n, m)
 
 	// awaitingHere waits until the mesh has given the claim machine its capacity and holds
 	// nothing, its one run waits for the key and the campaign counts the slot awaiting a key.
@@ -142,18 +188,7 @@ func TestSealedSlotAwaitsKeyThenScores(t *testing.T) {
 	n, m = start()
 	awaitingHere(m, "after a restart, the slot still unclaimed here")
 
-	// lab-a (the sealer, from a node of its own) grants lab-b the key.
-	nk, _, _ := crypto.GenerateEd25519Key(nil)
-	pid, _ := peer.IDFromPrivateKey(nk)
-	certA, err := labA.Certify(pid.String(), time.Now().Add(-time.Minute), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grant, _, err := attest.NewGrant(nk, certA, bundle.String(), labB.ID, ageB.Recipient().String(), key.String(), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	addLocal(t, n, [][]byte{grant})
+	f.grant(n, bundle)
 	testutil.WaitFor(t, 2*time.Minute, "the waiting run scored and published once the grant arrives", func() bool {
 		rep, err := m.CampaignStatus(ctx, campaign)
 		return err == nil && rep.Status.Done == 1 && rep.Status.AwaitingKey == 0 && len(rep.Slots) == 1 && len(rep.Slots[0].Runs) == 1
@@ -163,7 +198,47 @@ func TestSealedSlotAwaitsKeyThenScores(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := rep.Slots[0].Runs[0]
-	if run.Lab != labB.ID || run.Attempt != 1 || !run.Valid || run.Score == nil || rep.Slots[0].State != "done" {
+	if run.Lab != f.labB.ID || run.Attempt != 1 || !run.Valid || run.Score == nil || rep.Slots[0].State != "done" {
 		t.Fatalf("slot %+v, run %+v: want lab-b's valid run of attempt 1", rep.Slots[0], run)
+	}
+}
+
+// Rule 11's head start, on the same real node: while lab-b cannot open the sealed bundle's
+// key it leaves the free slot to key holders (none is online here) and runs nothing; the
+// slot report says no-key. Once a grant to lab-b arrives it claims the slot at once, long
+// before the head start ends, and its run is scored directly, never waiting for the key.
+func TestSealedSlotLeftToKeyHoldersUntilAGrant(t *testing.T) {
+	f := newSealedMesh(t)
+	n, m := f.start(time.Hour)
+	ctx := context.Background()
+	bundle, campaign := f.publish(n, m)
+
+	// With capacity 1 and this slot the only one, a machine that would claim it holds it
+	// as soon as the mesh gives it its capacity.
+	testutil.WaitFor(t, 2*time.Minute, "the campaign known, capacity given and the sealed slot left unclaimed", func() bool {
+		var open, idle bool
+		_ = m.query(ctx, func() { open, idle = m.capOpen, len(m.cm.Held()) == 0 && len(m.running) == 0 })
+		rep, err := m.CampaignStatus(ctx, campaign)
+		return err == nil && open && idle && rep.Status.Unclaimed == 1 && len(rep.Slots) == 1 && rep.Slots[0].State == "no-key"
+	})
+	if runs, err := runner.ListRuns(f.h); err != nil || len(runs) != 0 {
+		t.Fatalf("runs %+v (%v); want none while key holders have their head start", runs, err)
+	}
+
+	f.grant(n, bundle)
+	testutil.WaitFor(t, 2*time.Minute, "the slot claimed, run and scored once the grant arrives", func() bool {
+		rep, err := m.CampaignStatus(ctx, campaign)
+		return err == nil && rep.Status.Done == 1 && len(rep.Slots) == 1 && len(rep.Slots[0].Runs) == 1
+	})
+	rep, err := m.CampaignStatus(ctx, campaign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run := rep.Slots[0].Runs[0]; run.Lab != f.labB.ID || run.Attempt != 1 || !run.Valid || run.Score == nil {
+		t.Fatalf("slot %+v, run %+v: want lab-b's valid run of attempt 1", rep.Slots[0], run)
+	}
+	runs, err := runner.ListRuns(f.h)
+	if err != nil || len(runs) != 1 || runs[0].Phase == runner.PhaseAwaitingKey {
+		t.Fatalf("runs %+v (%v); want one run, scored here without waiting for a key", runs, err)
 	}
 }

@@ -23,6 +23,12 @@ type SlotSpec struct {
 	// sealed bundle (a restart after RunAwaitingKey): the node never claims the slot, and
 	// Status counts it awaiting a key until a result is known.
 	AwaitingKey bool
+	// NoKey: the slot's task bundle is sealed and this node's lab could not open its key
+	// when the campaign was added. The node leaves the slot to key holders, who can score
+	// it at once, for ClaimConfig.KeyHolderHeadStart after it is free, and then claims it
+	// only when it has nothing else to do (its run would wait for a grant). KeyArrived
+	// lifts it.
+	NoKey bool
 }
 
 // CampaignSpec is what the claim machine needs of a verified campaign.
@@ -61,6 +67,11 @@ type ClaimConfig struct {
 	// many runs ended by infrastructure failures (crash, hung past the hard limit, executor
 	// error) nobody claims it again and Status counts it failed.
 	MaxInfraAttempts int
+	// KeyHolderHeadStart is how long a free SlotSpec.NoKey slot is left to nodes that hold
+	// its key before this node claims it (default: Lease). A key holder that is up and has
+	// room claims a free slot within a settle, so a lease's wait costs a keyless node little
+	// when none is, and saves it a run whose result it cannot score when one is.
+	KeyHolderHeadStart time.Duration
 	// Capacity is how many runs the node can hold at once (SetCapacity changes it).
 	Capacity int
 }
@@ -77,6 +88,9 @@ func (c ClaimConfig) withDefaults() ClaimConfig {
 	}
 	if c.MaxInfraAttempts <= 0 {
 		c.MaxInfraAttempts = DefaultMaxInfraAttempts
+	}
+	if c.KeyHolderHeadStart <= 0 {
+		c.KeyHolderHeadStart = c.Lease
 	}
 	return c
 }
@@ -241,6 +255,9 @@ type slotState struct {
 	// awaitingKey: a run of the slot (this node's or, by its release, another's) waits for
 	// a key, so its result may still come although nobody holds the slot.
 	awaitingKey bool
+	// noKey: SlotSpec.NoKey until KeyArrived. The slot is never in the untouched-first
+	// scan; it waits in freed, where pick gives key holders a head start.
+	noKey bool
 }
 
 func (s *slotState) hardLimit() time.Duration {
@@ -281,9 +298,12 @@ type ClaimMachine struct {
 	// holderMin is at or before the earliest holderEnd in watched: the watched set is
 	// scanned only once it passes, so an input costs O(held), not O(claims known).
 	holderMin time.Time
-	shutdown  bool
-	now       time.Time // of the input being handled
-	out       Actions
+	// headStartEnd is the earliest end of a key holders' head start the last full pick
+	// passed by: when a Tick may find a noKey slot to claim.
+	headStartEnd time.Time
+	shutdown     bool
+	now          time.Time // of the input being handled
+	out          Actions
 }
 
 // NewClaimMachine returns a machine holding no claims; a restarted node starts from a new
@@ -321,9 +341,13 @@ func (m *ClaimMachine) AddCampaign(c CampaignSpec, now time.Time) Actions {
 			// A slot this node ran before a restart was claimed by it then: touched, so the
 			// untouched-first scan passes it by, and declined, so it is never picked.
 			s := &slotState{spec: sp, camp: cs, score: RendezvousScore(sp.ID, m.cfg.Self), freeSince: now,
-				touched: sp.AwaitingKey, declined: sp.AwaitingKey, awaitingKey: sp.AwaitingKey}
+				touched: sp.AwaitingKey, declined: sp.AwaitingKey, awaitingKey: sp.AwaitingKey,
+				noKey: sp.NoKey && !sp.AwaitingKey}
 			m.slots[sp.ID] = s
 			cs.order = append(cs.order, s)
+			if s.noKey {
+				m.freed[sp.ID] = s
+			}
 		}
 		slices.SortFunc(cs.order, func(a, b *slotState) int {
 			if c := cmp.Compare(b.score, a.score); c != 0 {
@@ -488,6 +512,18 @@ func (m *ClaimMachine) SlotFinished(slotID string, now time.Time) Actions {
 			m.abort(s, AbortFinishedElsewhere)
 		}
 		m.dropMine(s)
+	}
+	return m.finish(now)
+}
+
+// KeyArrived records that this node's lab can now open the key of the sealed task bundle
+// task (a grant to it arrived): its slots are claimed like any other from now on.
+func (m *ClaimMachine) KeyArrived(task string, now time.Time) Actions {
+	m.now = now
+	for _, s := range m.slots {
+		if s.noKey && s.spec.Slot.Task == task {
+			s.noKey = false
+		}
 	}
 	return m.finish(now)
 }
@@ -758,14 +794,16 @@ func (m *ClaimMachine) pick(now time.Time) *slotState {
 		return cmp.Compare(a.spec.ID, b.spec.ID)
 	})
 	for _, c := range open {
-		// Untouched slots only ever become touched, so order[:cursor] never needs a rescan.
-		for c.cursor < len(c.order) && (c.order[c.cursor].touched || c.order[c.cursor].finished) {
+		// Untouched slots only ever become touched, and a noKey slot waits in freed from the
+		// start, so order[:cursor] never needs a rescan.
+		for c.cursor < len(c.order) && (c.order[c.cursor].touched || c.order[c.cursor].finished || c.order[c.cursor].noKey) {
 			c.cursor++
 		}
 		if c.cursor < len(c.order) {
 			return c.order[c.cursor]
 		}
 	}
+	m.headStartEnd = time.Time{}
 	var best, avoided *slotState
 	for id, s := range m.freed {
 		if s.finished || s.mine != nil || s.holder != nil || s.declined || s.failed(m.cfg.MaxInfraAttempts) {
@@ -773,6 +811,20 @@ func (m *ClaimMachine) pick(now time.Time) *slotState {
 			continue
 		}
 		if !now.Before(s.camp.spec.Deadline) || now.Before(s.camp.spec.Created) {
+			continue
+		}
+		if s.noKey {
+			// Key holders first: they score the run at once, where this node's would wait
+			// for a grant. After their head start, a last resort, as an avoided slot is.
+			if end := s.freeSince.Add(m.cfg.KeyHolderHeadStart); now.Before(end) {
+				if m.headStartEnd.IsZero() || end.Before(m.headStartEnd) {
+					m.headStartEnd = end
+				}
+				continue
+			}
+			if avoided == nil || preferred(s, avoided) {
+				avoided = s
+			}
 			continue
 		}
 		// A slot whose run failed here is left to other nodes while this one has anything
@@ -830,6 +882,9 @@ func (m *ClaimMachine) nextWake(now time.Time) time.Time {
 		for _, c := range m.campaigns {
 			at(c.spec.Created) // a campaign not open yet
 		}
+		// claimMore's last pick found nothing (there is room), so it scanned every freed
+		// slot: no head start it passed by ends sooner.
+		at(m.headStartEnd)
 	}
 	return w
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/evalmesh/evalmesh/attest"
 )
 
 // TestClaimMachine runs the datadriven scripts in testdata/claims: several claim machines,
@@ -17,9 +19,13 @@ import (
 // Commands:
 //
 //	node name=a [capacity=1] [lease=10m] [heartbeat=3m] [settle=300ms] [max-attempts=3]
+//	     [head-start=10m]
 //	    a new machine (a restart, when the name exists; queued messages stay in flight)
 //	campaign id=c [slots=N] [deadline=1h] [hard=30m] [nodes=(a,b)] [awaiting-key=(c/s0)]
+//	     [task=t] [no-key=(c/s0)]
 //	    awaiting-key: slots the targets already ran, whose runs wait for a key (a restart)
+//	    task: every slot's task CID; no-key: slots whose sealed bundle the targets cannot open
+//	key-arrived node=a task=t
 //	advance d     the clock moves on by d; every node is ticked, in name order
 //	deliver [from=a] [to=b] [kind=renew]   deliver queued messages, FIFO
 //	drop [from=a] [to=b] [kind=renew]      lose them
@@ -116,7 +122,7 @@ func (h *claimHarness) run(t *testing.T, d *datadriven.TestData) string {
 		for _, f := range []struct {
 			key string
 			dst *time.Duration
-		}{{"lease", &cfg.Lease}, {"heartbeat", &cfg.Heartbeat}, {"settle", &cfg.Settle}} {
+		}{{"lease", &cfg.Lease}, {"heartbeat", &cfg.Heartbeat}, {"settle", &cfg.Settle}, {"head-start", &cfg.KeyHolderHeadStart}} {
 			var s string
 			if d.MaybeScanArgs(t, f.key, &s) {
 				*f.dst = mustDuration(t, s)
@@ -137,13 +143,19 @@ func (h *claimHarness) run(t *testing.T, d *datadriven.TestData) string {
 		d.MaybeScanArgs(t, "deadline", &deadline)
 		d.MaybeScanArgs(t, "hard", &hard)
 		spec := CampaignSpec{ID: id, Created: h.now, Deadline: h.now.Add(mustDuration(t, deadline))}
-		var awaiting []string
+		var awaiting, noKey []string
 		if arg, ok := d.Arg("awaiting-key"); ok {
 			awaiting = arg.Vals
 		}
+		if arg, ok := d.Arg("no-key"); ok {
+			noKey = arg.Vals
+		}
+		var task string
+		d.MaybeScanArgs(t, "task", &task)
 		for i := range n {
 			sid := fmt.Sprintf("%s/s%d", id, i)
-			spec.Slots = append(spec.Slots, SlotSpec{ID: sid, HardLimit: mustDuration(t, hard), AwaitingKey: slices.Contains(awaiting, sid)})
+			spec.Slots = append(spec.Slots, SlotSpec{ID: sid, Slot: attest.Slot{Campaign: id, Task: task}, HardLimit: mustDuration(t, hard),
+				AwaitingKey: slices.Contains(awaiting, sid), NoKey: slices.Contains(noKey, sid)})
 		}
 		targets := h.names()
 		if arg, ok := d.Arg("nodes"); ok {
@@ -221,6 +233,11 @@ func (h *claimHarness) run(t *testing.T, d *datadriven.TestData) string {
 			msg.LeaseMS = 0
 		}
 		h.show(name, m.Receive(&msg, h.now))
+	case "key-arrived":
+		name, m := h.node(t, d)
+		var task string
+		d.ScanArgs(t, "task", &task)
+		h.show(name, m.KeyArrived(task, h.now))
 	case "shutdown":
 		name, m := h.node(t, d)
 		h.show(name, m.Shutdown(h.now))
