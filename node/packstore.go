@@ -335,21 +335,23 @@ func (s *packStore) get(c cid.Cid, alloc func(int) []byte, free func([]byte)) (b
 	return blk, err
 }
 
-func (s *packStore) Put(_ context.Context, b blocks.Block) error { return s.put(b, true) }
-
-// put stores b; checkReserve false: the caller (PutMany) has checked the free-space reserve
-// for b and the blocks around it.
-func (s *packStore) put(b blocks.Block, checkReserve bool) error {
-	key := b.Cid().Hash()
+func (s *packStore) Put(_ context.Context, b blocks.Block) error {
 	if ok, _ := s.Has(context.Background(), b.Cid()); ok {
 		return nil
 	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return s.putLocked(b, true)
+}
+
+// putLocked stores b under writeMu; checkReserve false: the caller (PutMany) has checked the
+// free-space reserve for b and the blocks around it, under the same hold of writeMu.
+func (s *packStore) putLocked(b blocks.Block, checkReserve bool) error {
+	key := b.Cid().Hash()
 	data := b.RawData()
 	if int64(len(data)) > packSegmentSize || len(data) > 1<<31 {
 		return fmt.Errorf("blockstore %s: block %s is %d bytes, larger than a segment", s.dir, b.Cid(), len(data))
 	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
 	if s.closed.Load() {
 		return fmt.Errorf("blockstore %s: closed", s.dir)
 	}
@@ -400,16 +402,18 @@ func (s *packStore) writeErr(c cid.Cid, err error) error {
 // PutMany checks the free-space reserve once for the whole batch (one statfs instead of one
 // per block: 2 % of the receiving daemon's CPU on a 1 GiB fetch); a batch that would cross
 // it is stored block by block, each checked, so that what fits is stored as Put would. The
-// batch check is not under writeMu: a concurrent writer can take the reserve's edge by at
-// most one batch (the fetch's storer writes 2 MiB at a time).
+// check and the batch's writes hold writeMu together, so concurrent writers of this store
+// cannot each pass the check on the same free space and together cross the reserve.
 func (s *packStore) PutMany(_ context.Context, bs []blocks.Block) error {
 	var need int64
 	for _, b := range bs {
 		need += int64(len(b.RawData()))
 	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	checked := len(bs) > 1 && checkSpace(s.dir, need) == nil
 	for _, b := range bs {
-		if err := s.put(b, !checked); err != nil {
+		if err := s.putLocked(b, !checked); err != nil {
 			return err
 		}
 	}

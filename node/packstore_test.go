@@ -14,6 +14,7 @@ import (
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	ipld "github.com/ipfs/go-ipld-format"
+	"golang.org/x/sys/unix"
 
 	"github.com/evalmesh/evalmesh/internal/home"
 )
@@ -248,6 +249,62 @@ func TestPackStoreDiskFull(t *testing.T) {
 	s.Close() // may fail to write the index for the last blocks: the disk is full
 	s2 := openPackT(t, dir)
 	mustHave(t, s2, first)
+}
+
+// TestPackStoreReserveUnderConcurrentBatches: writers that PutMany batches at once on a
+// small tmpfs, each until its batch is refused, leave the filesystem's free space at or above
+// the reserve the store keeps for the node's metadata: a batch's free-space check and its
+// writes are one step. (When the check ran before the writers queued for the store, each
+// writer waiting passed it on the same free space, and together they took the reserve.)
+func TestPackStoreReserveUnderConcurrentBatches(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=16m"); err != nil {
+		t.Skipf("cannot mount a tmpfs (%v); TestFetchDiskFull covers the injected case", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	s, err := openPackStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	reserve := min(int64(maxSpaceReserve), int64(st.Blocks)*st.Bsize/20)
+	// Blocks of whole pages, so that tmpfs charges exactly the bytes the check counts.
+	const writers, batch, size = 4, 8, 32 << 10
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			for i := 0; ; i++ {
+				var bs []blocks.Block
+				for j := range batch {
+					bs = append(bs, rawBlock(t, randomBytes(uint64(w<<32|i<<8|j), size)))
+				}
+				if err := s.PutMany(ctx, bs); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for range writers {
+		if err := <-errs; !errors.Is(err, ErrDiskFull) {
+			t.Fatalf("a writer stopped with %v, want ErrDiskFull", err)
+		}
+	}
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if avail := int64(st.Bavail) * st.Bsize; avail < reserve {
+		t.Fatalf("free space %d KiB after the writers stopped, below the reserve of %d KiB", avail>>10, reserve>>10)
+	}
 }
 
 // TestPackStoreConcurrent: Puts, Gets, Syncs and Deletes from many goroutines (run under
