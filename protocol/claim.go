@@ -258,6 +258,18 @@ type slotState struct {
 	// noKey: SlotSpec.NoKey until KeyArrived. The slot is never in the untouched-first
 	// scan; it waits in freed, where pick gives key holders a head start.
 	noKey bool
+	// lapsedBy: the claimer of each attempt counted failed because its live claim lapsed.
+	lapsedBy map[int]string
+}
+
+// repeatedRelease is this node's awaiting-key release of a slot, published again at `at`
+// until `left` more copies are out. Kept beside the slots, not in slotState: a node tracks
+// every slot of every campaign, and few ever have one.
+type repeatedRelease struct {
+	slot *slotState
+	msg  ClaimMessage
+	at   time.Time
+	left int
 }
 
 func (s *slotState) hardLimit() time.Duration {
@@ -292,9 +304,10 @@ type ClaimMachine struct {
 	capacity  int
 	campaigns map[string]*campaignState
 	slots     map[string]*slotState
-	held      map[string]*slotState // slots with mine != nil
-	watched   map[string]*slotState // slots with holder != nil
-	freed     map[string]*slotState // touched slots that may be free again (lapsed, released)
+	held      map[string]*slotState       // slots with mine != nil
+	watched   map[string]*slotState       // slots with holder != nil
+	freed     map[string]*slotState       // touched slots that may be free again (lapsed, released)
+	releasing map[string]*repeatedRelease // by slot ID
 	// holderMin is at or before the earliest holderEnd in watched: the watched set is
 	// scanned only once it passes, so an input costs O(held), not O(claims known).
 	holderMin time.Time
@@ -318,6 +331,7 @@ func NewClaimMachine(cfg ClaimConfig) *ClaimMachine {
 		held:      map[string]*slotState{},
 		watched:   map[string]*slotState{},
 		freed:     map[string]*slotState{},
+		releasing: map[string]*repeatedRelease{},
 	}
 }
 
@@ -385,6 +399,12 @@ func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 	if !ok || s.camp.spec.ID != msg.Campaign {
 		return m.finish(now)
 	}
+	if !s.touched && !s.finished {
+		// Out of the untouched-first scan for good, so into freed: a release heard without
+		// its claim (a node restarted or joined late) must leave the slot claimable. The
+		// freed scan drops it while a claim holds it.
+		m.freed[s.spec.ID] = s
+	}
 	s.touched = true
 	s.maxAttempt = max(s.maxAttempt, msg.Attempt)
 	if msg.Kind == ClaimKindRelease {
@@ -393,6 +413,14 @@ func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 			s.infraFailed(msg.Attempt)
 		case ReleaseAwaitingKey:
 			s.awaitingKey = true
+			// Its run waits for a key; it did not fail. A copy that arrives after the
+			// claim lapsed here (the first release lost) takes back the failure the lapse
+			// counted, so lost releases do not use up a sealed slot's attempts. Only the
+			// claimer whose lapse counted it can: no node undoes another's failures.
+			if peer, ok := s.lapsedBy[msg.Attempt]; ok && peer == msg.PeerID {
+				delete(s.lapsedBy, msg.Attempt)
+				s.failedAttempts = slices.DeleteFunc(s.failedAttempts, func(a int) bool { return a == msg.Attempt })
+			}
 		}
 	}
 	ref := claimRef{peer: msg.PeerID, lab: msg.Lab, lamport: msg.Lamport, attempt: msg.Attempt,
@@ -564,6 +592,11 @@ func (m *ClaimMachine) RunEnded(slotID string, o RunOutcome, now time.Time) Acti
 		m.dropMine(s)
 		m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
 			Lamport: mine.lamport, Attempt: mine.attempt, Reason: ReleaseAwaitingKey})
+		// Nothing else tells the others that this run did not fail (a valid run has its
+		// attestation; an infra failure's lost release reads as the same failure), so the
+		// release goes out again at each heartbeat for a lease and one heartbeat more.
+		m.releasing[s.spec.ID] = &repeatedRelease{slot: s, msg: m.out.Publish[len(m.out.Publish)-1],
+			at: now.Add(m.cfg.Heartbeat), left: int(m.cfg.Lease/m.cfg.Heartbeat) + 1}
 	default:
 		m.dropMine(s)
 		s.infraFailed(mine.attempt)
@@ -722,6 +755,7 @@ func (m *ClaimMachine) advance(now time.Time) {
 			m.publishMine(s, now)
 		}
 	}
+	m.repeatReleases(now)
 	if m.holderMin.IsZero() || now.Before(m.holderMin) {
 		return
 	}
@@ -737,8 +771,37 @@ func (m *ClaimMachine) advance(now time.Time) {
 		if s.holder.running {
 			// A live run that went silent (crash, hung, cut off) consumed its attempt.
 			s.infraFailed(s.holder.attempt)
+			if s.lapsedBy == nil {
+				s.lapsedBy = map[int]string{}
+			}
+			s.lapsedBy[s.holder.attempt] = s.holder.peer
 		}
 		m.dropHolder(s)
+	}
+}
+
+// repeatReleases publishes the awaiting-key releases that are due again, in slot order.
+func (m *ClaimMachine) repeatReleases(now time.Time) {
+	if len(m.releasing) == 0 {
+		return
+	}
+	var due []*repeatedRelease
+	for id, r := range m.releasing {
+		if r.slot.finished || m.shutdown {
+			delete(m.releasing, id)
+		} else if !now.Before(r.at) {
+			due = append(due, r)
+		}
+	}
+	slices.SortFunc(due, func(a, b *repeatedRelease) int { return cmp.Compare(a.slot.spec.ID, b.slot.spec.ID) })
+	for _, r := range due {
+		m.out.Publish = append(m.out.Publish, r.msg)
+		for !now.Before(r.at) {
+			r.at = r.at.Add(m.cfg.Heartbeat)
+		}
+		if r.left--; r.left <= 0 {
+			delete(m.releasing, r.slot.spec.ID)
+		}
 	}
 }
 
@@ -815,7 +878,12 @@ func (m *ClaimMachine) pick(now time.Time) *slotState {
 		}
 		if s.noKey {
 			// Key holders first: they score the run at once, where this node's would wait
-			// for a grant. After their head start, a last resort, as an avoided slot is.
+			// for a grant. After their head start, a last resort, as an avoided slot is;
+			// never while another node's run of it already waits for a key: a second run
+			// without the key would only wait beside it.
+			if s.awaitingKey {
+				continue
+			}
 			if end := s.freeSince.Add(m.cfg.KeyHolderHeadStart); now.Before(end) {
 				if m.headStartEnd.IsZero() || end.Before(m.headStartEnd) {
 					m.headStartEnd = end
@@ -877,6 +945,9 @@ func (m *ClaimMachine) nextWake(now time.Time) time.Time {
 	}
 	if !m.holderMin.IsZero() {
 		at(m.holderMin)
+	}
+	for _, r := range m.releasing {
+		at(r.at)
 	}
 	if !m.shutdown && len(m.held) < m.capacity {
 		for _, c := range m.campaigns {

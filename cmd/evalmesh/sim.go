@@ -41,6 +41,9 @@ What it prints (--json gives the same fields):
                           labs other than its own (a silent lab is replaced after
                           --rescore-timeout)
   equivocations           one lab with two results for one slot and attempt: should be 0
+  keyless_runs            runs of sealed slots by nodes of --keyless-labs labs, which hold no
+                          key: they wait for a grant (none comes here), GPU time spent for
+                          nothing yet; the key holders' head start keeps it low
   virtual_seconds         until the last slot finished
 
 The same flags and --seed give the same output, byte for byte, but for wall_seconds (the
@@ -61,11 +64,16 @@ Knobs, and what they trade:
                 the floor of claim->start; it must exceed two message delays (--delay-max)
                 or simultaneous claims can both start.
   --max-attempts infrastructure failures after which a slot is given up (failed).
+  --key-holder-head-start  how long a node without a sealed bundle's key leaves a free slot
+                of it to labs that hold the key (default: the lease). Longer: fewer keyless
+                runs while key holders have room. Shorter: sealed slots start sooner when
+                no key holder has. Model it with --sealed and --keyless-labs.
 
 Examples:
   evalmesh sim --nodes 20 --labs 5 --slots 2000 --loss 0.05 --partition 0.3:10m --crash 2 --seed 7 --json
   evalmesh sim --nodes 200 --slots 20000 --lease 5m --heartbeat 1m
-  evalmesh sim --loss 0.25 --settle 1s       # a network that drops a quarter of messages`,
+  evalmesh sim --loss 0.25 --settle 1s       # a network that drops a quarter of messages
+  evalmesh sim --sealed 0.3 --keyless-labs 2 # 3 of 10 tasks sealed, 2 of 5 labs without the key`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if partition != "" {
@@ -132,6 +140,9 @@ Examples:
 	f.DurationVar(&c.RescoreTimeout, "rescore-timeout", c.RescoreTimeout, "silence after which the next lab in order re-scores instead")
 	f.DurationVar(&c.RescoreTime, "rescore-time", c.RescoreTime, "how long a re-score takes")
 	f.IntVar(&c.SilentLabs, "silent-labs", c.SilentLabs, "labs that never re-score")
+	f.Float64Var(&c.Sealed, "sealed", c.Sealed, "fraction of the campaign's 10 tasks that are sealed bundles")
+	f.IntVar(&c.KeylessLabs, "keyless-labs", c.KeylessLabs, "labs (the last ones) whose nodes hold no key to the sealed tasks")
+	f.DurationVar(&c.KeyHolderHeadStart, "key-holder-head-start", 0, "how long a keyless node leaves a free sealed slot to key holders (default: the lease)")
 	f.DurationVar(&c.ReconEvery, "recon", c.ReconEvery, "anti-entropy period: attestations lost in gossip arrive at the next one")
 	f.Uint64Var(&c.Seed, "seed", c.Seed, "random seed; the same seed and flags give the same output")
 	f.BoolVar(&wall, "wall", false, "with --json, also print cpu_seconds and max_rss_mib")
@@ -168,5 +179,6 @@ func printSimText(w io.Writer, r sim.Result) {
 	fmt.Fprintf(w, "messages per slot  %.2f published, %.1f delivered (%d deliveries lost)\n", r.MessagesPerSlot, r.DeliveriesPerSlot, r.MessagesLost)
 	fmt.Fprintf(w, "re-scored ok       %d of %d finished\n", r.RescoredOK, r.Finished)
 	fmt.Fprintf(w, "crashes            %d\n", r.Crashes)
+	fmt.Fprintf(w, "keyless runs       %d\n", r.KeylessRuns)
 	fmt.Fprintf(w, "virtual time       %s\n", time.Duration(r.VirtualSeconds*float64(time.Second)).Round(time.Second))
 }

@@ -59,6 +59,14 @@ type Config struct {
 	RescoreTime    time.Duration // how long a re-score takes
 	SilentLabs     int           // labs that never re-score (the first ones)
 
+	// Sealed is the fraction of the campaign's ten tasks that are sealed bundles; the nodes
+	// of the last KeylessLabs labs hold no key to them, so their runs of those slots end
+	// awaiting a key (no grant comes in the simulation) and they leave them to key holders
+	// for KeyHolderHeadStart (0: the lease) first (docs/protocol-claims.md rule 11).
+	Sealed             float64
+	KeylessLabs        int
+	KeyHolderHeadStart time.Duration
+
 	// ReconEvery is the anti-entropy period: an attestation lost in gossip reaches a node
 	// at the next reconciliation with a connected node that has it.
 	ReconEvery time.Duration
@@ -139,6 +147,10 @@ func (c Config) Check() error {
 		return fmt.Errorf("heartbeat %s must be shorter than the lease %s", c.Heartbeat, c.Lease)
 	case c.SilentLabs < 0 || c.SilentLabs >= c.Labs:
 		return fmt.Errorf("silent labs %d must be fewer than labs (%d)", c.SilentLabs, c.Labs)
+	case !(c.Sealed >= 0 && c.Sealed <= 1):
+		return fmt.Errorf("sealed fraction %g must be in [0, 1]", c.Sealed)
+	case c.KeylessLabs < 0 || c.KeylessLabs > c.Labs:
+		return fmt.Errorf("keyless labs %d must be between 0 and labs (%d)", c.KeylessLabs, c.Labs)
 	}
 	return nil
 }
@@ -178,10 +190,13 @@ type Result struct {
 	RescoredOK int `json:"rescored_ok"`
 	// RescoreSelfOrShort counts counted runs re-scored by their own lab or by too few
 	// distinct labs at the end: should be 0 when enough labs answer.
-	RescoreSelfOrShort int     `json:"rescore_self_or_short"`
-	Crashes            int     `json:"crashes"`
-	VirtualSeconds     float64 `json:"virtual_seconds"` // until the last slot finished (or the run ended)
-	Events             int     `json:"events"`
+	RescoreSelfOrShort int `json:"rescore_self_or_short"`
+	Crashes            int `json:"crashes"`
+	// KeylessRuns counts runs of sealed slots started by nodes that hold no key: their
+	// results wait for a grant (none comes here), so the GPU time is spent for nothing yet.
+	KeylessRuns    int     `json:"keyless_runs"`
+	VirtualSeconds float64 `json:"virtual_seconds"` // until the last slot finished (or the run ended)
+	Events         int     `json:"events"`
 }
 
 // Run simulates c and returns what happened.
@@ -255,6 +270,9 @@ type node struct {
 	// missing attestations (run indices) lost in gossip, fetched at reconciliation
 	missing []int
 	runs    map[int]int // slot -> run index, active runs
+	keyless bool        // its lab holds no key to the sealed tasks
+	// awaiting: slots whose run here ended awaiting a key (HOME/runs survives restarts)
+	awaiting map[int]bool
 	// capacity accounting for claim→start: times at which capacity units became free,
 	// oldest first, and the units held by pending claims.
 	freeUnits []time.Duration
@@ -303,7 +321,8 @@ func newWorld(c Config) *world {
 	w.finished = make([]bool, c.Slots)
 	for i := range c.Nodes {
 		n := &node{id: fmt.Sprintf("node%03d", i), lab: i % c.Labs, up: true, known: make([]bool, c.Slots),
-			runs: map[int]int{}, pending: map[int]time.Duration{}}
+			runs: map[int]int{}, pending: map[int]time.Duration{}, awaiting: map[int]bool{}}
+		n.keyless = n.lab >= c.Labs-c.KeylessLabs
 		w.nodes = append(w.nodes, n)
 	}
 	return w
@@ -359,7 +378,7 @@ func (w *world) startNode(i int) {
 	n.m = protocol.NewClaimMachine(protocol.ClaimConfig{
 		Self: n.id, Lab: w.labs[n.lab], Cert: []byte(`{}`),
 		Lease: w.c.Lease, Heartbeat: w.c.Heartbeat, Settle: w.c.Settle,
-		MaxInfraAttempts: w.c.MaxInfraAttempts,
+		MaxInfraAttempts: w.c.MaxInfraAttempts, KeyHolderHeadStart: w.c.KeyHolderHeadStart,
 	})
 	n.freeUnits = n.freeUnits[:0]
 	for range w.c.Capacity {
@@ -372,7 +391,7 @@ func (w *world) startNode(i int) {
 	// The daemon's order: campaigns, then what its attestation store knows (it survives
 	// restarts), then what reconciliation with a peer brings, and only then capacity, so a
 	// restarted node does not claim what finished while it was down.
-	w.apply(i, n.m.AddCampaign(w.spec, now))
+	w.apply(i, n.m.AddCampaign(w.specFor(n), now))
 	for s, k := range n.known {
 		if k {
 			w.apply(i, n.m.SlotFinished(w.spec.Slots[s].ID, now))
@@ -380,6 +399,26 @@ func (w *world) startNode(i int) {
 	}
 	w.reconcile(i)
 	w.apply(i, n.m.SetCapacity(w.c.Capacity, now))
+}
+
+// sealed says whether slot s's task is a sealed bundle.
+func (w *world) sealed(s int) bool {
+	return float64(s%10) < math.Round(w.c.Sealed*10)
+}
+
+// specFor is the campaign as node n's daemon hands it to its machine: a keyless node marks
+// the sealed slots NoKey, and those its runs wait on AwaitingKey.
+func (w *world) specFor(n *node) protocol.CampaignSpec {
+	if !n.keyless || w.c.Sealed == 0 {
+		return w.spec
+	}
+	spec := w.spec
+	spec.Slots = slices.Clone(w.spec.Slots)
+	for s := range spec.Slots {
+		spec.Slots[s].NoKey = w.sealed(s)
+		spec.Slots[s].AwaitingKey = n.awaiting[s]
+	}
+	return spec
 }
 
 func (w *world) connected(a, b int) bool {
@@ -502,6 +541,10 @@ func (w *world) startRun(i, s, attempt int) {
 	w.slotRuns[s] = append(w.slotRuns[s], idx)
 	n.runs[s] = idx
 	w.res.Runs++
+	noKey := n.keyless && w.sealed(s)
+	if noKey {
+		w.res.KeylessRuns++
+	}
 	w.apply(i, n.m.RunStarted(w.spec.Slots[s].ID, w.at(w.now)))
 	u := w.rng.Float64()
 	switch {
@@ -513,7 +556,10 @@ func (w *world) startRun(i, s, attempt int) {
 		w.push(&event{at: w.now + d, kind: evRunEnd, node: i, epoch: n.epoch, run: idx, slot: int(protocol.RunInfraFailed)})
 	default:
 		kind := protocol.RunValid
-		if u < w.c.Hang+w.c.InfraFail+w.c.AgentFail {
+		switch {
+		case noKey:
+			kind = protocol.RunAwaitingKey
+		case u < w.c.Hang+w.c.InfraFail+w.c.AgentFail:
 			kind = protocol.RunAgentFailed
 		}
 		d := w.c.RunMin + time.Duration(w.rng.Float64()*float64(w.c.RunMax-w.c.RunMin))
@@ -634,7 +680,10 @@ func (w *world) handle(e *event) {
 			return
 		}
 		kind := protocol.RunOutcomeKind(e.slot)
-		w.endRun(e.run, kind != protocol.RunInfraFailed, true)
+		if kind == protocol.RunAwaitingKey {
+			n.awaiting[r.slot] = true
+		}
+		w.endRun(e.run, kind == protocol.RunValid || kind == protocol.RunAgentFailed, kind == protocol.RunInfraFailed)
 		w.apply(e.node, n.m.RunEnded(w.spec.Slots[r.slot].ID, protocol.RunOutcome{Kind: kind}, now))
 	case evCrash:
 		n := w.nodes[e.node]

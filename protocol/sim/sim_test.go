@@ -36,7 +36,51 @@ func smallConfig(t *rapid.T) Config {
 	if labs >= 3 && rapid.Bool().Draw(t, "silent") {
 		c.SilentLabs = 1
 	}
+	if labs >= 2 && rapid.Bool().Draw(t, "sealedTasks") {
+		c.Sealed = rapid.SampledFrom([]float64{0.3, 1}).Draw(t, "sealed")
+		c.KeylessLabs = rapid.IntRange(1, labs-1).Draw(t, "keylessLabs") // a key holder stays
+		c.KeyHolderHeadStart = time.Duration(rapid.IntRange(1, 20).Draw(t, "headStartMin")) * time.Minute
+	}
 	return c.WithDefaults()
+}
+
+// sealedSlots counts the slots of c's campaign whose task is sealed.
+func sealedSlots(c Config) int {
+	w := newWorld(c)
+	n := 0
+	for s := range c.Slots {
+		if w.sealed(s) {
+			n++
+		}
+	}
+	return n
+}
+
+// Nodes without a sealed bundle's key run each of its slots at most once between them
+// while that run waits (docs/protocol-claims.md rule 11), when no message is lost and no run
+// fails for infrastructure reasons (a failed keyless run waits for nothing, so another may
+// follow it; a lost release hides the waiting run).
+func TestSimOneKeylessRunPerSealedSlot(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := smallConfig(t)
+		c.Loss, c.InfraFail, c.Hang, c.Crashes, c.PartitionFrac, c.PartitionFor = 0, 0, 0, 0, 0, 0
+		r := Run(c)
+		if n := sealedSlots(c); r.KeylessRuns > n {
+			t.Fatalf("%d keyless runs of %d sealed slots: %+v", r.KeylessRuns, n, r)
+		}
+		if r.LostSlots != 0 {
+			t.Fatalf("%d slots lost with a key holder up and no failures: %+v", r.LostSlots, r)
+		}
+	})
+	// The case where it matters: one lab of five holds the key to half the tasks, so its
+	// nodes are busy while the keyless nodes run out of other work and sit idle beside
+	// free sealed slots.
+	c := Config{Nodes: 20, Labs: 5, Slots: 400, Sealed: 0.5, KeylessLabs: 4, Seed: 3}.WithDefaults()
+	c.Loss, c.Dup, c.InfraFail, c.Hang, c.Crashes, c.PartitionFrac, c.PartitionFor = 0, 0, 0, 0, 0, 0, 0
+	r := Run(c)
+	if n := sealedSlots(c); r.KeylessRuns > n || r.LostSlots != 0 {
+		t.Fatalf("%d keyless runs of %d sealed slots, %d slots lost: %+v", r.KeylessRuns, n, r.LostSlots, r)
+	}
 }
 
 // Every slot ends finished, except those whose attempts infrastructure failures exhausted
