@@ -420,6 +420,7 @@ func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 			if peer, ok := s.lapsedBy[msg.Attempt]; ok && peer == msg.PeerID {
 				delete(s.lapsedBy, msg.Attempt)
 				s.failedAttempts = slices.DeleteFunc(s.failedAttempts, func(a int) bool { return a == msg.Attempt })
+				m.freed[s.spec.ID] = s // a failed slot left freed when a pick passed it
 			}
 		}
 	}
