@@ -210,12 +210,12 @@ func TestPackStoreHashOnRead(t *testing.T) {
 	}
 }
 
-// TestPackStoreDiskFull: on a full tmpfs a Put fails with ErrDiskFull, and what was stored
-// before stays readable, also after a reopen.
-func TestPackStoreDiskFull(t *testing.T) {
-	ctx := context.Background()
+// smallTmpfs mounts a tmpfs of size (mount's size= option) on a new folder for the test, or
+// skips it where this process may not mount (not root).
+func smallTmpfs(t *testing.T, size string) string {
+	t.Helper()
 	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
 		t.Skipf("cannot mount a tmpfs (%v); TestFetchDiskFull covers the injected case", err)
 	}
 	t.Cleanup(func() {
@@ -223,6 +223,14 @@ func TestPackStoreDiskFull(t *testing.T) {
 			t.Errorf("unmount %s: %v", dir, err)
 		}
 	})
+	return dir
+}
+
+// TestPackStoreDiskFull: on a full tmpfs a Put fails with ErrDiskFull, and what was stored
+// before stays readable, also after a reopen.
+func TestPackStoreDiskFull(t *testing.T) {
+	ctx := context.Background()
+	dir := smallTmpfs(t, "1m")
 	s, err := openPackStore(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -258,15 +266,7 @@ func TestPackStoreDiskFull(t *testing.T) {
 // writer waiting passed it on the same free space, and together they took the reserve.)
 func TestPackStoreReserveUnderConcurrentBatches(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=16m"); err != nil {
-		t.Skipf("cannot mount a tmpfs (%v); TestFetchDiskFull covers the injected case", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
+	dir := smallTmpfs(t, "16m")
 	s, err := openPackStore(dir)
 	if err != nil {
 		t.Fatal(err)
