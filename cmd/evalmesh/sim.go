@@ -43,7 +43,8 @@ What it prints (--json gives the same fields):
   equivocations           one lab with two results for one slot and attempt: should be 0
   keyless_runs            runs of sealed slots by nodes of --keyless-labs labs, which hold no
                           key: they wait for a grant (none comes here), GPU time spent for
-                          nothing yet; the key holders' head start keeps it low
+                          nothing yet. Keyless nodes take sealed slots last, and never
+                          one whose run already waits elsewhere, which keeps it low
   virtual_seconds         until the last slot finished
 
 The same flags and --seed give the same output, byte for byte, but for wall_seconds (the
