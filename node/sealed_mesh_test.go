@@ -23,14 +23,15 @@ import (
 	"github.com/evalmesh/evalmesh/tasks"
 )
 
-// sealedMesh is one real node of lab-b (its mesh, the process executor) that holds lab-b's
-// age identity but no grant of a sealed bundle's key, and a campaign of lab-a whose one slot
-// is that bundle's: the fixture of the tests of docs/protocol-claims.md rule 11.
+// sealedMesh is the fixture of the tests of docs/protocol-claims.md rule 11: real nodes with
+// their meshes and the process executor, of lab-b, which holds its age identity but no grant
+// of a sealed bundle's key (home h), and of lab-a, the sealer (home hA), and campaigns of
+// lab-a over that bundle.
 type sealedMesh struct {
 	t          *testing.T
-	h          home.Home
+	h, hA      home.Home
 	labA, labB *attest.Lab
-	ageB       *age.X25519Identity
+	ageA, ageB *age.X25519Identity
 	trust      *attest.TrustStore
 	sealedDir  string
 	key        *tasks.DataKey
@@ -46,13 +47,13 @@ func newSealedMesh(t *testing.T) *sealedMesh {
 	if f.labB, err = attest.InitLab(filepath.Join(t.TempDir(), "lab-b"), "lab-b"); err != nil {
 		t.Fatal(err)
 	}
-	ageA, _ := age.GenerateX25519Identity()
+	f.ageA, _ = age.GenerateX25519Identity()
 	f.ageB, _ = age.GenerateX25519Identity()
 	for _, l := range []struct {
 		name string
 		lab  *attest.Lab
 		id   *age.X25519Identity
-	}{{"lab-a", f.labA, ageA}, {"lab-b", f.labB, f.ageB}} {
+	}{{"lab-a", f.labA, f.ageA}, {"lab-b", f.labB, f.ageB}} {
 		if _, err := f.trust.AddLab(l.name, l.lab.Pub); err != nil {
 			t.Fatal(err)
 		}
@@ -68,8 +69,11 @@ func newSealedMesh(t *testing.T) *sealedMesh {
 	if f.key, err = tasks.Seal(filepath.Join(gen, "arithmetic"), f.sealedDir); err != nil {
 		t.Fatal(err)
 	}
-	f.h = newHome(t)
+	f.h, f.hA = newHome(t), newHome(t)
 	if err := attest.WriteAgeIdentity(attest.NodeLabAgeKeyPath(f.h), f.ageB); err != nil {
+		t.Fatal(err)
+	}
+	if err := attest.WriteAgeIdentity(attest.NodeLabAgeKeyPath(f.hA), f.ageA); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -78,21 +82,26 @@ func newSealedMesh(t *testing.T) *sealedMesh {
 // start starts lab-b's node and mesh on the fixture's home (again, for a restart), leaving
 // free sealed slots to key holders for headStart.
 func (f *sealedMesh) start(headStart time.Duration) (*Node, *Mesh) {
+	return f.startLab(f.h, "lab-b", f.labB, headStart)
+}
+
+// startLab starts a node of lab (named name in its log) on h, with its mesh.
+func (f *sealedMesh) startLab(h home.Home, name string, lab *attest.Lab, headStart time.Duration) (*Node, *Mesh) {
 	t := f.t
 	cfg := home.DefaultConfig()
 	cfg.Network = f.network
 	opts := testOptions()
 	opts.Config = &cfg
-	opts.Logf = testutil.FailureLog(t, "lab-b")
-	n := startNodeAt(t, f.h, opts)
-	cert, err := f.labB.Certify(n.ID().String(), time.Now().Add(-time.Minute), time.Hour)
+	opts.Logf = testutil.FailureLog(t, name)
+	n := startNodeAt(t, h, opts)
+	cert, err := lab.Certify(n.ID().String(), time.Now().Add(-time.Minute), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := home.WriteFileAtomic(f.h.CertPath(), cert.Raw(), 0o644); err != nil {
+	if err := home.WriteFileAtomic(h.CertPath(), cert.Raw(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := runner.ForHome(f.h, map[string]runner.Executor{"process": process.New(process.Options{})}, "process", io.Discard)
+	r, err := runner.ForHome(h, map[string]runner.Executor{"process": process.New(process.Options{})}, "process", io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,14 +120,19 @@ func (f *sealedMesh) start(headStart time.Duration) (*Node, *Mesh) {
 
 // publish adds the sealed bundle to n and publishes lab-a's campaign of one slot of it.
 func (f *sealedMesh) publish(n *Node, m *Mesh) (bundle, campaign string) {
-	t := f.t
 	c, err := n.Add(context.Background(), f.sealedDir, AddOptions{})
 	if err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
+	return c.String(), f.publishCampaign(m, c.String(), 1)
+}
+
+// publishCampaign publishes lab-a's campaign of seeds slots of bundle, through m.
+func (f *sealedMesh) publishCampaign(m *Mesh, bundle string, seeds int) string {
+	t := f.t
 	agent := &runner.AgentSpec{Name: "constant", Version: "1.0.0", Command: []string{"evalmesh", "agent", "constant"}}
 	env, campaign, err := protocol.SignCampaign(f.labA, &protocol.Campaign{Network: f.network, Title: "sealed slot",
-		Tasks: []string{c.String()}, Agents: []protocol.CampaignAgent{protocol.NewCampaignAgent(agent)}, Seeds: 1, Replication: 1,
+		Tasks: []string{bundle}, Agents: []protocol.CampaignAgent{protocol.NewCampaignAgent(agent)}, Seeds: seeds, Replication: 1,
 		Created: time.Now().Add(-time.Minute), Deadline: time.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
@@ -126,12 +140,17 @@ func (f *sealedMesh) publish(n *Node, m *Mesh) (bundle, campaign string) {
 	if _, err := m.PublishCampaign(env); err != nil {
 		t.Fatal(err)
 	}
-	return c.String(), campaign
+	return campaign
 }
 
 // grant gives lab-b the bundle's key, signed by a node of lab-a (the sealer), and stores it
 // on n as gossip or sync would bring it.
 func (f *sealedMesh) grant(n *Node, bundle string) {
+	f.grantTo(n, bundle, f.labB, f.ageB)
+}
+
+// grantTo gives lab the bundle's key (to its age identity id), as grant does.
+func (f *sealedMesh) grantTo(n *Node, bundle string, lab *attest.Lab, id *age.X25519Identity) {
 	t := f.t
 	nk, _, _ := crypto.GenerateEd25519Key(nil)
 	pid, _ := peer.IDFromPrivateKey(nk)
@@ -139,7 +158,7 @@ func (f *sealedMesh) grant(n *Node, bundle string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, _, err := attest.NewGrant(nk, certA, bundle, f.labB.ID, f.ageB.Recipient().String(), f.key.String(), time.Now())
+	g, _, err := attest.NewGrant(nk, certA, bundle, lab.ID, id.Recipient().String(), f.key.String(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,5 +259,45 @@ func TestSealedSlotLeftToKeyHoldersUntilAGrant(t *testing.T) {
 	runs, err := runner.ListRuns(f.h)
 	if err != nil || len(runs) != 1 || runs[0].Phase == runner.PhaseAwaitingKey {
 		t.Fatalf("runs %+v (%v); want one run, scored here without waiting for a key", runs, err)
+	}
+}
+
+// Rule 11 across two real nodes on 127.0.0.1: lab-a's node holds the key (its grant to its
+// own lab), lab-b's does not. Each has room for one run, and the campaign has two slots of
+// the sealed bundle. lab-b's node, which used to claim one of them at once and run it only
+// to wait for a key, leaves both to lab-a's, which runs and scores them one after the other.
+func TestSealedSlotsLeftToTheKeyHolder(t *testing.T) {
+	f := newSealedMesh(t)
+	nA, mA := f.startLab(f.hA, "lab-a", f.labA, time.Hour)
+	nB, mB := f.start(time.Hour)
+	connect(t, nB, nA)
+	ctx := context.Background()
+	c, err := nA.Add(ctx, f.sealedDir, AddOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.grantTo(nA, c.String(), f.labA, f.ageA)
+	campaign := f.publishCampaign(mA, c.String(), 2)
+
+	testutil.WaitFor(t, 3*time.Minute, "both slots done by lab-a, in both nodes' views", func() bool {
+		for _, m := range []*Mesh{mA, mB} {
+			rep, err := m.CampaignStatus(ctx, campaign)
+			if err != nil || rep.Status.Done != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	rep, err := mB.CampaignStatus(ctx, campaign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sr := range rep.Slots {
+		if len(sr.Runs) != 1 || sr.Runs[0].Lab != f.labA.ID || !sr.Runs[0].Valid {
+			t.Fatalf("slot %+v: want one valid run, by lab-a", sr)
+		}
+	}
+	if runs, err := runner.ListRuns(f.h); err != nil || len(runs) != 0 {
+		t.Fatalf("lab-b's node ran %+v (%v); want nothing: the key holder had room", runs, err)
 	}
 }
