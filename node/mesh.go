@@ -645,7 +645,8 @@ func (m *Mesh) addCampaign(mc *meshCampaign) {
 	m.campaigns[mc.v.ID] = mc
 	spec := protocol.CampaignSpec{ID: mc.v.ID, Created: c.Created, Deadline: c.Deadline}
 	m.refuseByPolicy(mc)
-	// On the loop, so that a grant keyArrived handles before this is seen here.
+	// Checked here, on the loop: a grant that keyArrived handled before this campaign was
+	// added found nothing to lift, so this is where it counts.
 	for t := range mc.noKey {
 		if m.opts.Runner.HoldsKey(t) {
 			delete(mc.noKey, t)

@@ -891,14 +891,11 @@ func (m *ClaimMachine) pick(now time.Time) *slotState {
 				}
 				continue
 			}
-			if avoided == nil || preferred(s, avoided) {
-				avoided = s
-			}
-			continue
 		}
-		// A slot whose run failed here is left to other nodes while this one has anything
-		// else to do; with nothing else, waiting would only idle capacity.
-		if now.Before(s.avoidUntil) {
+		// A slot whose run failed here, or a noKey slot past its head start, is left to other
+		// nodes while this one has anything else to do; with nothing else, waiting would
+		// only idle capacity.
+		if s.noKey || now.Before(s.avoidUntil) {
 			if avoided == nil || preferred(s, avoided) {
 				avoided = s
 			}

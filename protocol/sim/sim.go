@@ -401,9 +401,9 @@ func (w *world) startNode(i int) {
 	w.apply(i, n.m.SetCapacity(w.c.Capacity, now))
 }
 
-// sealed says whether slot s's task is a sealed bundle.
-func (w *world) sealed(s int) bool {
-	return float64(s%10) < math.Round(w.c.Sealed*10)
+// sealed says whether slot s's task (task s mod 10) is a sealed bundle.
+func (c Config) sealed(s int) bool {
+	return float64(s%10) < math.Round(c.Sealed*10)
 }
 
 // specFor is the campaign as node n's daemon hands it to its machine: a keyless node marks
@@ -415,7 +415,7 @@ func (w *world) specFor(n *node) protocol.CampaignSpec {
 	spec := w.spec
 	spec.Slots = slices.Clone(w.spec.Slots)
 	for s := range spec.Slots {
-		spec.Slots[s].NoKey = w.sealed(s)
+		spec.Slots[s].NoKey = w.c.sealed(s)
 		spec.Slots[s].AwaitingKey = n.awaiting[s]
 	}
 	return spec
@@ -541,7 +541,7 @@ func (w *world) startRun(i, s, attempt int) {
 	w.slotRuns[s] = append(w.slotRuns[s], idx)
 	n.runs[s] = idx
 	w.res.Runs++
-	noKey := n.keyless && w.sealed(s)
+	noKey := n.keyless && w.c.sealed(s)
 	if noKey {
 		w.res.KeylessRuns++
 	}
