@@ -106,8 +106,11 @@ type Mesh struct {
 	labPeers  map[string]time.Time // nodes of our lab heard from, for the re-score split
 	labs      []string             // the trusted labs' IDs, sorted: the re-scorer order's members
 	pending   map[string]bool      // campaigns whose bundles are being fetched
-	clock     claimClock           // claim→start per run (mesh_claimclock.go)
-	capOpen   bool                 // openCapacity has given the claim machine its capacity
+	// early: claims heard for a pending campaign, replayed once it is added, so a node that
+	// was still fetching the bundles does not claim slots it heard others hold.
+	early   map[string][]*protocol.ClaimMessage
+	clock   claimClock // claim→start per run (mesh_claimclock.go)
+	capOpen bool       // openCapacity has given the claim machine its capacity
 	// awaitingKey: slot IDs whose run here waits for a sealed bundle's key (mesh_sealed.go).
 	awaitingKey map[string]bool
 	wake        *time.Timer
@@ -215,7 +218,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		events: make(chan func(), 1024), publish: make(chan protocol.ClaimMessage, 4096),
 		campaigns: map[string]*meshCampaign{}, slots: map[string]slotRef{}, running: map[string]*activeRun{},
 		runs: map[string]*runRecord{}, bySlot: map[string][]string{}, rescores: map[string][]rescoreRecord{},
-		rescoring: map[string]bool{}, labPeers: map[string]time.Time{}, pending: map[string]bool{},
+		rescoring: map[string]bool{}, labPeers: map[string]time.Time{}, pending: map[string]bool{}, early: map[string][]*protocol.ClaimMessage{},
 		bundles: map[string]*sync.Mutex{}, awaitingKey: awaitingKeySlots(opts.Runner, n.opts.Logf),
 	}
 
@@ -460,6 +463,12 @@ func (m *Mesh) consume(kind string, msgs <-chan Message, cancel func()) {
 					if c.Lab == m.lab {
 						m.labPeers[c.PeerID] = m.opts.Now()
 					}
+					if m.pending[c.Campaign] {
+						if len(m.early[c.Campaign]) < maxEarlyClaims {
+							m.early[c.Campaign] = append(m.early[c.Campaign], c)
+						}
+						return
+					}
 					m.apply(m.cm.Receive(c, m.opts.Now()))
 				})
 			case protocol.TopicAttestations:
@@ -639,6 +648,11 @@ func (m *Mesh) prepareCampaign(v *protocol.VerifiedCampaign, try int) {
 	m.do(func() { m.addCampaign(mc) })
 }
 
+// maxEarlyClaims bounds the claims kept for one campaign being prepared: a few per slot of a
+// large campaign; past it the rest are dropped, as they were before any were kept (the
+// settle and the tie-break still resolve what is missed).
+const maxEarlyClaims = 1 << 16
+
 func (m *Mesh) addCampaign(mc *meshCampaign) {
 	delete(m.pending, mc.v.ID)
 	c := mc.v.Campaign
@@ -669,6 +683,12 @@ func (m *Mesh) addCampaign(mc *meshCampaign) {
 	mc.added = true
 	now := m.opts.Now()
 	m.apply(m.cm.AddCampaign(spec, now))
+	// The claims heard while the bundles were fetched, before any claim made just now can
+	// settle: a pending claim of ours yields to a live or earlier one among them.
+	for _, c := range m.early[mc.v.ID] {
+		m.apply(m.cm.Receive(c, now))
+	}
+	delete(m.early, mc.v.ID)
 	// Runs that arrived before the campaign finish their slots now.
 	for id, refs := range m.bySlot {
 		if _, ok := m.slots[id]; ok && len(refs) > 0 {
