@@ -543,6 +543,11 @@ func (m *Mesh) apply(a protocol.Actions) {
 			r.cancel()
 			delete(m.running, ab.SlotID)
 			m.clock.unitFreed(m.opts.Now())
+			if ab.Reason == protocol.AbortFinishedElsewhere && m.signedHere(ab.SlotID, r.attempt) {
+				// This run's own attestation finished the slot before the run's goroutine
+				// reported back: there was nothing left to cut short.
+				continue
+			}
 			m.n.opts.Logf("mesh: aborted run of slot %s (%s)", ab.SlotID, ab.Reason)
 		}
 	}
@@ -768,6 +773,16 @@ func (m *Mesh) execute(ctx context.Context, s protocol.StartRun, spec *runner.Ag
 		return protocol.RunOutcome{Kind: protocol.RunValid}
 	}
 	return protocol.RunOutcome{Kind: protocol.RunAgentFailed, Detail: o.InvalidReason}
+}
+
+// signedHere reports whether this node's attestation of the slot's run attempt is known.
+func (m *Mesh) signedHere(slotID string, attempt int) bool {
+	for _, id := range m.bySlot[slotID] {
+		if r := m.runs[id]; r != nil && r.Node == m.self && r.Attempt == attempt {
+			return true
+		}
+	}
+	return false
 }
 
 // ingestRun stores the objects a run attestation names (from HOME/objects) as raw blocks,

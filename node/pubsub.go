@@ -51,6 +51,10 @@ type PubSubOptions struct {
 	SubscriptionBuffer int
 	// ValidateThrottle bounds validations running at once across topics (library default 8192).
 	ValidateThrottle int
+
+	// heartbeat, when set, replaces gossipsub's heartbeat interval and its initial delay:
+	// tests hold the mesh off with it to see what reaches a peer before the mesh forms.
+	heartbeat time.Duration
 }
 
 // Default queue sizes.
@@ -100,7 +104,20 @@ func NewPubSub(ctx context.Context, h host.Host, network string, validators map[
 	}
 	opts = opts.withDefaults()
 	c := newPubsubCounters(network)
+	params := pubsub.DefaultGossipSubParams()
+	if opts.heartbeat > 0 {
+		params.HeartbeatInterval, params.HeartbeatInitialDelay = opts.heartbeat, opts.heartbeat
+	}
 	ps, err := pubsub.NewGossipSub(ctx, h,
+		pubsub.WithGossipSubParams(params),
+		// Our own messages go to every connected peer on the topic, not only to the mesh.
+		// The library's default (off in v0.19) sends them to the mesh alone, and a peer
+		// that subscribed since the last heartbeat is in no mesh yet: what a node published
+		// in that second never reached it, only the next sync session did (the network
+		// demo's campaigns, published right after its nodes connect, reached the other
+		// nodes 3 s late in most runs). The spec's flood publishing (gossipsub v1.1) costs
+		// one copy per peer per message we author, which a network of labs can afford.
+		pubsub.WithFloodPublish(true),
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
 		pubsub.WithMessageIdFn(func(m *pb.Message) string { return protocol.MessageID(m.GetTopic(), m.GetData()) }),
 		pubsub.WithMaxMessageSize(protocol.MaxMessageSize+16<<10), // room for the RPC envelope and signature

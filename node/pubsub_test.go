@@ -423,6 +423,33 @@ func TestPubSubRepublishWithinSeenWindowIsSkipped(t *testing.T) {
 	}
 }
 
+// A message a node publishes right after a peer subscribes reaches that peer although no
+// heartbeat has put the peer in the node's mesh yet: our own messages are flood-published.
+// The heartbeat is held off for an hour, so the mesh stays empty throughout.
+func TestPubSubOwnMessageReachesAPeerBeforeTheMeshForms(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o := PubSubOptions{heartbeat: time.Hour}
+	a := newGossipPeer(t, ctx, nil, acceptAll, o)
+	b := newGossipPeer(t, ctx, nil, acceptAll, o)
+	got := collect(t, ctx, b, protocol.TopicCampaigns)
+	collect(t, ctx, a, protocol.TopicCampaigns)
+	if err := a.host.Connect(ctx, peer.AddrInfo{ID: b.id, Addrs: b.host.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "a to hear b's subscription", func() bool {
+		return len(a.ps.Peers(protocol.TopicCampaigns)) == 1
+	})
+	if mesh := a.ps.MeshPeers(protocol.TopicCampaigns); len(mesh) != 0 {
+		t.Fatalf("a's mesh already holds %v: the heartbeat was not held off", mesh)
+	}
+	msg := []byte("a campaign published before any heartbeat")
+	if err := a.ps.Publish(ctx, protocol.TopicCampaigns, msg); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the message at b", func() bool { return got.count(msg) == 1 })
+}
+
 func TestNewPubSubRefusesBadConfig(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
