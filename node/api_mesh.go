@@ -217,7 +217,7 @@ func (m *Mesh) CampaignStatus(ctx context.Context, id string) (*CampaignReport, 
 			} else if mc.noKey[s.Task] {
 				sr.State = "no-key" // sealed, and this lab cannot open its key: key holders first
 			}
-			if m.awaitingKey[sid] {
+			if m.awaitingKey[sid] > 0 {
 				sr.State = "awaiting-key" // this node's run waits for the sealed bundle's key
 			}
 			if _, ok := m.running[sid]; ok {

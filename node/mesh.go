@@ -111,8 +111,9 @@ type Mesh struct {
 	early   map[string][]*protocol.ClaimMessage
 	clock   claimClock // claim→start per run (mesh_claimclock.go)
 	capOpen bool       // openCapacity has given the claim machine its capacity
-	// awaitingKey: slot IDs whose run here waits for a sealed bundle's key (mesh_sealed.go).
-	awaitingKey map[string]bool
+	// awaitingKey: slot IDs whose run here waits for a sealed bundle's key, to the attempt
+	// that run signed (mesh_sealed.go).
+	awaitingKey map[string]int
 	wake        *time.Timer
 
 	bundleMu sync.Mutex
@@ -683,7 +684,7 @@ func (m *Mesh) addCampaign(mc *meshCampaign) {
 			// time to fetch, evaluate and sign.
 			limit = time.Duration(meta.Limits.WallClockSeconds)*time.Second + 5*time.Minute
 		}
-		spec.Slots = append(spec.Slots, protocol.SlotSpec{ID: id, Slot: s, HardLimit: limit, AwaitingKey: m.awaitingKey[id], NoKey: mc.noKey[s.Task]})
+		spec.Slots = append(spec.Slots, protocol.SlotSpec{ID: id, Slot: s, HardLimit: limit, AwaitingKey: m.awaitingKey[id] > 0, AwaitingKeyAttempt: m.awaitingKey[id], NoKey: mc.noKey[s.Task]})
 	}
 	mc.added = true
 	now := m.opts.Now()
@@ -729,7 +730,7 @@ func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 			}
 			delete(m.running, s.Slot.ID)
 			if outcome.Kind == protocol.RunAwaitingKey {
-				m.awaitingKey[s.Slot.ID] = true
+				m.awaitingKey[s.Slot.ID] = ar.attempt
 			}
 			m.clock.unitFreed(m.opts.Now())
 			m.apply(m.cm.RunEnded(s.Slot.ID, outcome, m.opts.Now()))

@@ -148,10 +148,11 @@ func GrantsIn(set *Set) func(bundle string) [][]byte {
 }
 
 // awaitingKeySlots lists the slots of this home's runs that wait for a sealed bundle's key,
-// so that a restarted mesh does not claim them again (protocol.SlotSpec.AwaitingKey): a
-// second run here would wait for the same key.
-func awaitingKeySlots(r *runner.Runner, logf func(string, ...any)) map[string]bool {
-	out := map[string]bool{}
+// with the attempt each run signed, so that a restarted mesh does not claim them again (a
+// second run here would wait for the same key) and tells the others again that those runs
+// did not fail (protocol.SlotSpec.AwaitingKey, AwaitingKeyAttempt).
+func awaitingKeySlots(r *runner.Runner, logf func(string, ...any)) map[string]int {
+	out := map[string]int{}
 	runs, err := runner.ListRuns(r.Home)
 	if err != nil {
 		logf("mesh: reading runs for those waiting for a key: %v", err)
@@ -159,7 +160,8 @@ func awaitingKeySlots(r *runner.Runner, logf func(string, ...any)) map[string]bo
 	}
 	for _, st := range runs {
 		if st.Phase == runner.PhaseAwaitingKey && st.Campaign != "" {
-			out[protocol.SlotID(attest.Slot{Campaign: st.Campaign, Task: st.TaskCID, Agent: st.AgentCID, Seed: st.Seed})] = true
+			// A state of an older evalmesh has no attempt; its run signed none, read as 1.
+			out[protocol.SlotID(attest.Slot{Campaign: st.Campaign, Task: st.TaskCID, Agent: st.AgentCID, Seed: st.Seed})] = max(st.Attempt, 1)
 		}
 	}
 	return out

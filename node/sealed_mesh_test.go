@@ -11,6 +11,7 @@ import (
 	"filippo.io/age"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/evalmesh/evalmesh/attest"
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
@@ -206,6 +207,12 @@ func TestSealedSlotAwaitsKeyThenScores(t *testing.T) {
 	n.Close()
 	n, m = start()
 	awaitingHere(m, "after a restart, the slot still unclaimed here")
+	// ... and tells the others again that its run did not fail: the release that went out
+	// before the restart may not have reached anyone. The new node holds no claim, so any
+	// release it sends is that one.
+	testutil.WaitFor(t, 2*time.Minute, "the restarted node to publish its awaiting-key release again", func() bool {
+		return promtest.ToFloat64(n.metrics.claims.WithLabelValues("sent", protocol.ClaimKindRelease)) >= 1
+	})
 
 	f.grant(n, bundle)
 	testutil.WaitFor(t, 2*time.Minute, "the waiting run scored and published once the grant arrives", func() bool {

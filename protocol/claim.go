@@ -23,6 +23,13 @@ type SlotSpec struct {
 	// sealed bundle (a restart after RunAwaitingKey): the node never claims the slot, and
 	// Status counts it awaiting a key until a result is known.
 	AwaitingKey bool
+	// AwaitingKeyAttempt is the attempt that waiting run signed (0: not known). With
+	// AwaitingKey, the machine publishes that run's awaiting-key release again when the
+	// campaign is added, and at each heartbeat for a lease and one heartbeat more, as
+	// after RunAwaitingKey: the node may have gone down before any copy reached the others,
+	// who then see its claim lapse and count an infrastructure failure that only such a
+	// copy takes back.
+	AwaitingKeyAttempt int
 	// NoKey: the slot's task bundle is sealed and this node's lab could not open its key
 	// when the campaign was added. The node leaves the slot to key holders, who can score
 	// it at once, for ClaimConfig.KeyHolderHeadStart after it is free, and then claims it
@@ -362,6 +369,9 @@ func (m *ClaimMachine) AddCampaign(c CampaignSpec, now time.Time) Actions {
 			if s.noKey {
 				m.freed[sp.ID] = s
 			}
+			if sp.AwaitingKey && sp.AwaitingKeyAttempt > 0 {
+				m.repeatAwaitingKeyRelease(s, sp.AwaitingKeyAttempt, now)
+			}
 		}
 		slices.SortFunc(cs.order, func(a, b *slotState) int {
 			if c := cmp.Compare(b.score, a.score); c != 0 {
@@ -470,9 +480,16 @@ func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 // receiveStale answers a message signed by this node for a claim it does not hold: a claim
 // made before a restart (a new machine holds nothing). It must not act on it; it releases
 // it so others need not wait for the lease. A renewed one had started its run, which the
-// restart ended: its attempt is consumed.
+// restart ended: its attempt is consumed, unless it is the run that waits for a key
+// (SlotSpec.AwaitingKeyAttempt), which did not fail and is released as awaiting the key.
 func (m *ClaimMachine) receiveStale(s *slotState, msg *ClaimMessage) {
 	if msg.Kind == ClaimKindRelease || s.finished {
+		return
+	}
+	if msg.Kind == ClaimKindRenew && s.spec.AwaitingKey && msg.Attempt == s.spec.AwaitingKeyAttempt {
+		// The old claim's own Lamport time: a node still holding it drops it at once.
+		m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: msg.Campaign, Slot: msg.Slot,
+			Lamport: msg.Lamport, Attempt: msg.Attempt, Reason: ReleaseAwaitingKey})
 		return
 	}
 	reason := ReleaseStale
@@ -591,13 +608,7 @@ func (m *ClaimMachine) RunEnded(slotID string, o RunOutcome, now time.Time) Acti
 		s.declined = true
 		s.awaitingKey = true
 		m.dropMine(s)
-		m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
-			Lamport: mine.lamport, Attempt: mine.attempt, Reason: ReleaseAwaitingKey})
-		// Nothing else tells the others that this run did not fail (a valid run has its
-		// attestation; an infra failure's lost release reads as the same failure), so the
-		// release goes out again at each heartbeat for a lease and one heartbeat more.
-		m.releasing[s.spec.ID] = &repeatedRelease{slot: s, msg: m.out.Publish[len(m.out.Publish)-1],
-			at: now.Add(m.cfg.Heartbeat), left: int(m.cfg.Lease/m.cfg.Heartbeat) + 1}
+		m.publishAwaitingKeyRelease(s, mine.lamport, mine.attempt, now)
 	default:
 		m.dropMine(s)
 		s.infraFailed(mine.attempt)
@@ -779,6 +790,28 @@ func (m *ClaimMachine) advance(now time.Time) {
 		}
 		m.dropHolder(s)
 	}
+}
+
+// publishAwaitingKeyRelease publishes this node's awaiting-key release of the slot for the
+// run of the given attempt. Nothing else tells the others that the run did not fail (a valid
+// run has its attestation; an infra failure's lost release reads as the same failure), so
+// the release goes out again at each heartbeat for a lease and one heartbeat more.
+func (m *ClaimMachine) publishAwaitingKeyRelease(s *slotState, lamport uint64, attempt int, now time.Time) {
+	m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
+		Lamport: lamport, Attempt: attempt, Reason: ReleaseAwaitingKey})
+	m.releasing[s.spec.ID] = &repeatedRelease{slot: s, msg: m.out.Publish[len(m.out.Publish)-1],
+		at: now.Add(m.cfg.Heartbeat), left: int(m.cfg.Lease/m.cfg.Heartbeat) + 1}
+}
+
+// repeatAwaitingKeyRelease publishes again, after a restart, the awaiting-key release of a
+// run this node signed before it (SlotSpec.AwaitingKeyAttempt). The claim's Lamport time
+// went with the old machine, so the copy carries a new one: a node still holding the old
+// claim keeps it until it lapses (release and claim do not match), and the copies that
+// follow within the lease then take back the failure the lapse counted, by peer and
+// attempt, as for a lost release.
+func (m *ClaimMachine) repeatAwaitingKeyRelease(s *slotState, attempt int, now time.Time) {
+	m.lamport++
+	m.publishAwaitingKeyRelease(s, m.lamport, attempt, now)
 }
 
 // repeatReleases publishes the awaiting-key releases that are due again, in slot order.

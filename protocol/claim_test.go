@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,9 +22,10 @@ import (
 //	node name=a [capacity=1] [lease=10m] [heartbeat=3m] [settle=300ms] [max-attempts=3]
 //	     [head-start=10m]
 //	    a new machine (a restart, when the name exists; queued messages stay in flight)
-//	campaign id=c [slots=N] [deadline=1h] [hard=30m] [nodes=(a,b)] [awaiting-key=(c/s0)]
+//	campaign id=c [slots=N] [deadline=1h] [hard=30m] [nodes=(a,b)] [awaiting-key=(c/s0[@2])]
 //	     [task=t] [no-key=(c/s0)]
-//	    awaiting-key: slots the targets already ran, whose runs wait for a key (a restart)
+//	    awaiting-key: slots the targets already ran, whose runs wait for a key (a restart),
+//	    each with the attempt that run signed when known
 //	    task: every slot's task CID; no-key: slots whose sealed bundle the targets cannot open
 //	key-arrived node=a task=t
 //	advance d     the clock moves on by d; every node is ticked, in name order
@@ -143,9 +145,20 @@ func (h *claimHarness) run(t *testing.T, d *datadriven.TestData) string {
 		d.MaybeScanArgs(t, "deadline", &deadline)
 		d.MaybeScanArgs(t, "hard", &hard)
 		spec := CampaignSpec{ID: id, Created: h.now, Deadline: h.now.Add(mustDuration(t, deadline))}
-		var awaiting, noKey []string
+		var noKey []string
+		awaiting := map[string]int{} // slot ID → the waiting run's attempt (0: not known)
 		if arg, ok := d.Arg("awaiting-key"); ok {
-			awaiting = arg.Vals
+			for _, v := range arg.Vals {
+				sid, attempt, _ := strings.Cut(v, "@")
+				awaiting[sid] = 0
+				if attempt != "" {
+					n, err := strconv.Atoi(attempt)
+					if err != nil {
+						d.Fatalf(t, "awaiting-key %q: attempt %q is not a number", v, attempt)
+					}
+					awaiting[sid] = n
+				}
+			}
 		}
 		if arg, ok := d.Arg("no-key"); ok {
 			noKey = arg.Vals
@@ -155,7 +168,10 @@ func (h *claimHarness) run(t *testing.T, d *datadriven.TestData) string {
 		for i := range n {
 			sid := fmt.Sprintf("%s/s%d", id, i)
 			spec.Slots = append(spec.Slots, SlotSpec{ID: sid, Slot: attest.Slot{Campaign: id, Task: task}, HardLimit: mustDuration(t, hard),
-				AwaitingKey: slices.Contains(awaiting, sid), NoKey: slices.Contains(noKey, sid)})
+				NoKey: slices.Contains(noKey, sid)})
+			if attempt, ok := awaiting[sid]; ok {
+				spec.Slots[i].AwaitingKey, spec.Slots[i].AwaitingKeyAttempt = true, attempt
+			}
 		}
 		targets := h.names()
 		if arg, ok := d.Arg("nodes"); ok {

@@ -271,8 +271,9 @@ type node struct {
 	missing []int
 	runs    map[int]int // slot -> run index, active runs
 	keyless bool        // its lab holds no key to the sealed tasks
-	// awaiting: slots whose run here ended awaiting a key (HOME/runs survives restarts)
-	awaiting map[int]bool
+	// awaiting: slots whose run here ended awaiting a key, to that run's attempt (HOME/runs
+	// survives restarts)
+	awaiting map[int]int
 	// capacity accounting for claim→start: times at which capacity units became free,
 	// oldest first, and the units held by pending claims.
 	freeUnits []time.Duration
@@ -321,7 +322,7 @@ func newWorld(c Config) *world {
 	w.finished = make([]bool, c.Slots)
 	for i := range c.Nodes {
 		n := &node{id: fmt.Sprintf("node%03d", i), lab: i % c.Labs, up: true, known: make([]bool, c.Slots),
-			runs: map[int]int{}, pending: map[int]time.Duration{}, awaiting: map[int]bool{}}
+			runs: map[int]int{}, pending: map[int]time.Duration{}, awaiting: map[int]int{}}
 		n.keyless = n.lab >= c.Labs-c.KeylessLabs
 		w.nodes = append(w.nodes, n)
 	}
@@ -416,7 +417,7 @@ func (w *world) specFor(n *node) protocol.CampaignSpec {
 	spec.Slots = slices.Clone(w.spec.Slots)
 	for s := range spec.Slots {
 		spec.Slots[s].NoKey = w.c.sealed(s)
-		spec.Slots[s].AwaitingKey = n.awaiting[s]
+		spec.Slots[s].AwaitingKey, spec.Slots[s].AwaitingKeyAttempt = n.awaiting[s] > 0, n.awaiting[s]
 	}
 	return spec
 }
@@ -681,7 +682,7 @@ func (w *world) handle(e *event) {
 		}
 		kind := protocol.RunOutcomeKind(e.slot)
 		if kind == protocol.RunAwaitingKey {
-			n.awaiting[r.slot] = true
+			n.awaiting[r.slot] = r.attempt
 		}
 		w.endRun(e.run, kind == protocol.RunValid || kind == protocol.RunAgentFailed, kind == protocol.RunInfraFailed)
 		w.apply(e.node, n.m.RunEnded(w.spec.Slots[r.slot].ID, protocol.RunOutcome{Kind: kind}, now))
