@@ -384,3 +384,28 @@ func TestUnpackChecksLeavesInPairs(t *testing.T) {
 		})
 	}
 }
+
+// A CAR cut short by another process after it was opened (its index built) fails the read
+// of a block past the cut with an error. Read through a mapping, as go-car's OpenReadOnly
+// does, the same read is a SIGBUS, which kills the process: the test binary would crash.
+func TestOpenCARTruncatedWhileOpen(t *testing.T) {
+	file, leaves, _ := multiLeafFile(t, 64<<10, 8)
+	root, nodes := bundleish(t, child{"data.bin", file})
+	car := writeHostileCAR(t, root, append(append(nodes[:1:1], file), leaves...)...)
+	ng, _, closeCAR, err := OpenCAR(car)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeCAR()
+	// Whole pages go, so that a mapping of the file would fault on the last leaf's bytes.
+	if err := os.Truncate(car, 4096); err != nil {
+		t.Fatal(err)
+	}
+	last := leaves[len(leaves)-1].Cid()
+	if _, err := ng.Get(context.Background(), last); err == nil {
+		t.Fatalf("block %s read from a CAR cut to 4 KiB", last)
+	}
+	if _, err := UnpackCAR(context.Background(), car, filepath.Join(t.TempDir(), "out"), UnpackOptions{}); err == nil {
+		t.Fatal("unpack of a truncated CAR succeeded")
+	}
+}
