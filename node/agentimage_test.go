@@ -4,19 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/docker/docker/api/types/build"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/ipfs/go-cid"
 
@@ -24,61 +18,6 @@ import (
 	"github.com/evalmesh/evalmesh/runner/docker"
 	"github.com/evalmesh/evalmesh/runner/executortest"
 )
-
-// buildUniqueImage builds a FROM scratch image of the test agent plus a random file (so
-// its ID is new to the engine), tagged tag, and removes it when the test ends.
-func buildUniqueImage(t *testing.T, cli *client.Client, tag string) string {
-	t.Helper()
-	bin, err := os.ReadFile(executortest.Binary(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	salt := make([]byte, 16)
-	rand.Read(salt)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range []struct {
-		name string
-		mode int64
-		data []byte
-	}{
-		{"Dockerfile", 0o644, []byte("FROM scratch\nCOPY agent /agent\nCOPY salt /salt\nENTRYPOINT [\"/agent\"]\n")},
-		{"agent", 0o755, bin},
-		{"salt", 0o644, []byte(hex.EncodeToString(salt))},
-	} {
-		tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: time.Unix(0, 0)})
-		tw.Write(f.data)
-	}
-	tw.Close()
-	ctx := context.Background()
-	resp, err := cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true, Version: build.BuilderV1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var m struct{ Error string }
-		if err := dec.Decode(&m); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if m.Error != "" {
-			t.Fatal(m.Error)
-		}
-	}
-	resp.Body.Close()
-	info, err := cli.ImageInspect(ctx, tag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeImage(cli, info.ID) })
-	return info.ID
-}
-
-func removeImage(cli *client.Client, id string) {
-	_, _ = cli.ImageRemove(context.Background(), id, image.RemoveOptions{Force: true, PruneChildren: true})
-}
 
 // saveTar writes `docker save ID` to a file in dir.
 func saveTar(t *testing.T, ex *docker.Executor, id, dir string) string {
@@ -167,9 +106,9 @@ func (e imageEnv) addTar(t *testing.T, tarPath, imageID string) *runner.AgentSpe
 func TestAgentImageMovesByCIDAndRuns(t *testing.T) {
 	e := newImageEnv(t)
 	ctx := context.Background()
-	id := buildUniqueImage(t, e.cli, "evalmesh-test-moved:"+strings.ToLower(t.Name()))
+	id := executortest.UniqueImage(t, e.cli, "evalmesh-test-moved:"+strings.ToLower(t.Name()))
 	spec := e.addTar(t, saveTar(t, e.ex, id, t.TempDir()), id)
-	removeImage(e.cli, id) // the engine now lacks it, as a node that never had it
+	executortest.RemoveImage(e.cli, id) // the engine now lacks it, as a node that never had it
 	if has, _ := e.ex.HasImage(ctx, id); has {
 		t.Fatal("image still present after removal")
 	}
@@ -209,11 +148,11 @@ func TestAgentImageMovesByCIDAndRuns(t *testing.T) {
 func TestAgentImageOtherIDRefused(t *testing.T) {
 	e := newImageEnv(t)
 	ctx := context.Background()
-	want := buildUniqueImage(t, e.cli, "evalmesh-test-want:"+strings.ToLower(t.Name()))
-	other := buildUniqueImage(t, e.cli, "evalmesh-test-other:"+strings.ToLower(t.Name()))
+	want := executortest.UniqueImage(t, e.cli, "evalmesh-test-want:"+strings.ToLower(t.Name()))
+	other := executortest.UniqueImage(t, e.cli, "evalmesh-test-other:"+strings.ToLower(t.Name()))
 	spec := e.addTar(t, saveTar(t, e.ex, other, t.TempDir()), want)
-	removeImage(e.cli, want)
-	removeImage(e.cli, other)
+	executortest.RemoveImage(e.cli, want)
+	executortest.RemoveImage(e.cli, other)
 	err := e.b.EnsureAgentImage(ctx, spec, e.ex, ImageProgress{})
 	if !docker.IsImageTarRefused(err) || !strings.Contains(err.Error(), "not the spec's image") {
 		t.Fatalf("tar of another image: got %v, want a refusal naming the image mismatch", err)
@@ -229,10 +168,10 @@ func TestAgentImageRetagRefusedOriginalUntouched(t *testing.T) {
 	e := newImageEnv(t)
 	ctx := context.Background()
 	victimTag := "evalmesh-test-victim:" + strings.ToLower(t.Name())
-	victim := buildUniqueImage(t, e.cli, victimTag)
-	hostile := buildUniqueImage(t, e.cli, "evalmesh-test-hostile:"+strings.ToLower(t.Name()))
+	victim := executortest.UniqueImage(t, e.cli, victimTag)
+	hostile := executortest.UniqueImage(t, e.cli, "evalmesh-test-hostile:"+strings.ToLower(t.Name()))
 	tarPath := saveTar(t, e.ex, hostile, t.TempDir())
-	removeImage(e.cli, hostile)
+	executortest.RemoveImage(e.cli, hostile)
 	// Other tests share the engine, so the victim's own record is what is compared.
 	before, err := e.cli.ImageInspect(ctx, victim)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 )
 
@@ -147,6 +149,11 @@ func buildScratchImage(cli *client.Client, repo string, files []imageFile, entry
 	if _, err := cli.ImageInspect(ctx, ref); err == nil {
 		return ref, nil
 	}
+	return ref, buildTagged(ctx, cli, ref, files, entrypoint)
+}
+
+// buildTagged builds a FROM scratch image holding files, with entrypoint, tagged ref.
+func buildTagged(ctx context.Context, cli *client.Client, ref string, files []imageFile, entrypoint string) error {
 	dockerfile := "FROM scratch\n"
 	for _, f := range files {
 		dockerfile += "COPY " + f.name + " /" + f.name + "\n"
@@ -156,20 +163,20 @@ func buildScratchImage(cli *client.Client, repo string, files []imageFile, entry
 	tw := tar.NewWriter(&buf)
 	for _, f := range entries {
 		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: time.Unix(0, 0)}); err != nil {
-			return "", err
+			return err
 		}
 		if _, err := tw.Write(f.data); err != nil {
-			return "", err
+			return err
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return "", err
+		return err
 	}
 	resp, err := cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{
 		Tags: []string{ref}, Remove: true, ForceRemove: true, Version: build.BuilderV1,
 	})
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer resp.Body.Close()
 	dec := json.NewDecoder(resp.Body)
@@ -180,16 +187,48 @@ func buildScratchImage(cli *client.Client, repo string, files []imageFile, entry
 		if err := dec.Decode(&m); err == io.EOF {
 			break
 		} else if err != nil {
-			return "", err
+			return err
 		}
 		if m.Error != "" {
-			return "", errors.New(m.Error)
+			return errors.New(m.Error)
 		}
 	}
 	if _, err := cli.ImageInspect(ctx, ref); err != nil {
-		return "", fmt.Errorf("image %s missing after build: %w", ref, err)
+		return fmt.Errorf("image %s missing after build: %w", ref, err)
 	}
-	return ref, nil
+	return nil
+}
+
+// UniqueImage builds a FROM scratch image of the test agent (entrypoint /agent) plus a
+// random file, so that its ID is new to the engine, tagged tag, and removes it when the
+// test ends. For tests that remove or load images: the shared Image must stay.
+func UniqueImage(tb testing.TB, cli *client.Client, tag string) string {
+	tb.Helper()
+	bin, err := os.ReadFile(Binary(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	files := []imageFile{{"agent", bin, 0o755}, {"salt", []byte(hex.EncodeToString(salt)), 0o644}}
+	if err := buildTagged(ctx, cli, tag, files, "/agent"); err != nil {
+		tb.Fatalf("build image %s: %v", tag, err)
+	}
+	info, err := cli.ImageInspect(ctx, tag)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { RemoveImage(cli, info.ID) })
+	return info.ID
+}
+
+// RemoveImage removes an image by ID, its tags included; a missing image is no error.
+func RemoveImage(cli *client.Client, id string) {
+	_, _ = cli.ImageRemove(context.Background(), id, image.RemoveOptions{Force: true, PruneChildren: true})
 }
 
 var (

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/runner"
+	"github.com/evalmesh/evalmesh/runner/executortest"
+)
+
+// `evalmesh agent add` and `agent pull` end to end, with two real daemon processes and the
+// local Docker engine: add saves the image by ID into lab 0's daemon and writes image_cid
+// into the spec; with the image removed from the engine (as on a machine that never had
+// it), pull on lab 1 fetches the tar from lab 0, pins it and loads the image by its ID; a
+// second pull finds it present and loads nothing.
+func TestAgentAddThenPullOverTwoDaemons(t *testing.T) {
+	cli := executortest.DockerClient(t)
+	id := executortest.UniqueImage(t, cli, "evalmesh-test-cli-pull:"+strings.ToLower(t.Name()))
+	c := newCluster(t, 2)
+	a, b := c.start(0), c.start(1)
+	c.connect(b, a)
+
+	spec := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(spec, []byte("# kept by agent add\nname: pulled\nversion: \"1\"\nimage: "+id+"\ncommand: [/agent, exit, \"0\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, e, code := runE2(t, "agent", "add", spec, "--home", a.lab.Home.Dir, "--json")
+	if code != 0 {
+		t.Fatalf("agent add: %d %s", code, e)
+	}
+	var added struct {
+		ImageCID string `json:"image_cid"`
+		Bytes    int64
+	}
+	if err := json.Unmarshal([]byte(out), &added); err != nil || added.ImageCID == "" || added.Bytes == 0 {
+		t.Fatalf("agent add printed %q (%v)", out, err)
+	}
+	after, err := runner.LoadAgentSpec(spec)
+	if err != nil || after.ImageCID != added.ImageCID || after.Image != id {
+		t.Fatalf("spec after agent add: %+v (%v); want image %s, image_cid %s", after, err, id, added.ImageCID)
+	}
+	if text, _ := os.ReadFile(spec); !strings.Contains(string(text), "# kept by agent add") {
+		t.Errorf("agent add lost the spec's comment:\n%s", text)
+	}
+
+	executortest.RemoveImage(cli, id)
+	if _, err := cli.ImageInspect(context.Background(), id); err == nil {
+		t.Fatal("image still in the engine after removal")
+	}
+	type pulled struct {
+		Loaded bool
+		Bytes  int64
+	}
+	pull := func() pulled {
+		t.Helper()
+		out, e, code := runE2(t, "agent", "pull", spec, "--home", b.lab.Home.Dir, "--json")
+		if code != 0 {
+			t.Fatalf("agent pull: %d %s", code, e)
+		}
+		var p pulled
+		if err := json.Unmarshal([]byte(out), &p); err != nil {
+			t.Fatalf("agent pull printed %q: %v", out, err)
+		}
+		return p
+	}
+	if p := pull(); !p.Loaded || p.Bytes != added.Bytes {
+		t.Fatalf("first pull: %+v; want the image loaded from a %d-byte tar", p, added.Bytes)
+	}
+	if _, err := cli.ImageInspect(context.Background(), id); err != nil {
+		t.Fatalf("image %s not in the engine after pull: %v", id, err)
+	}
+	pins, err := b.client.Pins(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(pins, func(p node.PinInfo) bool { return p.CID == added.ImageCID }) {
+		t.Errorf("lab 1 does not pin the image tar %s: %v", added.ImageCID, pins)
+	}
+	if p := pull(); p.Loaded {
+		t.Fatalf("second pull loaded again: %+v", p)
+	}
+}
