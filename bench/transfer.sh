@@ -11,7 +11,8 @@
 #                           pages of the homes' filesystem, and the floor the three set on
 #                           this machine's cores (wall = max(stream, their CPU / cores))
 #   2 daemons               `evalmesh daemon` x2 on 127.0.0.1: task add on A, pin add on B
-#                           (B fetches over /evalmesh/xfer/1.0.0, verifies, stores, pins)
+#                           (B fetches over /evalmesh/xfer/1.0.0, verifies, stores, pins), then a
+#                           "fixed cost" line: pin add of a 1-block DAG, and the CLI's start alone
 #   2 kubo daemons          only with KUBO=/path/to/ipfs (a kubo binary you built): ipfs add on A,
 #                           ipfs pin add on B over bitswap, as a same-run reference
 #   xfer, N peer(s)         node/xfer in-process between libp2p hosts, per blockstore
