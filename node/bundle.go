@@ -97,7 +97,7 @@ func (n *Node) Get(ctx context.Context, root cid.Cid, dir string, opts GetOption
 	if opts.Unpacking != nil {
 		opts.Unpacking()
 	}
-	if err := tasks.Unpack(ctx, n.local, root, dir, tasks.UnpackOptions{MaxSize: n.cfg.MaxBundleSize}); err != nil {
+	if err := tasks.Unpack(ctx, n.local, root, dir, tasks.UnpackOptions{MaxSize: n.cfg.MaxBundleSize, Leaves: n.writes}); err != nil {
 		return err
 	}
 	t3 := time.Now()

@@ -3,7 +3,9 @@ package tasks
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,6 +129,20 @@ func FuzzUnpackCAR(f *testing.F) {
 		os.Mkdir(parent, 0o755)
 		out := filepath.Join(parent, "out")
 		err = Unpack(ctx, ng, root, out, opts)
+		// The pooled leaf path (node's) must come to the same outcome and the same files
+		// as boxo's DagReader.
+		pooledOut := filepath.Join(t.TempDir(), "out")
+		pooledOpts := opts
+		pooledOpts.Leaves = &pooledNodes{ng: ng}
+		pooledErr := Unpack(ctx, ng, root, pooledOut, pooledOpts)
+		if (err == nil) != (pooledErr == nil) {
+			t.Fatalf("DagReader: %v; pooled leaves: %v", err, pooledErr)
+		}
+		if err == nil {
+			if a, b := treeText(t, out), treeText(t, pooledOut); a != b {
+				t.Fatalf("DagReader wrote\n%s\npooled leaves wrote\n%s", a, b)
+			}
+		}
 		ents, _ := os.ReadDir(parent)
 		if err != nil {
 			if len(ents) != 0 {
@@ -148,4 +164,33 @@ func FuzzUnpackCAR(f *testing.F) {
 			return nil
 		})
 	})
+}
+
+// treeText lists every path under dir with its mode and, for a file, its bytes' sha256.
+func treeText(t *testing.T, dir string) string {
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s %v", rel, info.Mode())
+		if d.Type().IsRegular() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, " %x", sha256.Sum256(data))
+		}
+		b.WriteByte('\n')
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

@@ -10,8 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
+
+	"github.com/evalmesh/evalmesh/internal/testutil"
 )
 
 // Sizes of the pack benchmark (bench/pack.sh runs it at full size). The shapes:
@@ -137,23 +138,6 @@ func sha256Tree(root string) error {
 	})
 }
 
-// cpuRate reports MB per CPU-second (user+sys of the whole process, GC included) beside
-// the wall-clock MB/s: on a machine shared with other jobs, wall time measures the
-// neighbours as much as the code.
-func cpuRate(b *testing.B, bytes int64) func() {
-	cpu := func() float64 {
-		var ru syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-	}
-	start := cpu()
-	return func() {
-		if d := cpu() - start; d > 0 {
-			b.ReportMetric(float64(bytes)*float64(b.N)/d/1e6, "cpuMB/s")
-		}
-	}
-}
-
 // BenchmarkPack compares packing (root CID only; and streaming every block into a CAR)
 // with plain crypto/sha256 over the same bytes, read from the page cache alike. A CPU
 // profile of it with -benchtime Nx holds N+1 runs of each row (the testing package runs
@@ -168,7 +152,7 @@ func BenchmarkPack(b *testing.B) {
 	}{{"file", file, fileBytes}, {"folder", folder, folderBytes}} {
 		b.Run(in.name+"/sha256", func(b *testing.B) {
 			b.SetBytes(in.bytes)
-			defer cpuRate(b, in.bytes)()
+			defer testutil.ReportCPURate(b, in.bytes)()
 			for i := 0; i < b.N; i++ {
 				if err := sha256Tree(in.path); err != nil {
 					b.Fatal(err)
@@ -177,7 +161,7 @@ func BenchmarkPack(b *testing.B) {
 		})
 		b.Run(in.name+"/pack", func(b *testing.B) {
 			b.SetBytes(in.bytes)
-			defer cpuRate(b, in.bytes)()
+			defer testutil.ReportCPURate(b, in.bytes)()
 			for i := 0; i < b.N; i++ {
 				if _, err := Pack(ctx, in.path, NewHashOnlyDAG(), PackOptions{Unchecked: true}); err != nil {
 					b.Fatal(err)
@@ -187,7 +171,7 @@ func BenchmarkPack(b *testing.B) {
 		b.Run(in.name+"/pack-car", func(b *testing.B) {
 			b.SetBytes(in.bytes)
 			car := filepath.Join(benchDir, "out.car")
-			defer cpuRate(b, in.bytes)()
+			defer testutil.ReportCPURate(b, in.bytes)()
 			for i := 0; i < b.N; i++ {
 				packCAR(b, in.path, car)
 			}

@@ -41,6 +41,9 @@ type UnpackOptions struct {
 	MaxEntries int
 	// Progress, if set, is called with the number of file bytes written so far.
 	Progress func(bytesDone int64)
+	// Leaves, if set, serves the raw leaves of files in reused buffers (node's pack store),
+	// instead of the DagReader over the DAG getter; they are hashed all the same.
+	Leaves LeafGetter
 }
 
 func (o *UnpackOptions) defaults() {
@@ -396,7 +399,7 @@ func Unpack(ctx context.Context, dag ipld.NodeGetter, root cid.Cid, dir string, 
 				}
 				continue
 			}
-			if err := writeFile(ctx, p.ng, e, dst, &done, opts.Progress); err != nil {
+			if err := writeFile(ctx, p.ng, opts.Leaves, e, dst, &done, opts.Progress); err != nil {
 				return err
 			}
 		}
@@ -470,7 +473,7 @@ func checkTarget(dir, what string) error {
 	return nil
 }
 
-func writeFile(ctx context.Context, ng ipld.NodeGetter, e entry, dst string, done *int64, progress func(int64)) error {
+func writeFile(ctx context.Context, ng ipld.NodeGetter, lg LeafGetter, e entry, dst string, done *int64, progress func(int64)) error {
 	nd := e.node
 	if nd == nil {
 		var err error
@@ -478,9 +481,23 @@ func writeFile(ctx context.Context, ng ipld.NodeGetter, e entry, dst string, don
 			return fmt.Errorf("%s: %w", e.path, err)
 		}
 	}
-	r, err := uio.NewDagReader(ctx, nd, ng)
-	if err != nil {
-		return &UnsafeError{Path: e.path, Reason: "unreadable file: " + err.Error()}
+	var leaves []cid.Cid
+	if pn, isProto := nd.(*mdag.ProtoNode); isProto && lg != nil {
+		list, ok, err := fileLeaves(ctx, ng, pn, e.size)
+		if err != nil {
+			return fmt.Errorf("%s: %w", e.path, err)
+		}
+		if ok {
+			leaves = list
+		}
+	}
+	var r io.Reader
+	if leaves == nil {
+		dr, err := uio.NewDagReader(ctx, nd, ng)
+		if err != nil {
+			return &UnsafeError{Path: e.path, Reason: "unreadable file: " + err.Error()}
+		}
+		r = io.LimitReader(dr, int64(e.size)+1)
 	}
 	// O_EXCL: never open something that is already there (a symlink planted by a racing
 	// process included).
@@ -492,7 +509,14 @@ func writeFile(ctx context.Context, ng ipld.NodeGetter, e entry, dst string, don
 	if progress != nil {
 		w = &progressWriter{w: f, done: done, fn: progress}
 	}
-	n, err := io.Copy(w, io.LimitReader(r, int64(e.size)+1))
+	var n int64
+	if leaves != nil {
+		var u uint64
+		u, err = writeLeaves(ctx, lg, leaves, w, e.size)
+		n = int64(u)
+	} else {
+		n, err = io.Copy(w, r)
+	}
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("%s: %w", e.path, err)

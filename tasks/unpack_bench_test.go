@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/evalmesh/evalmesh/internal/testutil"
 )
 
 // BenchmarkUnpack unpacks the pack benchmark's folder (4 large files and many small ones) from
@@ -20,7 +22,7 @@ func BenchmarkUnpack(b *testing.B) {
 	defer os.Remove(car)
 	b.Run("folder/sha256", func(b *testing.B) {
 		b.SetBytes(folderBytes)
-		defer cpuRate(b, folderBytes)()
+		defer testutil.ReportCPURate(b, folderBytes)()
 		for i := 0; i < b.N; i++ {
 			if err := sha256Tree(folder); err != nil {
 				b.Fatal(err)
@@ -29,7 +31,7 @@ func BenchmarkUnpack(b *testing.B) {
 	})
 	b.Run("folder/unpack", func(b *testing.B) {
 		b.SetBytes(folderBytes)
-		defer cpuRate(b, folderBytes)()
+		defer testutil.ReportCPURate(b, folderBytes)()
 		for i := 0; i < b.N; i++ {
 			dir := filepath.Join(benchDir, "unpacked")
 			if _, err := UnpackCAR(ctx, car, dir, UnpackOptions{}); err != nil {

@@ -8,12 +8,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	mdag "github.com/ipfs/boxo/ipld/merkledag"
 	ft "github.com/ipfs/boxo/ipld/unixfs"
+	blocks "github.com/ipfs/go-block-format"
 	cid "github.com/ipfs/go-cid"
 	ipld "github.com/ipfs/go-ipld-format"
+	pool "github.com/libp2p/go-buffer-pool"
+	mh "github.com/multiformats/go-multihash"
 	carv2 "github.com/ipld/go-car/v2"
 	"github.com/ipld/go-car/v2/storage"
 )
@@ -191,21 +195,24 @@ func TestUnpackRefusesSizeMismatch(t *testing.T) {
 	leaf := rawFile(t, "0123456789abcdef")
 	// A File node over one 16-byte leaf whose declared size is patched after the block
 	// sizes were summed: down to 4 bytes, or up to 100.
-	for _, delta := range []int64{-12, 84} {
-		fs := ft.NewFSNode(0x02)
-		fs.AddBlockSize(16)
-		fs.UpdateFilesize(delta)
-		data, _ := fs.GetBytes()
-		lying := protoNode(data, child{"", leaf})
-		root, nodes := bundleish(t, child{"f", lying})
-		car := writeHostileCAR(t, root, append(nodes, leaf)...)
-		parent := t.TempDir()
-		_, err := UnpackCAR(context.Background(), car, filepath.Join(parent, "out"), UnpackOptions{})
-		var ue *UnsafeError
-		if !errors.As(err, &ue) || ue.Path != "f" {
-			t.Fatalf("declared %d bytes over 16: want a refusal naming f, got %v", 16+delta, err)
+	// Both ways of reading the leaves: boxo's DagReader, and the pooled path.
+	for _, pooled := range []bool{false, true} {
+		for _, delta := range []int64{-12, 84} {
+			fs := ft.NewFSNode(0x02)
+			fs.AddBlockSize(16)
+			fs.UpdateFilesize(delta)
+			data, _ := fs.GetBytes()
+			lying := protoNode(data, child{"", leaf})
+			root, nodes := bundleish(t, child{"f", lying})
+			car := writeHostileCAR(t, root, append(nodes, leaf)...)
+			parent := t.TempDir()
+			_, err := unpackCARWith(t, car, filepath.Join(parent, "out"), UnpackOptions{}, pooled)
+			var ue *UnsafeError
+			if !errors.As(err, &ue) || ue.Path != "f" {
+				t.Fatalf("pooled %v, declared %d bytes over 16: want a refusal naming f, got %v", pooled, 16+delta, err)
+			}
+			assertNothingWritten(t, parent)
 		}
-		assertNothingWritten(t, parent)
 	}
 }
 
@@ -351,13 +358,25 @@ func multiLeafFile(tb testing.TB, size, n int) (file *mdag.ProtoNode, leaves []i
 // unpacker pairs); a forged leaf in either place of a pair is still refused, and a good file
 // comes out byte for byte.
 func TestUnpackChecksLeavesInPairs(t *testing.T) {
-	const leafSize, nLeaves = 1024, 4
+	for _, mode := range []string{"dagreader", "pooled"} {
+		for _, nLeaves := range []int{4, 5} {
+			t.Run(fmt.Sprintf("%s/%d leaves", mode, nLeaves), func(t *testing.T) {
+				checkLeavesInPairs(t, mode == "pooled", nLeaves)
+			})
+		}
+	}
+}
+
+func checkLeavesInPairs(t *testing.T, pooled bool, nLeaves int) {
+	const leafSize = 1024
 	file, leaves, want := multiLeafFile(t, leafSize, nLeaves)
+	var leafGets int64
 	unpack := func(leaves []ipld.Node) (string, error) {
 		root, nodes := bundleish(t, child{"data.bin", file})
 		car := writeHostileCAR(t, root, append(append(nodes[:1:1], file), leaves...)...)
 		out := filepath.Join(t.TempDir(), "out")
-		_, err := UnpackCAR(context.Background(), car, out, UnpackOptions{})
+		var err error
+		leafGets, err = unpackCARWith(t, car, out, UnpackOptions{}, pooled)
 		return out, err
 	}
 	before := pairsChecked.Load()
@@ -365,10 +384,13 @@ func TestUnpackChecksLeavesInPairs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if pooled && leafGets != int64(nLeaves) {
+		t.Errorf("%d leaves read through the LeafGetter, want all %d", leafGets, nLeaves)
+	}
 	if got, err := os.ReadFile(filepath.Join(out, "data.bin")); err != nil || string(got) != string(want) {
 		t.Fatalf("unpacked file differs from its leaves (err %v)", err)
 	}
-	if n := pairsChecked.Load() - before; n != nLeaves/2 {
+	if n := pairsChecked.Load() - before; n != int64(nLeaves/2) {
 		t.Errorf("%d pairs of leaves hashed together, want %d", n, nLeaves/2)
 	}
 	for bad := 0; bad < nLeaves; bad++ {
@@ -380,6 +402,116 @@ func TestUnpackChecksLeavesInPairs(t *testing.T) {
 			_, err := unpack(forged)
 			if err == nil || !strings.Contains(err.Error(), "does not hash to its CID") || !strings.Contains(err.Error(), leaves[bad].Cid().String()) {
 				t.Fatalf("want a hash mismatch naming %s, got %v", leaves[bad].Cid(), err)
+			}
+		})
+	}
+}
+
+// unpackCARWith unpacks a CAR as UnpackCAR does, with the file leaves read through a
+// LeafGetter over the CAR when pooled; leafGets is how many blocks that served.
+func unpackCARWith(t testing.TB, car, out string, opts UnpackOptions, pooled bool) (leafGets int64, err error) {
+	ng, root, closeCAR, err := OpenCAR(car)
+	if err != nil {
+		return 0, err
+	}
+	defer closeCAR()
+	lg := &pooledNodes{ng: ng}
+	if pooled {
+		opts.Leaves = lg
+	}
+	err = Unpack(context.Background(), ng, root, out, opts)
+	return lg.gets.Load(), err
+}
+
+// pooledNodes serves a NodeGetter's blocks as a LeafGetter does, each copied into a
+// buffer from go-buffer-pool (so the unpacker's give-backs are exercised); gets counts them.
+type pooledNodes struct {
+	ng   ipld.NodeGetter
+	gets atomic.Int64
+}
+
+func (p *pooledNodes) GetPooled(ctx context.Context, c cid.Cid) (blocks.Block, bool, error) {
+	nd, err := p.ng.Get(ctx, c)
+	if err != nil {
+		return nil, false, err
+	}
+	p.gets.Add(1)
+	buf := pool.Get(len(nd.RawData()))
+	copy(buf, nd.RawData())
+	blk, err := blocks.NewBlockWithCid(buf, c)
+	return blk, err == nil, err
+}
+
+// Files in every shape unpack the same through the pooled leaf path as through boxo's
+// DagReader: the shape Pack writes (two levels of File nodes over raw leaves) takes the
+// pooled path; others (dag-pb leaves, a root holding data beside its links, a raw leaf
+// hashed with another function) fall back to the DagReader; sizes that do not add up are
+// refused alike.
+func TestPooledLeavesMatchDagReader(t *testing.T) {
+	fileOver := func(data []byte, kids ...ipld.Node) *mdag.ProtoNode {
+		fs := ft.NewFSNode(ft.TFile)
+		fs.SetData(data)
+		var cs []child
+		for _, k := range kids {
+			fs.AddBlockSize(uint64(len(k.RawData())))
+			cs = append(cs, child{"", k})
+		}
+		b, err := fs.GetBytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return protoNode(b, cs...)
+	}
+	half1, leaves1, content1 := multiLeafFile(t, 512, 3)
+	half2, leaves2, content2 := multiLeafFile(t, 512, 2)
+	twoLevel := fileOver(nil, half1, half2)
+	pbLeaf := protoNode(ft.FilePBData([]byte("dag-pb leaf data"), 16))
+	withPB := fileOver(nil, leaves1[0], pbLeaf)
+	withData := fileOver([]byte("own data"), leaves1[0])
+	sha512Leaf, err := mdag.NewRawNodeWPrefix([]byte("sha2-512 leaf"), cid.Prefix{Version: 1, Codec: cid.Raw, MhType: mh.SHA2_512, MhLength: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	with512 := fileOver(nil, sha512Leaf, leaves1[1])
+	every := append(append(slices.Clone(leaves1), leaves2...), half1, half2, pbLeaf, sha512Leaf)
+	cases := []struct {
+		name   string
+		file   *mdag.ProtoNode
+		pooled bool // takes the pooled path
+		want   string
+	}{
+		{"two levels of File nodes", twoLevel, true, string(content1) + string(content2)},
+		{"a dag-pb leaf", withPB, false, ""},
+		{"data beside links", withData, false, ""},
+		{"a sha2-512 leaf", with512, false, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			root, nodes := bundleish(t, child{"data.bin", tc.file})
+			car := writeHostileCAR(t, root, append(append(nodes[:1:1], tc.file), every...)...)
+			outs := map[bool]string{}
+			errs := map[bool]error{}
+			var leafGets int64
+			for _, pooled := range []bool{false, true} {
+				outs[pooled] = filepath.Join(t.TempDir(), "out")
+				leafGets, errs[pooled] = unpackCARWith(t, car, outs[pooled], UnpackOptions{}, pooled)
+			}
+			if took := leafGets > 0; took != tc.pooled {
+				t.Errorf("%d leaves read through the LeafGetter; want the pooled path taken: %v", leafGets, tc.pooled)
+			}
+			if (errs[false] == nil) != (errs[true] == nil) {
+				t.Fatalf("DagReader: %v; pooled: %v", errs[false], errs[true])
+			}
+			if errs[false] != nil {
+				return
+			}
+			a, _ := os.ReadFile(filepath.Join(outs[false], "data.bin"))
+			b, _ := os.ReadFile(filepath.Join(outs[true], "data.bin"))
+			if string(a) != string(b) {
+				t.Fatalf("DagReader wrote %q, pooled %q", a, b)
+			}
+			if tc.want != "" && string(b) != tc.want {
+				t.Fatalf("pooled wrote %d bytes, want the %d of the leaves", len(b), len(tc.want))
 			}
 		})
 	}
