@@ -16,10 +16,10 @@ import (
 	blocks "github.com/ipfs/go-block-format"
 	cid "github.com/ipfs/go-cid"
 	ipld "github.com/ipfs/go-ipld-format"
-	pool "github.com/libp2p/go-buffer-pool"
-	mh "github.com/multiformats/go-multihash"
 	carv2 "github.com/ipld/go-car/v2"
 	"github.com/ipld/go-car/v2/storage"
+	pool "github.com/libp2p/go-buffer-pool"
+	mh "github.com/multiformats/go-multihash"
 )
 
 // child is one named link of a hand-built directory.
