@@ -62,6 +62,7 @@ func BenchmarkUnpackFromStore(b *testing.B) {
 	}{{"dagreader", nil}, {"pooled", ps}} {
 		b.Run(mode.name, func(b *testing.B) {
 			b.SetBytes(total)
+			defer testutil.ReportPeakRSS(b)()
 			defer testutil.ReportCPURate(b, total)()
 			for i := 0; i < b.N; i++ {
 				out := filepath.Join(dir, "out")

@@ -6,12 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/evalmesh/evalmesh/internal/testutil"
 )
 
 // synthResults makes agents × tasks × seeds results: agent skill plus noise, ~45 % invalid
@@ -74,41 +72,6 @@ var benchSizes = []struct{ agents, tasks, seeds int }{{20, 20, 10}, {200, 100, 5
 // benchMaxResults skips the larger sizes (CI's smoke run of bench/score.sh passes 4000).
 var benchMaxResults = flag.Int("score.maxresults", 0, "score benchmark: skip sizes with more results than this (0: none skipped)")
 
-// cpuSeconds is this process's user+system CPU time: on a shared machine the wall clock
-// says how busy the neighbours were, the CPU time what the work cost.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-}
-
-// resetPeakRSS starts a new peak-RSS window (Linux: "5" to /proc/self/clear_refs resets
-// VmHWM); false where that is not possible, and peakRSSMiB then reports the process's peak.
-func resetPeakRSS() bool {
-	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
-}
-
-// peakRSSMiB is the process's peak resident set since resetPeakRSS (VmHWM), or since it
-// started (getrusage's Maxrss) where /proc is not there.
-func peakRSSMiB() float64 {
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
-				if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
-					return kb / 1024
-				}
-			}
-		}
-	}
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Maxrss) / 1024 // KiB on Linux
-}
-
 // BenchmarkScore is the benchmark. For each size, "floor" parses the results file
 // and sorts the results (the least any ledger must do); "ledger" parses the same file and
 // computes the whole ledger with 100 bootstrap rounds. bench/score.sh prints the ratio.
@@ -124,8 +87,8 @@ func BenchmarkScore(b *testing.B) {
 		rs = nil
 		name := fmt.Sprintf("results=%d", sz.agents*sz.tasks*sz.seeds)
 		b.Run(name+"/floor", func(b *testing.B) {
-			resetPeakRSS()
-			c0 := cpuSeconds()
+			defer testutil.ReportPeakRSS(b)()
+			c0 := testutil.CPUSeconds()
 			for b.Loop() {
 				parsed, err := ParseResultsJSONL(data)
 				if err != nil {
@@ -133,12 +96,11 @@ func BenchmarkScore(b *testing.B) {
 				}
 				slices.SortFunc(parsed, compareResults)
 			}
-			b.ReportMetric((cpuSeconds()-c0)/float64(b.N), "cpu-s/op")
-			b.ReportMetric(peakRSSMiB(), "peak-MiB")
+			b.ReportMetric((testutil.CPUSeconds()-c0)/float64(b.N), "cpu-s/op")
 		})
 		b.Run(name+"/ledger", func(b *testing.B) {
-			resetPeakRSS()
-			c0 := cpuSeconds()
+			defer testutil.ReportPeakRSS(b)()
+			c0 := testutil.CPUSeconds()
 			for b.Loop() {
 				parsed, err := ParseResultsJSONL(data)
 				if err != nil {
@@ -148,8 +110,7 @@ func BenchmarkScore(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric((cpuSeconds()-c0)/float64(b.N), "cpu-s/op")
-			b.ReportMetric(peakRSSMiB(), "peak-MiB")
+			b.ReportMetric((testutil.CPUSeconds()-c0)/float64(b.N), "cpu-s/op")
 		})
 	}
 }

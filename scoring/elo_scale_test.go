@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/evalmesh/evalmesh/internal/testutil"
 )
 
 // The conjugate-gradient Newton step (used above denseNewtonMaxP players) reaches the same
@@ -71,7 +73,7 @@ func BenchmarkLedgerScale(b *testing.B) {
 				if solver == "dense" {
 					denseNewtonMaxP = 1 << 30
 				}
-				c0 := cpuSeconds()
+				c0 := testutil.CPUSeconds()
 				for b.Loop() {
 					parsed, err := ParseResultsJSONL(data)
 					if err != nil {
@@ -81,7 +83,7 @@ func BenchmarkLedgerScale(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				b.ReportMetric((cpuSeconds()-c0)/float64(b.N), "cpu-s/op")
+				b.ReportMetric((testutil.CPUSeconds()-c0)/float64(b.N), "cpu-s/op")
 				var ru syscall.Rusage
 				if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 					b.ReportMetric(float64(ru.Maxrss)/1024, "maxrss-MB")

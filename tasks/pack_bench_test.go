@@ -152,6 +152,7 @@ func BenchmarkPack(b *testing.B) {
 	}{{"file", file, fileBytes}, {"folder", folder, folderBytes}} {
 		b.Run(in.name+"/sha256", func(b *testing.B) {
 			b.SetBytes(in.bytes)
+			defer testutil.ReportPeakRSS(b)()
 			defer testutil.ReportCPURate(b, in.bytes)()
 			for i := 0; i < b.N; i++ {
 				if err := sha256Tree(in.path); err != nil {
@@ -161,6 +162,7 @@ func BenchmarkPack(b *testing.B) {
 		})
 		b.Run(in.name+"/pack", func(b *testing.B) {
 			b.SetBytes(in.bytes)
+			defer testutil.ReportPeakRSS(b)()
 			defer testutil.ReportCPURate(b, in.bytes)()
 			for i := 0; i < b.N; i++ {
 				if _, err := Pack(ctx, in.path, NewHashOnlyDAG(), PackOptions{Unchecked: true}); err != nil {
@@ -171,6 +173,7 @@ func BenchmarkPack(b *testing.B) {
 		b.Run(in.name+"/pack-car", func(b *testing.B) {
 			b.SetBytes(in.bytes)
 			car := filepath.Join(benchDir, "out.car")
+			defer testutil.ReportPeakRSS(b)()
 			defer testutil.ReportCPURate(b, in.bytes)()
 			for i := 0; i < b.N; i++ {
 				packCAR(b, in.path, car)

@@ -22,6 +22,7 @@ func BenchmarkUnpack(b *testing.B) {
 	defer os.Remove(car)
 	b.Run("folder/sha256", func(b *testing.B) {
 		b.SetBytes(folderBytes)
+		defer testutil.ReportPeakRSS(b)()
 		defer testutil.ReportCPURate(b, folderBytes)()
 		for i := 0; i < b.N; i++ {
 			if err := sha256Tree(folder); err != nil {
@@ -31,6 +32,7 @@ func BenchmarkUnpack(b *testing.B) {
 	})
 	b.Run("folder/unpack", func(b *testing.B) {
 		b.SetBytes(folderBytes)
+		defer testutil.ReportPeakRSS(b)()
 		defer testutil.ReportCPURate(b, folderBytes)()
 		for i := 0; i < b.N; i++ {
 			dir := filepath.Join(benchDir, "unpacked")

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/evalmesh/evalmesh/internal/testutil"
 )
 
 // daemon is a running `evalmesh daemon` child process.
@@ -87,19 +89,7 @@ func (d *daemon) stop() {
 func (d *daemon) cpu() time.Duration { return procCPU(d.cmd.Process.Pid) }
 
 // peakRSS is the daemon's peak resident set so far (VmHWM), in bytes.
-func (d *daemon) peakRSS() int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
+func (d *daemon) peakRSS() int64 { return testutil.PeakRSS(d.cmd.Process.Pid) }
 
 // procCPU is a process's user + system time so far, from /proc (clock ticks of 10 ms).
 func procCPU(pid int) time.Duration {

@@ -3,7 +3,6 @@ package xfertest
 import (
 	"context"
 	"io"
-	"syscall"
 	"testing"
 
 	"github.com/libp2p/go-libp2p"
@@ -14,6 +13,8 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+
+	"github.com/evalmesh/evalmesh/internal/testutil"
 )
 
 // BenchmarkSecurityTransport (issue 18) moves 256 MiB over one libp2p stream between two
@@ -49,7 +50,7 @@ func BenchmarkSecurityTransport(b *testing.B) {
 			})
 			buf := make([]byte, 1<<20)
 			b.SetBytes(total)
-			cpu0 := cpuSeconds()
+			defer testutil.ReportCPURate(b, total)()
 			for b.Loop() {
 				s, err := a.NewStream(context.Background(), c.ID(), "/bench/sink")
 				if err != nil {
@@ -66,18 +67,9 @@ func BenchmarkSecurityTransport(b *testing.B) {
 				}
 				s.Close()
 			}
-			if d := cpuSeconds() - cpu0; d > 0 {
-				b.ReportMetric(float64(total)*float64(b.N)/d/1e6, "cpuMB/s")
-			}
 			if conns := a.Network().ConnsToPeer(c.ID()); len(conns) > 0 {
 				b.Logf("security %s", conns[0].ConnState().Security)
 			}
 		})
 	}
-}
-
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
