@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ipfs/go-cid"
 
 	"github.com/evalmesh/evalmesh/node"
 	"github.com/evalmesh/evalmesh/runner"
@@ -18,7 +21,10 @@ import (
 // local Docker engine: add saves the image by ID into lab 0's daemon and writes image_cid
 // into the spec; with the image removed from the engine (as on a machine that never had
 // it), pull on lab 1 fetches the tar from lab 0, pins it and loads the image by its ID; a
-// second pull finds it present and loads nothing.
+// second pull finds it present and loads nothing. Lab 1 holds the tar's leading chunks
+// before the first pull (a copy of the tar cut at a chunk boundary, added there, as a pull
+// the daemon lost part way leaves them), so the first pull reports them as kept_blocks and
+// kept_bytes, as `task get` and `pin add` do.
 func TestAgentAddThenPullOverTwoDaemons(t *testing.T) {
 	cli := executortest.DockerClient(t)
 	id := executortest.UniqueImage(t, cli, "evalmesh-test-cli-pull:"+strings.ToLower(t.Name()))
@@ -53,9 +59,12 @@ func TestAgentAddThenPullOverTwoDaemons(t *testing.T) {
 	if _, err := cli.ImageInspect(context.Background(), id); err == nil {
 		t.Fatal("image still in the engine after removal")
 	}
+	keptBytes := addTarPrefix(t, a, b, added.ImageCID)
 	type pulled struct {
-		Loaded bool
-		Bytes  int64
+		Loaded     bool
+		Bytes      int64
+		KeptBlocks int64 `json:"kept_blocks"`
+		KeptBytes  int64 `json:"kept_bytes"`
 	}
 	pull := func() pulled {
 		t.Helper()
@@ -71,6 +80,9 @@ func TestAgentAddThenPullOverTwoDaemons(t *testing.T) {
 	}
 	if p := pull(); !p.Loaded || p.Bytes != added.Bytes {
 		t.Fatalf("first pull: %+v; want the image loaded from a %d-byte tar", p, added.Bytes)
+	} else if p.KeptBlocks < 2 || p.KeptBytes < keptBytes {
+		t.Fatalf("first pull kept %d blocks, %d bytes; lab 1 held the tar's first %d bytes (%d chunks): want them kept",
+			p.KeptBlocks, p.KeptBytes, keptBytes, keptBytes/tarChunk)
 	}
 	if _, err := cli.ImageInspect(context.Background(), id); err != nil {
 		t.Fatalf("image %s not in the engine after pull: %v", id, err)
@@ -85,4 +97,43 @@ func TestAgentAddThenPullOverTwoDaemons(t *testing.T) {
 	if p := pull(); p.Loaded {
 		t.Fatalf("second pull loaded again: %+v", p)
 	}
+}
+
+// tarChunk is the daemon's UnixFS chunk size, so a copy cut at a multiple of it shares those
+// leaves with the whole tar.
+const tarChunk = 256 << 10
+
+// addTarPrefix reads the image tar root from a's daemon and adds its leading whole chunks as a
+// file on b's, which then holds those leaves but not the tar's root; it returns their bytes.
+func addTarPrefix(t *testing.T, a, b *daemonProc, root string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	c, err := cid.Decode(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, size, err := a.client.Cat(ctx, c)
+	if err != nil {
+		t.Fatalf("cat the image tar on lab 0: %v", err)
+	}
+	defer r.Close()
+	keep := (size - 1) / tarChunk * tarChunk
+	if keep < 2*tarChunk {
+		t.Fatalf("the image tar is %d bytes, under 3 chunks: too small to hold a prefix", size)
+	}
+	p := filepath.Join(t.TempDir(), "tar-prefix")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.CopyN(f, r, keep); err != nil {
+		t.Fatalf("copy the tar's first %d bytes: %v", keep, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.Add(ctx, p, true, nil); err != nil {
+		t.Fatalf("add the tar's prefix on lab 1: %v", err)
+	}
+	return keep
 }
