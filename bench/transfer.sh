@@ -7,9 +7,10 @@
 #   libp2p stream           the same bytes over one libp2p stream (TCP + TLS 1.3 + yamux, as the daemons), unverified: the bound
 #   libp2p stream, noise    the same over noise (ChaCha20-Poly1305), the daemons' second choice; x libp2p stream is noise / TLS
 #   sha256, write, floor    (with the daemons) what a verifying fetch must add to the stream:
-#                           sha256 of every 256 KiB block (two a pass, as the receiver hashes them), a write of the same bytes into new
-#                           pages of the homes' filesystem, and the floor the three set on
-#                           this machine's cores (wall = max(stream, their CPU / cores))
+#                           sha256 of every 256 KiB block (two a pass, as the receiver hashes them), a write of the same bytes into the
+#                           homes' filesystem, into new pages and into pages freed a moment before (recycled), and the floor they set
+#                           on this machine's cores (wall = max(stream, their CPU / cores)): with the recycled write (the least, which
+#                           x floor divides by) and with the new-pages one (what the floor falls to when the VM must back new pages)
 #   2 daemons               `evalmesh daemon` x2 on 127.0.0.1: task add on A, pin add on B
 #                           (B fetches over /evalmesh/xfer/1.0.0, verifies, stores, pins), then a
 #                           "fixed cost" line: pin add of a 1-block DAG, and the CLI's start alone
