@@ -69,46 +69,47 @@ func floorRows(tw *tabwriter.Writer, dir, set, src string, size int64, raw float
 	// recycled copies follow at once, each into the pages of a file just removed.
 	var fresh, recycled result
 	var made []string
-	best := func(w *result, r result, first bool) {
-		if r.err != nil || first || r.wall < w.wall {
+	// best keeps the faster of w and r; the first sample always.
+	best := func(w *result, r result) error {
+		if w.wall == 0 || r.wall < w.wall {
 			*w = r
 		}
+		return r.err
 	}
-	for i := 0; i < max(runs, 1); i++ {
-		pre := filepath.Join(homes, fmt.Sprintf("floor-probe-%d-store", i))
-		timed := filepath.Join(homes, fmt.Sprintf("floor-probe-%d", i))
-		again := filepath.Join(homes, fmt.Sprintf("floor-probe-%d-recycled", i))
-		made = append(made, pre, timed)
-		if err := writeNew(pre, size); err != nil {
-			fresh.err = err
-			break
+	err := func() error {
+		for i := 0; i < max(runs, 1); i++ {
+			pre := filepath.Join(homes, fmt.Sprintf("floor-probe-%d-store", i))
+			timed := filepath.Join(homes, fmt.Sprintf("floor-probe-%d", i))
+			scratch := filepath.Join(homes, fmt.Sprintf("floor-probe-%d-scratch", i))
+			again := filepath.Join(homes, fmt.Sprintf("floor-probe-%d-recycled", i))
+			made = append(made, pre, timed)
+			if err := writeNew(pre, size); err != nil {
+				return err
+			}
+			if err := best(&fresh, timedWrite(timed, size)); err != nil {
+				return err
+			}
+			if err := writeNew(scratch, size); err != nil {
+				return err
+			}
+			os.Remove(scratch)
+			// Twice, each into the pages the write before it freed: one sample missed the
+			// cheap pages in a -runs 1 run (a fetch then printed 1.89x its floor).
+			for j := 0; j < 2; j++ {
+				err := best(&recycled, timedWrite(again, size))
+				os.Remove(again)
+				if err != nil {
+					return err
+				}
+			}
 		}
-		best(&fresh, timedWrite(timed, size), i == 0)
-		if fresh.err != nil {
-			break
-		}
-		scratch := filepath.Join(homes, fmt.Sprintf("floor-probe-%d-scratch", i))
-		if err := writeNew(scratch, size); err != nil {
-			fresh.err = err
-			break
-		}
-		os.Remove(scratch)
-		// Twice, each into the pages the write before it freed: one sample missed the
-		// cheap pages in a -runs 1 run (a fetch then printed 1.89x its floor).
-		for j := 0; j < 2 && recycled.err == nil; j++ {
-			best(&recycled, timedWrite(again, size), i == 0 && j == 0)
-			os.Remove(again)
-		}
-		if recycled.err != nil {
-			fresh.err = recycled.err
-			break
-		}
-	}
+		return nil
+	}()
 	for _, p := range made {
 		os.Remove(p)
 	}
-	if fresh.err != nil {
-		return 0, fmt.Errorf("write probe in %s: %w", homes, fresh.err)
+	if err != nil {
+		return 0, fmt.Errorf("write probe in %s: %w", homes, err)
 	}
 	fresh.set, fresh.path, fresh.store, fresh.bytes, fresh.raw = set, "write into homes' fs, new pages", "-", size, raw
 	print(tw, fresh.row)

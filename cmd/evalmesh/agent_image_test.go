@@ -15,6 +15,7 @@ import (
 	"github.com/evalmesh/evalmesh/node"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/executortest"
+	"github.com/evalmesh/evalmesh/tasks"
 )
 
 // `evalmesh agent add` and `agent pull` end to end, with two real daemon processes and the
@@ -82,7 +83,7 @@ func TestAgentAddThenPullOverTwoDaemons(t *testing.T) {
 		t.Fatalf("first pull: %+v; want the image loaded from a %d-byte tar", p, added.Bytes)
 	} else if p.KeptBlocks < 2 || p.KeptBytes < keptBytes {
 		t.Fatalf("first pull kept %d blocks, %d bytes; lab 1 held the tar's first %d bytes (%d chunks): want them kept",
-			p.KeptBlocks, p.KeptBytes, keptBytes, keptBytes/tarChunk)
+			p.KeptBlocks, p.KeptBytes, keptBytes, keptBytes/tasks.ChunkSize)
 	}
 	if _, err := cli.ImageInspect(context.Background(), id); err != nil {
 		t.Fatalf("image %s not in the engine after pull: %v", id, err)
@@ -99,12 +100,9 @@ func TestAgentAddThenPullOverTwoDaemons(t *testing.T) {
 	}
 }
 
-// tarChunk is the daemon's UnixFS chunk size, so a copy cut at a multiple of it shares those
-// leaves with the whole tar.
-const tarChunk = 256 << 10
-
 // addTarPrefix reads the image tar root from a's daemon and adds its leading whole chunks as a
-// file on b's, which then holds those leaves but not the tar's root; it returns their bytes.
+// file on b's, which then holds those leaves (cut at a multiple of the chunk size, they are
+// the tar's own) but not the tar's root; it returns their bytes.
 func addTarPrefix(t *testing.T, a, b *daemonProc, root string) int64 {
 	t.Helper()
 	ctx := context.Background()
@@ -117,9 +115,9 @@ func addTarPrefix(t *testing.T, a, b *daemonProc, root string) int64 {
 		t.Fatalf("cat the image tar on lab 0: %v", err)
 	}
 	defer r.Close()
-	keep := (size - 1) / tarChunk * tarChunk
-	if keep < 2*tarChunk {
-		t.Fatalf("the image tar is %d bytes, under 3 chunks: too small to hold a prefix", size)
+	keep := (size - 1) / tasks.ChunkSize * tasks.ChunkSize
+	if keep < 2*tasks.ChunkSize {
+		t.Fatalf("the image tar is %d bytes, at most 2 chunks: too small to hold a prefix of 2", size)
 	}
 	p := filepath.Join(t.TempDir(), "tar-prefix")
 	f, err := os.Create(p)
