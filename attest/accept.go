@@ -1,7 +1,9 @@
 package attest
 
 import (
+	"bytes"
 	"cmp"
+	"crypto/sha256"
 	"fmt"
 	"math"
 	"slices"
@@ -44,6 +46,17 @@ type AcceptPolicy struct {
 	// MaxRunsPerLab caps how many runs of one principal count: past the first MaxRunsPerLab
 	// by (task, agent, seed, ID), its runs do not count (ExcludeLabCap). 0 is no cap.
 	MaxRunsPerLab int
+	// AgentOwners maps an agent spec CID to the name of the lab that answers for it (the
+	// lab of the first campaign, by creation then ID, that lists it). It qualifies display
+	// names that collide (UniqueNames): results aggregate by spec CID, never by name.
+	AgentOwners map[string]string
+	// SetAsideOffenders applies the consequence of proven misbehaviour (ProvenMisconduct): every
+	// run of an offending principal is set aside (ExcludeOffender) unless its evidence is
+	// Pardoned. A network document turns it on by default (ledger.misconduct).
+	SetAsideOffenders bool
+	// Pardoned lists the IDs of offending envelopes (Misconduct.Evidence) that no longer
+	// carry the consequence: a network document change restored their lab.
+	Pardoned map[string]bool
 }
 
 // CampaignWindow is when a campaign takes runs: from its creation to its deadline, both as
@@ -83,15 +96,25 @@ const (
 	ExcludeUnknownTask ExcludeReason = "unknown task bundle"
 	// ExcludeUnknownAgent: the slot's agent spec is not one the ledger knows.
 	ExcludeUnknownAgent ExcludeReason = "unknown agent"
-	// ExcludeDisputed: a re-score contradicts the run (other validity, other metric, or a
-	// score beyond the metric's tolerance). Any contradiction is enough: a trusted lab
-	// that signs a false one leaves signed evidence against itself.
+	// ExcludeDisputed: re-scores contradict the run (other validity, other metric, or a
+	// score beyond the metric's tolerance) and the vote does not carry it: one vote per
+	// lab, the run's own lab voting for it, each other lab that re-scored it voting as it
+	// found; the majority decides and a tie holds the run aside until more labs re-score
+	// it (Tally). A lab on the losing side leaves signed evidence against itself.
 	ExcludeDisputed ExcludeReason = "disagreeing re-score"
+	// ExcludeOffender: the run's principal is proven to have misbehaved (Misconduct) and
+	// the policy sets its results aside (AcceptPolicy.SetAsideOffenders).
+	ExcludeOffender ExcludeReason = "its lab's results are set aside for misconduct"
+	// ExcludeWithdrawn: the run's principal equivocated on the same task, agent and seed
+	// (in this or another campaign): equivocating must not let a lab withdraw a result and
+	// fill its cell again with another try.
+	ExcludeWithdrawn ExcludeReason = "its lab equivocated on this task, agent and seed"
 	// ExcludeTooFewReplicators: fewer than Replication other labs confirmed the score.
 	ExcludeTooFewReplicators ExcludeReason = "too few replicators"
 	// ExcludeSuperseded: another counted run (another lab's, or another campaign's) fills
-	// the same (task, agent, seed) of the ledger, which holds one result per seed. The run
-	// with the most replicators wins, then the smallest attestation ID.
+	// the same (task, agent, seed) of the ledger, which holds one result per seed. The
+	// winner is decided by nothing the runner can choose (FillOrder): the earliest
+	// campaign, then the lowest attempt, then a hash of the slot, attempt and principal.
 	ExcludeSuperseded ExcludeReason = "another run fills the same task, agent and seed"
 )
 
@@ -174,11 +197,30 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 	for _, d := range o.Disagreements {
 		disputes[d.Run] = append(disputes[d.Run], fmt.Sprintf("%s by %s", d.Rescore, d.By))
 	}
+	offenders := ProvenMisconduct(o)
+	setAside := map[string]string{} // principal → the evidence that sets it aside
+	if p.SetAsideOffenders {
+		for _, m := range offenders {
+			if _, done := setAside[m.Principal]; !done && !p.Pardoned[m.Evidence] {
+				setAside[m.Principal] = fmt.Sprintf("%s (%s)", m.Kind, m.Evidence)
+			}
+		}
+	}
+	// A principal that equivocated on a slot cannot fill that slot's cell again from any
+	// campaign: equivocating would otherwise withdraw a result and buy another try.
+	withdrawn := map[cellKey]bool{}
+	for _, e := range o.Equivocations {
+		withdrawn[cellKey{e.Slot.Task, e.Slot.Agent, e.Slot.Seed, e.Principal}] = true
+	}
+	agentNames := p.Agents
+	if agentNames != nil {
+		agentNames = UniqueNames(p.Agents, p.AgentOwners)
+	}
 
 	type candidate struct {
-		r    scoring.Result
-		v    *Verified
-		reps int
+		r     scoring.Result
+		v     *Verified
+		order FillKey
 	}
 	type cell struct {
 		task, agent string
@@ -196,14 +238,15 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 			}
 			task = name
 		}
-		if p.Agents != nil {
-			name, ok := p.Agents[agent]
+		if agentNames != nil {
+			name, ok := agentNames[agent]
 			if !ok {
 				exclude(v, rp.Slot, ExcludeUnknownAgent, "agent "+agent)
 				continue
 			}
 			agent = name
 		}
+		var window *CampaignWindow
 		if p.Campaigns != nil {
 			w, ok := p.Campaigns[rp.Slot.Campaign]
 			if !ok {
@@ -216,6 +259,7 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 					w.Created.UTC().Format(time.RFC3339), w.Deadline.UTC().Format(time.RFC3339)))
 				continue
 			}
+			window = &w
 		}
 		if !p.AllowProcessRuns && (rp.Executor == nil || rp.Executor.Isolation != IsolationContainer) {
 			detail := "the attestation does not say how the run was isolated (signed before executor was recorded)"
@@ -225,8 +269,21 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 			exclude(v, rp.Slot, ExcludeNotIsolated, detail)
 			continue
 		}
-		if d := disputes[v.ID]; len(d) > 0 {
-			exclude(v, rp.Slot, ExcludeDisputed, joinSorted(d))
+		if why, ok := setAside[v.Principal()]; ok {
+			exclude(v, rp.Slot, ExcludeOffender, why)
+			continue
+		}
+		if withdrawn[cellKey{rp.Slot.Task, rp.Slot.Agent, rp.Slot.Seed, v.Principal()}] {
+			exclude(v, rp.Slot, ExcludeWithdrawn, "equivocation evidence names this slot's task, agent and seed")
+			continue
+		}
+		t := o.Tally(v.ID)
+		if t.Against > 0 && t.For <= t.Against {
+			verdict := "a majority of labs contradicts it"
+			if t.For == t.Against {
+				verdict = "a tie: held aside until more labs re-score it"
+			}
+			exclude(v, rp.Slot, ExcludeDisputed, fmt.Sprintf("%s (%d for, %d against: %s)", verdict, t.For, t.Against, joinSorted(disputes[v.ID])))
 			continue
 		}
 		reps := len(o.Replicators(v.ID))
@@ -234,7 +291,7 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 			exclude(v, rp.Slot, ExcludeTooFewReplicators, fmt.Sprintf("%d of %d other labs agree", reps, p.Replication))
 			continue
 		}
-		passed = append(passed, candidate{r: toResult(v, task, agent), v: v, reps: reps})
+		passed = append(passed, candidate{r: toResult(v, task, agent), v: v, order: fillKey(v, window)})
 	}
 	// The caps apply before the cells are filled, so a capped run never displaces another
 	// lab's run of the same cell.
@@ -248,7 +305,7 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 		switch {
 		case !ok:
 			best[k] = c
-		case c.reps > prev.reps || (c.reps == prev.reps && c.v.ID < prev.v.ID):
+		case c.order.Less(prev.order):
 			best[k] = c
 			losers = append(losers, prev)
 		default:
@@ -271,6 +328,83 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 		return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Reason, b.Reason))
 	})
 	return results, excluded
+}
+
+// cellKey is one principal's (task bundle, agent spec, seed): the ledger cell it may fill once.
+type cellKey struct {
+	task, agent string
+	seed        int
+	principal   string
+}
+
+// FillKey orders the runs that could fill one (task, agent, seed) cell; the least fills it.
+// Nothing in it can be chosen by the lab that signed the run once its campaign exists: not
+// its attestation ID (a runner re-signs until an ID sorts low) and not how many labs chose
+// to re-score it. A campaign's creation time is signed by the campaign's lab, so a lab can
+// backdate a campaign of its own; witness records by other labs (docs/design.md §9) are what
+// close that.
+type FillKey struct {
+	Created  time.Time // the campaign's creation (zero when the ledger has no windows)
+	Campaign string
+	Attempt  int
+	Draw     [32]byte // sha256(slot ‖ attempt ‖ principal): fixed by who ran which attempt
+}
+
+// Less reports whether k fills a cell before o.
+func (k FillKey) Less(o FillKey) bool {
+	if c := k.Created.Compare(o.Created); c != 0 {
+		return c < 0
+	}
+	return cmp.Or(cmp.Compare(k.Campaign, o.Campaign), cmp.Compare(k.Attempt, o.Attempt), bytes.Compare(k.Draw[:], o.Draw[:])) < 0
+}
+
+func fillKey(v *Verified, w *CampaignWindow) FillKey {
+	k := FillKey{Campaign: v.Run.Slot.Campaign, Attempt: v.Run.AttemptNumber()}
+	if w != nil {
+		k.Created = w.Created
+	}
+	s := v.Run.Slot
+	k.Draw = sha256.Sum256(fmt.Appendf(nil, "evalmesh/fill/v1\x00%s\x00%s\x00%s\x00%d\x00%d\x00%s", s.Campaign, s.Task, s.Agent, s.Seed, k.Attempt, v.Principal()))
+	return k
+}
+
+// UniqueNames gives every CID of names a display name of its own, so results that
+// aggregate by name aggregate by CID: a name held by one CID stays as it is; a name two
+// or more CIDs share becomes name@owner (owners[cid], the lab that answers for it) for each
+// of them, and name@owner#tail (the CID's last 8 characters) where that still collides.
+// Neither '@' nor '#' is allowed in an agent or task name, so no one can squat a qualified
+// name. Pure: the output depends on the maps' contents only.
+func UniqueNames(names, owners map[string]string) map[string]string {
+	byName := map[string][]string{}
+	for c, n := range names {
+		byName[n] = append(byName[n], c)
+	}
+	out := make(map[string]string, len(names))
+	for n, cids := range byName {
+		if len(cids) == 1 {
+			out[cids[0]] = n
+			continue
+		}
+		count := map[string]int{}
+		for _, c := range cids {
+			count[qualified(n, owners[c])]++
+		}
+		for _, c := range cids {
+			q := qualified(n, owners[c])
+			if count[q] > 1 {
+				q += "#" + c[max(0, len(c)-8):]
+			}
+			out[c] = q
+		}
+	}
+	return out
+}
+
+func qualified(name, owner string) string {
+	if owner == "" {
+		return name
+	}
+	return name + "@" + owner
 }
 
 // applyLabCaps keeps, per principal, the runs of its first MaxAgentsPerLab agents (by agent

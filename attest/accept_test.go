@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/evalmesh/evalmesh/scoring"
 )
@@ -55,6 +56,13 @@ func (w *acceptWorld) run(name string, lab int, task, agent string, seed int, su
 	if score < 0 {
 		p.Valid, p.Score, p.InvalidReason = false, nil, "submission.csv missing"
 	}
+	w.putRun(name, lab, p, submission)
+}
+
+// putRun signs run predicate p by lab's node, with submission's digest as its subject.
+func (w *acceptWorld) putRun(name string, lab int, p RunPredicate, submission string) {
+	w.t.Helper()
+	f := w.labs[lab]
 	st, err := NewStatement(runSubjects(submission), PredicateRunV1, p)
 	if err != nil {
 		w.t.Fatal(err)
@@ -198,14 +206,30 @@ func TestAccept(t *testing.T) {
 		want:     []string{"bafytask bafyagent 2 SUCCESS 0.5 fine"},
 		excluded: []string{"disputed: disagreeing re-score", "invalidated: disagreeing re-score"},
 	}, {
-		name:   "a disagreeing re-score beats agreeing ones",
+		name:   "the majority of labs decides: two for, one against, the run counts",
 		policy: AcceptPolicy{Replication: 1},
 		build: func(w *acceptWorld) {
 			w.run("r", 0, task, agent, 0, "s0", 0.5, 1)
 			w.rescore("ok", 1, "r", 0.5)
 			w.rescore("no", 2, "r", 0.4)
 		},
+		want: []string{"bafytask bafyagent 0 SUCCESS 0.5 r"},
+	}, {
+		name:   "the majority of labs decides: one for, two against, the run does not count",
+		policy: AcceptPolicy{Replication: 1},
+		build: func(w *acceptWorld) {
+			w.run("r", 0, task, agent, 0, "s0", 0.5, 1)
+			w.rescore("no1", 1, "r", 0.4)
+			w.rescore("no2", 2, "r", 0.3)
+		},
 		excluded: []string{"r: disagreeing re-score"},
+	}, {
+		name: "a lab's re-score of its own run is no vote: it cannot withdraw its result",
+		build: func(w *acceptWorld) {
+			w.run("r", 0, task, agent, 0, "s0", 0.5, 1)
+			w.rescore("self", 0, "r", 0.1)
+		},
+		want: []string{"bafytask bafyagent 0 SUCCESS 0.5 r"},
 	}, {
 		name: "a foreign predicate type is ignored, neither counted nor excluded",
 		build: func(w *acceptWorld) {
@@ -223,23 +247,6 @@ func TestAccept(t *testing.T) {
 		},
 		want:     []string{"SVAMP greedy 0 SUCCESS 0.5 known"},
 		excluded: []string{"agent?: unknown agent", "task?: unknown task bundle"},
-	}, {
-		name: "two labs running one slot: one result per seed, the smaller ID counts",
-		build: func(w *acceptWorld) {
-			w.run("a", 0, task, agent, 0, "s0", 0.5, 1)
-			w.run("b", 1, task, agent, 0, "s1", 0.6, 1)
-		},
-		want:     []string{"bafytask bafyagent 0 SUCCESS <min> a|b"},
-		excluded: []string{"a|b: another run fills the same task, agent and seed"},
-	}, {
-		name: "two labs running one slot: the better replicated run counts whatever its ID",
-		build: func(w *acceptWorld) {
-			w.run("a", 0, task, agent, 0, "s0", 0.5, 1)
-			w.run("b", 1, task, agent, 0, "s1", 0.6, 1)
-			w.rescore("x", 2, "b", 0.6)
-		},
-		want:     []string{"bafytask bafyagent 0 SUCCESS 0.6 b"},
-		excluded: []string{"a: another run fills the same task, agent and seed"},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -473,4 +480,151 @@ func FuzzBuildLedger(f *testing.F) {
 			t.Fatalf("reversed input: root %v, %v; want %s", l2, err, l.Root())
 		}
 	})
+}
+
+// TestAcceptFillOrder: when two labs' runs fill one (task, agent, seed), nothing the
+// runner can re-sign and nothing other labs choose to re-score decides which counts. A
+// lab that re-signs its run with one field varied (a new attestation ID each time) gets
+// the same verdict every time; extra re-scores of the loser do not make it win.
+func TestAcceptFillOrder(t *testing.T) {
+	const task, agent = "bafytask", "bafyagent"
+	w := newAcceptWorld(t, 3)
+	w.run("honest", 0, task, agent, 0, "s0", 0.5, 1)
+	for variant := 1; variant <= 12; variant++ {
+		g := fmt.Sprint("grinder", variant)
+		w.run(g, 1, task, agent, 0, "s1", 0.9, float64(variant)) // WallSeconds varied: another ID
+		w.rescore("x"+g, 2, g, 0.9)                              // a replicator more than the other
+	}
+	w.rescore("xhonest", 2, "honest", 0.5)
+	all := w.verified()
+	winners := map[string]int{}
+	for variant := 1; variant <= 24; variant++ {
+		g := fmt.Sprint("grinder", (variant+1)/2)
+		rescored := "x" + g // odd variants: the grinder has the replicator; even: the honest run
+		if variant%2 == 0 {
+			rescored = "xhonest"
+		}
+		var vs []*Verified
+		for _, v := range all {
+			if n := w.nameOf(v.ID); n == "honest" || n == g || n == rescored {
+				vs = append(vs, v)
+			}
+		}
+		results, excluded := Accept(Reconcile(vs, Agree), AcceptPolicy{})
+		if len(results) != 1 || len(excluded) != 1 || excluded[0].Reason != ExcludeSuperseded {
+			t.Fatalf("variant %d: %d results, excluded %+v; want one counted, one superseded", variant, len(results), excluded)
+		}
+		winner := w.nameOf(results[0].AttestationID)
+		if winner != "honest" {
+			winner = "grinder"
+		}
+		winners[winner]++
+	}
+	if len(winners) != 1 {
+		t.Fatalf("the counted run changed with the grinder's attestation ID or with who was re-scored: %v", winners)
+	}
+}
+
+// TestAcceptEarliestCampaignFills: with campaign windows, the run of the earlier campaign
+// fills the cell, whatever either run's score, ID or attempt.
+func TestAcceptEarliestCampaignFills(t *testing.T) {
+	w := newAcceptWorld(t, 2)
+	late := runPredicate(w.labs[0].nodeID, w.labs[0].lab.ID, 0, 0.9)
+	late.Slot.Campaign = "bafylate"
+	w.putRun("late", 0, late, "s-late")
+	early := runPredicate(w.labs[1].nodeID, w.labs[1].lab.ID, 0, 0.1)
+	early.Slot.Campaign = "bafyearly"
+	early.Attempt = 2
+	w.putRun("early", 1, early, "s-early")
+	win := func(created time.Time) CampaignWindow { return CampaignWindow{Created: created, Deadline: t0} }
+	p := AcceptPolicy{Campaigns: map[string]CampaignWindow{
+		"bafyearly": win(t0.Add(-3 * time.Hour)), "bafylate": win(t0.Add(-150 * time.Minute)),
+	}}
+	results, excluded := Accept(Reconcile(w.verified(), Agree), p)
+	if len(results) != 1 || w.nameOf(results[0].AttestationID) != "early" {
+		t.Fatalf("results %+v excluded %+v: want the earlier campaign's run", results, excluded)
+	}
+}
+
+// TestAcceptEquivocationWithdrawsNothing: a lab that equivocates on a slot cannot fill
+// that (task, agent, seed) again from another campaign of its own; with the consequence on,
+// one node equivocating sets aside all of its lab's runs, and a pardon lifts it.
+func TestAcceptEquivocationWithdrawsNothing(t *testing.T) {
+	w := newAcceptWorld(t, 2)
+	w.run("bad1", 0, "bafytask", "bafyagent", 0, "low", 0.1, 1)
+	w.run("bad2", 0, "bafytask", "bafyagent", 0, "other", 0.2, 1)
+	refill := runPredicate(w.labs[0].nodeID, w.labs[0].lab.ID, 0, 0.99)
+	refill.Slot.Campaign = "bafyprivate"
+	w.putRun("refill", 0, refill, "best")
+	w.run("other-seed", 0, "bafytask", "bafyagent", 1, "fine", 0.5, 1)
+	w.run("honest", 1, "bafytask", "bafyagent", 2, "h", 0.4, 1)
+	o := Reconcile(w.verified(), Agree)
+
+	reasons := func(p AcceptPolicy) map[string]ExcludeReason {
+		_, ex := Accept(o, p)
+		m := map[string]ExcludeReason{}
+		for _, e := range ex {
+			m[w.nameOf(e.ID)] = e.Reason
+		}
+		return m
+	}
+	got := reasons(AcceptPolicy{})
+	if got["refill"] != ExcludeWithdrawn {
+		t.Errorf("refill from another campaign: %q, want %q", got["refill"], ExcludeWithdrawn)
+	}
+	if _, ok := got["other-seed"]; ok {
+		t.Errorf("without the consequence the lab's other seed counts; it was excluded: %q", got["other-seed"])
+	}
+	mis := ProvenMisconduct(o)
+	if len(mis) != 1 || mis[0].Kind != MisconductNodeEquivocation || mis[0].Principal != w.labs[0].lab.ID {
+		t.Fatalf("misconduct %+v: want one node equivocation by lab 0", mis)
+	}
+	got = reasons(AcceptPolicy{SetAsideOffenders: true})
+	if got["other-seed"] != ExcludeOffender || got["refill"] != ExcludeOffender {
+		t.Errorf("with the consequence: other-seed %q, refill %q; want both %q", got["other-seed"], got["refill"], ExcludeOffender)
+	}
+	if _, ok := got["honest"]; ok {
+		t.Errorf("the honest lab's run was excluded: %q", got["honest"])
+	}
+	got = reasons(AcceptPolicy{SetAsideOffenders: true, Pardoned: map[string]bool{mis[0].Evidence: true}})
+	if _, ok := got["other-seed"]; ok {
+		t.Errorf("pardoned: other-seed still excluded (%q)", got["other-seed"])
+	}
+}
+
+// TestAcceptOverruledRescoreIsMisconduct: a lab whose re-score the majority contradicts is
+// an offender; with the consequence on, its own runs stop counting.
+func TestAcceptOverruledRescoreIsMisconduct(t *testing.T) {
+	w := newAcceptWorld(t, 3)
+	w.run("r", 0, "bafytask", "bafyagent", 0, "s0", 0.5, 1)
+	w.rescore("ok", 1, "r", 0.5)
+	w.rescore("veto", 2, "r", 0.0)
+	w.run("liar-run", 2, "bafytask", "bafyagent", 1, "s1", 0.7, 1)
+	o := Reconcile(w.verified(), Agree)
+	tally := o.Tally(w.ids["r"])
+	if tally.For != 2 || tally.Against != 1 {
+		t.Fatalf("tally %+v, want 2 for, 1 against", tally)
+	}
+	mis := ProvenMisconduct(o)
+	if len(mis) != 1 || mis[0].Evidence != w.ids["veto"] || mis[0].Kind != MisconductOverruled {
+		t.Fatalf("misconduct %+v: want the overruled veto", mis)
+	}
+	results, excluded := Accept(o, AcceptPolicy{Replication: 1, SetAsideOffenders: true})
+	if len(results) != 1 || w.nameOf(results[0].AttestationID) != "r" {
+		t.Errorf("results %+v: want r alone", results)
+	}
+	if len(excluded) != 1 || w.nameOf(excluded[0].ID) != "liar-run" || excluded[0].Reason != ExcludeOffender {
+		t.Errorf("excluded %+v: want liar-run set aside as an offender's", excluded)
+	}
+}
+
+func TestUniqueNames(t *testing.T) {
+	got := UniqueNames(
+		map[string]string{"bafyA": "solver", "bafyB": "solver", "bafyC": "greedy", "bafyD11111111": "solver", "bafyE22222222": "solver"},
+		map[string]string{"bafyA": "lab1", "bafyB": "lab2", "bafyD11111111": "lab3", "bafyE22222222": "lab3"})
+	want := map[string]string{"bafyA": "solver@lab1", "bafyB": "solver@lab2", "bafyC": "greedy",
+		"bafyD11111111": "solver@lab3#11111111", "bafyE22222222": "solver@lab3#22222222"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("UniqueNames = %v, want %v", got, want)
+	}
 }

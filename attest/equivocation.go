@@ -2,6 +2,7 @@ package attest
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 )
 
@@ -21,6 +22,11 @@ type Evidence struct {
 	B           string `json:"b"`
 	SubmissionA string `json:"submission_a"` // sha256 of each submission ("" for none)
 	SubmissionB string `json:"submission_b"`
+	// NodeA and NodeB are the nodes that signed A and B. Two nodes of one lab can collide
+	// on a slot without fault (a claim race after a partition); one node signing both is
+	// proof that the node misbehaved (Misconduct).
+	NodeA string `json:"node_a"`
+	NodeB string `json:"node_b"`
 	// The envelopes exactly as received. In JSON they are base64 strings, not embedded
 	// objects: encoding/json compacts (and HTML-escapes) embedded JSON, which would give a
 	// pretty-printed envelope another ID than A or B; base64 keeps the proof byte-exact.
@@ -128,7 +134,7 @@ func Reconcile(vs []*Verified, agree AgreeFunc) Outcome {
 					equivocal = true
 					out.Equivocations = append(out.Equivocations, Evidence{
 						Slot: k.slot, Principal: k.principal, Attempt: first.Run.AttemptNumber(), A: first.ID, B: v.ID,
-						SubmissionA: d0, SubmissionB: d, EnvelopeA: first.Envelope, EnvelopeB: v.Envelope,
+						SubmissionA: d0, SubmissionB: d, NodeA: first.Node, NodeB: v.Node, EnvelopeA: first.Envelope, EnvelopeB: v.Envelope,
 					})
 				}
 			}
@@ -175,7 +181,7 @@ func Reconcile(vs []*Verified, agree AgreeFunc) Outcome {
 			out.Orphans = append(out.Orphans, r)
 			continue
 		}
-		if confirms(run.Run, r.Rescore, agree) {
+		if Confirms(run.Run, r.Rescore, agree) {
 			out.Rescores[run.ID] = append(out.Rescores[run.ID], r)
 			continue
 		}
@@ -188,8 +194,9 @@ func Reconcile(vs []*Verified, agree AgreeFunc) Outcome {
 	return out
 }
 
-// confirms: same metric, same validity, and for valid runs, scores within tolerance.
-func confirms(run *RunPredicate, rs *RescorePredicate, agree AgreeFunc) bool {
+// Confirms reports whether re-score rs confirms run: same metric, same validity, and for
+// valid runs, scores within tolerance.
+func Confirms(run *RunPredicate, rs *RescorePredicate, agree AgreeFunc) bool {
 	if run.Metric != rs.Metric || run.Valid != rs.Valid {
 		return false
 	}
@@ -208,10 +215,7 @@ func confirms(run *RunPredicate, rs *RescorePredicate, agree AgreeFunc) bool {
 // its own run, re-scoring twice, or both confirming and contradicting it (hedging) adds
 // nothing; Rescores still lists every agreeing re-score for the record.
 func (o Outcome) Replicators(id string) []string {
-	var run *Verified
-	if i, ok := slices.BinarySearchFunc(o.Runs, id, func(v *Verified, id string) int { return cmp.Compare(v.ID, id) }); ok {
-		run = o.Runs[i]
-	}
+	run := o.run(id)
 	if run == nil {
 		return nil
 	}
@@ -229,4 +233,124 @@ func (o Outcome) Replicators(id string) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// Tally is the vote on one counted run (docs/design.md §9, "Disputes"): one vote per lab.
+// The run's own lab votes for its result; every other lab that re-scored it votes as it
+// found. A lab's re-scores of its own run, and a lab that both confirmed and contradicted
+// the run (hedging), add no vote. The majority decides; a tie holds the run aside.
+type Tally struct {
+	For, Against int
+	// Confirming and Contradicting are the voting principals other than the run's own,
+	// sorted.
+	Confirming, Contradicting []string
+}
+
+// Tally counts the vote on the counted run id (zero for a run not in o.Runs).
+func (o Outcome) Tally(id string) Tally {
+	run := o.run(id)
+	if run == nil {
+		return Tally{}
+	}
+	t := Tally{Confirming: o.Replicators(id)}
+	for _, d := range o.Disagreements {
+		if d.Run == id && d.By != run.Principal() && !slices.Contains(t.Confirming, d.By) && !o.confirmedBy(id, d.By) {
+			t.Contradicting = append(t.Contradicting, d.By)
+		}
+	}
+	slices.Sort(t.Contradicting)
+	t.Contradicting = slices.Compact(t.Contradicting)
+	t.For, t.Against = 1+len(t.Confirming), len(t.Contradicting)
+	return t
+}
+
+func (o Outcome) run(id string) *Verified {
+	if i, ok := slices.BinarySearchFunc(o.Runs, id, func(v *Verified, id string) int { return cmp.Compare(v.ID, id) }); ok {
+		return o.Runs[i]
+	}
+	return nil
+}
+
+// confirmedBy reports whether principal p signed an agreeing re-score of run id.
+func (o Outcome) confirmedBy(id, p string) bool {
+	return slices.ContainsFunc(o.Rescores[id], func(r *Verified) bool { return r.Principal() == p })
+}
+
+// MisconductKind names a proven misbehaviour. The strings are stable: reports and the
+// dashboard show them.
+type MisconductKind string
+
+const (
+	// MisconductOverruled: a re-score on the losing side of a decided vote (Tally).
+	MisconductOverruled MisconductKind = "re-score overruled by a majority of labs"
+	// MisconductNodeEquivocation: one node signed two runs of one slot and attempt with
+	// different submissions.
+	MisconductNodeEquivocation MisconductKind = "equivocation by one node"
+)
+
+// Misconduct is proof, in signed envelopes, that a principal misbehaved. Suspicion (anything
+// statistical) is never Misconduct.
+type Misconduct struct {
+	Principal string         `json:"principal"`
+	Kind      MisconductKind `json:"kind"`
+	// Evidence is the ID of the offending envelope (the overruled re-score, or the first
+	// of the equivocating pair): a network document pardons by this ID.
+	Evidence string `json:"evidence"`
+	Run      string `json:"run,omitempty"` // the run the re-score concerns
+	Detail   string `json:"detail"`
+	// SetAside says whether the policy applies the consequence (the principal's runs are
+	// set aside): false where the policy records evidence only or pardoned it. Filled by
+	// the ledger (LedgerReport.Misconduct).
+	SetAside bool `json:"set_aside"`
+}
+
+// ProvenMisconduct lists the proven misbehaviour in o, sorted by principal then evidence ID.
+// Pure: every node with the same envelopes lists the same.
+func ProvenMisconduct(o Outcome) []Misconduct {
+	var out []Misconduct
+	for _, e := range o.Equivocations {
+		if e.NodeA != "" && e.NodeA == e.NodeB {
+			out = append(out, Misconduct{Principal: e.Principal, Kind: MisconductNodeEquivocation, Evidence: e.A,
+				Detail: fmt.Sprintf("node %s signed %s and %s for one slot and attempt %d", e.NodeA, e.A, e.B, e.Attempt)})
+		}
+	}
+	for _, run := range o.Runs {
+		t := o.Tally(run.ID)
+		if t.Against == 0 || t.For == t.Against {
+			continue
+		}
+		losers, side := t.Contradicting, "contradicted"
+		if t.For < t.Against {
+			losers, side = t.Confirming, "confirmed"
+		}
+		for _, p := range losers {
+			for _, id := range o.rescoresBy(run.ID, p) {
+				out = append(out, Misconduct{Principal: p, Kind: MisconductOverruled, Evidence: id, Run: run.ID,
+					Detail: fmt.Sprintf("%s run %s; %d labs for it, %d against", side, run.ID, t.For, t.Against)})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Misconduct) int {
+		return cmp.Or(cmp.Compare(a.Principal, b.Principal), cmp.Compare(a.Evidence, b.Evidence), cmp.Compare(a.Kind, b.Kind))
+	})
+	return slices.CompactFunc(out, func(a, b Misconduct) bool {
+		return a.Principal == b.Principal && a.Evidence == b.Evidence && a.Kind == b.Kind
+	})
+}
+
+// rescoresBy is the IDs of principal p's re-scores of run id, agreeing or not.
+func (o Outcome) rescoresBy(id, p string) []string {
+	var ids []string
+	for _, r := range o.Rescores[id] {
+		if r.Principal() == p {
+			ids = append(ids, r.ID)
+		}
+	}
+	for _, d := range o.Disagreements {
+		if d.Run == id && d.By == p {
+			ids = append(ids, d.Rescore)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }

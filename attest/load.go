@@ -56,6 +56,9 @@ type LedgerReport struct {
 	Equivocations int        `json:"equivocations"` // evidence pairs
 	Disagreements int        `json:"disagreements"`
 	Duplicates    int        `json:"duplicate_ids"` // the same bytes given more than once
+	// Misconduct is the proven misbehaviour in the set (ProvenMisconduct), each saying
+	// whether it sets its principal's results aside under the policy.
+	Misconduct []Misconduct `json:"misconduct"`
 }
 
 // LedgerInput is everything the ledger is a function of (docs/design.md §7): the envelopes, the
@@ -184,6 +187,11 @@ func ledgerOf(ok []*Verified, rep *LedgerReport, in LedgerInput) (*scoring.Ledge
 	rep.Rescores += len(o.Disagreements)
 	rep.Orphans, rep.Other = len(o.Orphans), len(o.Other)
 	rep.Equivocations, rep.Disagreements = len(o.Equivocations), len(o.Disagreements)
+	rep.Misconduct = []Misconduct{} // JSON [] when none
+	for _, m := range ProvenMisconduct(o) {
+		m.SetAside = p.SetAsideOffenders && !p.Pardoned[m.Evidence]
+		rep.Misconduct = append(rep.Misconduct, m)
+	}
 
 	l, err := scoring.ComputeLedger(results, in.Tasks, in.Scoring)
 	if err != nil {

@@ -153,6 +153,7 @@ type activeRun struct {
 
 type runRecord struct {
 	ID, Node, Lab string
+	Metric        string
 	Slot          attest.Slot
 	SlotID        string
 	Attempt       int
@@ -165,6 +166,7 @@ type runRecord struct {
 
 type rescoreRecord struct {
 	ID, Node, Lab string
+	Metric        string
 	Score         *float64
 	Valid         bool
 }
@@ -891,7 +893,7 @@ func (m *Mesh) onAttestation(env []byte) {
 			return
 		}
 		slotID := protocol.SlotID(run.Slot)
-		m.runs[id] = &runRecord{ID: id, Node: run.Node, Lab: run.Lab, Slot: run.Slot, SlotID: slotID,
+		m.runs[id] = &runRecord{ID: id, Node: run.Node, Lab: run.Lab, Metric: run.Metric, Slot: run.Slot, SlotID: slotID,
 			Attempt: max(run.Attempt, 1), Valid: run.Valid, Score: run.Score, Envelope: env, FirstSeen: now, Detail: runDetailOf(st, run)}
 		m.bySlot[slotID] = append(m.bySlot[slotID], id)
 		if _, ok := m.slots[slotID]; ok {
@@ -904,7 +906,10 @@ func (m *Mesh) onAttestation(env []byte) {
 				return
 			}
 		}
-		m.rescores[rs.Run] = append(m.rescores[rs.Run], rescoreRecord{ID: id, Node: rs.Node, Lab: rs.Lab, Score: rs.Score, Valid: rs.Valid})
+		m.rescores[rs.Run] = append(m.rescores[rs.Run], rescoreRecord{ID: id, Node: rs.Node, Lab: rs.Lab, Metric: rs.Metric, Score: rs.Score, Valid: rs.Valid})
+		if r, ok := m.runs[rs.Run]; ok {
+			m.rescoreDuty(r, now) // a contradiction may bring this lab in (protocol.EscalatedReplication)
+		}
 	}
 }
 
@@ -941,13 +946,18 @@ func (m *Mesh) rescoreDuty(r *runRecord, now time.Time) {
 	if !ok {
 		return
 	}
-	replication := m.campaigns[ref.campaign].v.Campaign.Replication
-	if replication <= 0 {
-		return
-	}
 	done := map[string]bool{}
+	against := map[string]bool{}
+	runP := &attest.RunPredicate{Metric: r.Metric, Valid: r.Valid, Score: r.Score}
 	for _, rs := range m.rescores[r.ID] {
 		done[rs.Lab] = true
+		if rs.Lab != r.Lab && !attest.Confirms(runP, &attest.RescorePredicate{Metric: rs.Metric, Valid: rs.Valid, Score: rs.Score}, attest.Agree) {
+			against[rs.Lab] = true
+		}
+	}
+	replication := protocol.EscalatedReplication(m.campaigns[ref.campaign].v.Campaign.Replication, len(against))
+	if replication <= 0 {
+		return
 	}
 	if done[m.lab] {
 		return
@@ -1119,34 +1129,28 @@ func (m *Mesh) computeLedger() {
 	m.ledgerMu.Unlock()
 }
 
-// ledgerInput gathers the ledger's inputs besides the attestations: the tasks and agents of
-// every campaign this node has prepared, named as the campaigns name them.
+// ledgerInput gathers the ledger's inputs besides the attestations: the tasks, agents and
+// windows of every campaign this node has prepared (protocol.NamesOf names them).
 func (m *Mesh) ledgerInput() (attest.LedgerInput, bool) {
 	var in attest.LedgerInput
 	err := m.query(m.ctx, func() {
+		cs := make([]protocol.LedgerCampaign, 0, len(m.campaigns))
+		for id, mc := range m.campaigns {
+			c := protocol.LedgerCampaign{ID: id, LabName: mc.v.LabName, Created: mc.v.Campaign.Created, Deadline: mc.v.Campaign.Deadline,
+				Tasks: map[string]scoring.TaskInfo{}, Agents: map[string]string{}}
+			for cid, meta := range mc.tasks {
+				c.Tasks[cid] = scoring.TaskInfo{Name: meta.Name, LowerIsBetter: meta.Metric.LowerIsBetter,
+					Optimum: meta.Metric.OptimalScore, SOTA: meta.SOTA.Score, EstimatedWorst: meta.EstimatedWorstScore}
+			}
+			for cid, spec := range mc.agents {
+				c.Agents[cid] = spec.Name
+			}
+			cs = append(cs, c)
+		}
+		names := protocol.NamesOf(cs)
 		pol := m.opts.Policy
-		pol.Tasks, pol.Agents = map[string]string{}, map[string]string{}
-		seen := map[string]bool{}
-		ids := make([]string, 0, len(m.campaigns))
-		for id := range m.campaigns {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		for _, id := range ids {
-			mc := m.campaigns[id]
-			for c, meta := range mc.tasks {
-				pol.Tasks[c] = meta.Name
-				if !seen[meta.Name] {
-					seen[meta.Name] = true
-					in.Tasks = append(in.Tasks, scoring.TaskInfo{Name: meta.Name, LowerIsBetter: meta.Metric.LowerIsBetter,
-						Optimum: meta.Metric.OptimalScore, SOTA: meta.SOTA.Score, EstimatedWorst: meta.EstimatedWorstScore})
-				}
-			}
-			for c, spec := range mc.agents {
-				pol.Agents[c] = spec.Name
-			}
-		}
-		sort.Slice(in.Tasks, func(i, j int) bool { return in.Tasks[i].Name < in.Tasks[j].Name })
+		pol.Tasks, pol.Agents, pol.AgentOwners = names.TaskNames, names.AgentNames, names.AgentOwners
+		in.Tasks, in.Campaigns = names.Tasks, names.Windows
 		in.Policy, in.Scoring, in.Trust, in.Now = pol, m.opts.Scoring, m.opts.Trust, m.opts.Now()
 	})
 	return in, err == nil && len(in.Tasks) > 0

@@ -54,7 +54,21 @@ type LedgerPolicy struct {
 	// fast enough for thousands of agents). The default is absent from the canonical form,
 	// so documents written before the field keep their hash.
 	EloBootstrap string `json:"elo_bootstrap,omitempty"`
+	// Misconduct is what proven misbehaviour costs (attest.ProvenMisconduct: a re-score a
+	// majority of labs overruled, one node equivocating): "set_aside" (the default, absent
+	// from the canonical form) sets aside every result of the offending lab; "record" keeps
+	// the evidence and changes nothing else.
+	Misconduct string `json:"misconduct,omitempty"`
+	// Pardons lists offending envelope IDs (attest.Misconduct.Evidence) whose consequence the
+	// labs have lifted: adding one is a document change like any other.
+	Pardons []string `json:"pardons,omitempty"`
 }
+
+// Misconduct policies of LedgerPolicy.Misconduct.
+const (
+	MisconductSetAside = "set_aside"
+	MisconductRecord   = "record"
+)
 
 // NetworkDocVersion is the document version this build writes and reads.
 const NetworkDocVersion = 1
@@ -138,7 +152,41 @@ func (d *NetworkDoc) normalize() error {
 	if eb == scoring.EloBootstrapGames {
 		p.EloBootstrap = ""
 	}
+	switch p.Misconduct {
+	case "", MisconductSetAside:
+		p.Misconduct = "" // the default stays out of the canonical form: older documents keep their hash
+	case MisconductRecord:
+	default:
+		return fmt.Errorf("network document: ledger.misconduct %q: use %s (the default) or %s", p.Misconduct, MisconductSetAside, MisconductRecord)
+	}
+	slices.Sort(p.Pardons)
+	p.Pardons = slices.Compact(p.Pardons)
+	for _, id := range p.Pardons {
+		if id == "" {
+			return fmt.Errorf("network document: ledger.pardons: an empty envelope ID")
+		}
+	}
+	if len(p.Pardons) == 0 {
+		p.Pardons = nil
+	}
 	return nil
+}
+
+// AcceptPolicy is the acceptance policy the document sets (attest.AcceptPolicy); the
+// ledger's task and agent names and campaign windows come from the campaigns, not from it.
+func (d *NetworkDoc) AcceptPolicy() attest.AcceptPolicy {
+	p := attest.AcceptPolicy{
+		Replication:       d.Ledger.Replication,
+		AllowProcessRuns:  d.CountsExecutor(attest.IsolationProcess),
+		SetAsideOffenders: d.Ledger.Misconduct != MisconductRecord,
+	}
+	if len(d.Ledger.Pardons) > 0 {
+		p.Pardoned = map[string]bool{}
+		for _, id := range d.Ledger.Pardons {
+			p.Pardoned[id] = true
+		}
+	}
+	return p
 }
 
 // Canonical is the document's canonical JSON: defaults filled, labs sorted by name,
@@ -147,6 +195,7 @@ func (d *NetworkDoc) Canonical() []byte {
 	c := *d
 	c.Labs = slices.Clone(d.Labs)
 	c.Ledger.Executors = slices.Clone(d.Ledger.Executors)
+	c.Ledger.Pardons = slices.Clone(d.Ledger.Pardons)
 	if err := c.normalize(); err != nil {
 		panic("protocol: Canonical of an invalid network document: " + err.Error())
 	}

@@ -80,3 +80,12 @@ func RescorersDue(runID, runnerLab string, labs []string, replication int, done 
 	}
 	return due
 }
+
+// EscalatedReplication is how many labs other than the runner's should re-score a run that
+// contradicting labs have disputed: two more for each, so one lab's contradiction is put
+// to a vote it cannot win alone (attest.Tally: the run's lab and each re-scorer one vote,
+// the majority decides, a tie holds the run aside). RescorersDue takes the result as its
+// replication; it is capped by the labs there are.
+func EscalatedReplication(replication, contradicting int) int {
+	return max(replication, 0) + 2*max(contradicting, 0)
+}

@@ -48,6 +48,6 @@ func loadNetworkPolicy(h home.Home, network string) (networkPolicy, error) {
 	}
 	np.Doc = doc
 	np.Scoring = doc.ScoringOptions()
-	np.Policy = attest.AcceptPolicy{Replication: doc.Ledger.Replication, AllowProcessRuns: doc.CountsExecutor(attest.IsolationProcess)}
+	np.Policy = doc.AcceptPolicy()
 	return np, nil
 }

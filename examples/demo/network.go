@@ -214,7 +214,7 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 		stopDaemons()
 		wg.Wait()
 	}()
-	pol := attest.AcceptPolicy{Replication: doc.Ledger.Replication, AllowProcessRuns: doc.CountsExecutor(attest.IsolationProcess)}
+	pol := doc.AcceptPolicy()
 	sc := doc.ScoringOptions()
 	for i, d := range nodes {
 		d := d

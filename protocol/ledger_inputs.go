@@ -1,0 +1,69 @@
+package protocol
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/scoring"
+)
+
+// LedgerCampaign is what the ledger takes from one campaign a node has prepared (its
+// bundles fetched, its agent specs read).
+type LedgerCampaign struct {
+	ID       string
+	LabName  string // the name the trust store knows the campaign's lab by
+	Created  time.Time
+	Deadline time.Time
+	// Tasks maps each bundle CID to the metadata read from that bundle (its own name,
+	// metric, SOTA): never another bundle's, whatever its name.
+	Tasks map[string]scoring.TaskInfo
+	// Agents maps each agent spec CID to the spec's name.
+	Agents map[string]string
+}
+
+// LedgerNames is how the ledger names and bounds what campaigns list (docs/design.md §9,
+// "Agents and tasks by identity"): results aggregate by bundle CID and agent spec CID, and
+// every CID gets a display name of its own (attest.UniqueNames).
+type LedgerNames struct {
+	Tasks       []scoring.TaskInfo // one per bundle CID, under its unique name, sorted by name
+	TaskNames   map[string]string  // bundle CID → unique task name
+	AgentNames  map[string]string  // spec CID → spec name (Accept makes them unique)
+	AgentOwners map[string]string  // spec CID → lab of the first campaign that lists it
+	Windows     map[string]attest.CampaignWindow
+}
+
+// NamesOf derives the ledger's names from campaigns, in any order: a pure function, so
+// every node that prepared the same campaigns names them alike. An agent's owner is the lab
+// of the first campaign, by creation then ID, that lists it.
+func NamesOf(campaigns []LedgerCampaign) LedgerNames {
+	cs := slices.Clone(campaigns)
+	slices.SortFunc(cs, func(a, b LedgerCampaign) int {
+		return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.ID, b.ID))
+	})
+	out := LedgerNames{TaskNames: map[string]string{}, AgentNames: map[string]string{}, AgentOwners: map[string]string{},
+		Windows: map[string]attest.CampaignWindow{}}
+	infos := map[string]scoring.TaskInfo{}
+	bundleNames := map[string]string{}
+	for _, c := range cs {
+		out.Windows[c.ID] = attest.CampaignWindow{Created: c.Created, Deadline: c.Deadline}
+		for cid, t := range c.Tasks {
+			if _, ok := infos[cid]; !ok {
+				infos[cid], bundleNames[cid] = t, t.Name
+			}
+		}
+		for cid, name := range c.Agents {
+			if _, ok := out.AgentNames[cid]; !ok {
+				out.AgentNames[cid], out.AgentOwners[cid] = name, c.LabName
+			}
+		}
+	}
+	out.TaskNames = attest.UniqueNames(bundleNames, nil)
+	for cid, t := range infos {
+		t.Name = out.TaskNames[cid]
+		out.Tasks = append(out.Tasks, t)
+	}
+	slices.SortFunc(out.Tasks, func(a, b scoring.TaskInfo) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
