@@ -628,3 +628,20 @@ func TestUniqueNames(t *testing.T) {
 		t.Fatalf("UniqueNames = %v, want %v", got, want)
 	}
 }
+
+// TestAcceptHedgingIsMisconduct: a lab that confirmed a run and then contradicts it (to pull
+// its confirmation back) has signed one false re-score: it gets no vote and is an offender.
+func TestAcceptHedgingIsMisconduct(t *testing.T) {
+	w := newAcceptWorld(t, 3)
+	w.run("r", 0, "bafytask", "bafyagent", 0, "s0", 0.5, 1)
+	w.rescore("yes", 1, "r", 0.5)
+	w.rescore("no", 1, "r", 0.1)
+	o := Reconcile(w.verified(), Agree)
+	if tally := o.Tally(w.ids["r"]); tally.For != 1 || tally.Against != 0 {
+		t.Fatalf("tally %+v: a hedging lab must have no vote", tally)
+	}
+	mis := ProvenMisconduct(o)
+	if len(mis) != 1 || mis[0].Kind != MisconductHedged || mis[0].Evidence != w.ids["no"] {
+		t.Fatalf("misconduct %+v: want the hedge", mis)
+	}
+}

@@ -283,6 +283,9 @@ type MisconductKind string
 const (
 	// MisconductOverruled: a re-score on the losing side of a decided vote (Tally).
 	MisconductOverruled MisconductKind = "re-score overruled by a majority of labs"
+	// MisconductHedged: a lab signed re-scores of one run that both confirm and contradict
+	// it; re-scoring is deterministic, so one of them is false.
+	MisconductHedged MisconductKind = "re-scored one run both ways"
 	// MisconductNodeEquivocation: one node signed two runs of one slot and attempt with
 	// different submissions.
 	MisconductNodeEquivocation MisconductKind = "equivocation by one node"
@@ -312,6 +315,12 @@ func ProvenMisconduct(o Outcome) []Misconduct {
 		if e.NodeA != "" && e.NodeA == e.NodeB {
 			out = append(out, Misconduct{Principal: e.Principal, Kind: MisconductNodeEquivocation, Evidence: e.A,
 				Detail: fmt.Sprintf("node %s signed %s and %s for one slot and attempt %d", e.NodeA, e.A, e.B, e.Attempt)})
+		}
+	}
+	for _, d := range o.Disagreements {
+		if run := o.run(d.Run); run != nil && d.By != run.Principal() && o.confirmedBy(d.Run, d.By) {
+			out = append(out, Misconduct{Principal: d.By, Kind: MisconductHedged, Evidence: d.Rescore, Run: d.Run,
+				Detail: fmt.Sprintf("%s contradicts run %s, which another re-score by the same lab confirms", d.Rescore, d.Run)})
 		}
 	}
 	for _, run := range o.Runs {

@@ -575,17 +575,33 @@ func NewLabs(dir string, n int) (*Labs, error) {
 // Campaign signs a campaign of agents (example agent names) x tasks (bundle CIDs) x seeds
 // with replication 1 by lab signer, writing the agents' specs under Dir/examples/agents.
 func (ls *Labs) Campaign(signer int, title string, tasks []string, agentNames []string, seeds int) (env []byte, id string, err error) {
-	specs, err := writeAgentSpecs(filepath.Join(ls.Dir, "examples", "agents"))
+	specs, err := ls.AgentSpecs()
 	if err != nil {
 		return nil, "", err
 	}
-	c := &protocol.Campaign{Network: NetworkName, Title: title, Tasks: tasks, Seeds: seeds, Replication: 1,
-		Created: time.Now().Add(-time.Minute), Deadline: time.Now().Add(24 * time.Hour)}
+	var chosen []*runner.AgentSpec
 	for _, a := range agentNames {
 		spec, ok := specs[a]
 		if !ok {
 			return nil, "", fmt.Errorf("no example agent %q (have %v)", a, agents.Names())
 		}
+		chosen = append(chosen, spec)
+	}
+	return ls.CampaignOfSpecs(signer, title, tasks, chosen, seeds)
+}
+
+// AgentSpecs writes the example agents' specs under Dir/examples/agents and returns them
+// by name.
+func (ls *Labs) AgentSpecs() (map[string]*runner.AgentSpec, error) {
+	return writeAgentSpecs(filepath.Join(ls.Dir, "examples", "agents"))
+}
+
+// CampaignOfSpecs signs a campaign of the given agent specs x tasks x seeds with
+// replication 1 by lab signer.
+func (ls *Labs) CampaignOfSpecs(signer int, title string, tasks []string, specs []*runner.AgentSpec, seeds int) (env []byte, id string, err error) {
+	c := &protocol.Campaign{Network: NetworkName, Title: title, Tasks: tasks, Seeds: seeds, Replication: 1,
+		Created: time.Now().Add(-time.Minute), Deadline: time.Now().Add(24 * time.Hour)}
+	for _, spec := range specs {
 		c.Agents = append(c.Agents, protocol.NewCampaignAgent(spec))
 	}
 	return protocol.SignCampaign(ls.Nodes[signer].Lab, c)

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/internal/testutil"
+	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/runner"
+)
+
+// A dishonest trusted lab against honest `evalmesh daemon` processes (docs/design.md §9).
+// The dishonest lab is lab3 (node 2): its daemon is the real program, and it attacks with
+// statements hand-signed under its own valid node key and certificate, imported into its
+// own daemon (`evalmesh attest import`) and spread from there by gossip and sync. Each
+// stage asserts that the honest labs' counted results did not move, that the act left
+// evidence, and the consequence the network document names.
+
+// runInfo is what a node counts of one run attestation.
+type runInfo struct {
+	id, lab, agent string
+	seed           int
+	metric         string
+	valid          bool
+	score          *float64
+}
+
+// ledgerView is one daemon's ledger: its root, the runs it counts and why it excludes the
+// others, and the misconduct it has proof of.
+type ledgerView struct {
+	root       string
+	counted    map[string]runInfo // by attestation ID
+	excluded   map[string]attest.ExcludeReason
+	misconduct []attest.Misconduct
+	agents     []string // leaderboard rows' names
+}
+
+func (d *daemonProc) ledgerView() (ledgerView, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	v := ledgerView{counted: map[string]runInfo{}, excluded: map[string]attest.ExcludeReason{}}
+	l, err := d.client.MeshLedger(ctx)
+	if err != nil || l == nil || l.Report == nil {
+		return v, fmt.Errorf("ledger: %v", err)
+	}
+	v.root, v.misconduct = l.Root, l.Report.Misconduct
+	for _, a := range l.Ledger.Agents {
+		v.agents = append(v.agents, a.Agent)
+	}
+	for _, e := range l.Report.Excluded {
+		v.excluded[e.ID] = e.Reason
+	}
+	envs, err := d.client.StoredEnvelopes(ctx, node.SetAttestations)
+	if err != nil {
+		return v, err
+	}
+	if l.Attestations != len(envs) || l.Report.Counted+len(l.Report.Excluded) != countRuns(envs) {
+		return v, fmt.Errorf("the ledger (%d attestations, %d counted, %d excluded) is older than the store (%d)", l.Attestations, l.Report.Counted, len(l.Report.Excluded), len(envs))
+	}
+	for _, env := range envs {
+		e, err := attest.DecodeEnvelope(env)
+		if err != nil {
+			return v, err
+		}
+		_, run, _, err := attest.DecodeStatement(e.Payload)
+		if err != nil || run == nil {
+			continue
+		}
+		id := attest.EnvelopeID(env)
+		if _, out := v.excluded[id]; !out {
+			v.counted[id] = runInfo{id: id, lab: run.Lab, agent: run.Slot.Agent, seed: run.Slot.Seed, metric: run.Metric, valid: run.Valid, score: run.Score}
+		}
+	}
+	return v, nil
+}
+
+func countRuns(envs [][]byte) int {
+	n := 0
+	for _, env := range envs {
+		if e, err := attest.DecodeEnvelope(env); err == nil {
+			if _, run, _, err := attest.DecodeStatement(e.Payload); err == nil && run != nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// honestCounted is the counted runs of labs other than lab, by ID.
+func (v ledgerView) honestCounted(dishonestLab string) []string {
+	var ids []string
+	for id, r := range v.counted {
+		if r.lab != dishonestLab {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// settle waits until every node has the same root and cond holds on each; it returns the
+// views.
+func (c *cluster) settle(what string, within time.Duration, cond func(ledgerView) bool) []ledgerView {
+	c.t.Helper()
+	var views []ledgerView
+	var lastErr error
+	err := testutil.Poll(within, func() bool {
+		views, lastErr = nil, nil
+		for _, d := range c.nodes {
+			v, err := d.ledgerView()
+			if err != nil {
+				lastErr = fmt.Errorf("%s: %w", d.lab.Name, err)
+				return false
+			}
+			views = append(views, v)
+		}
+		for _, v := range views {
+			if v.root != views[0].root || !cond(v) {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		var b strings.Builder
+		for i, v := range views {
+			fmt.Fprintf(&b, "%s: root %.12s counted %d excluded %v misconduct %d agents %v\n", c.nodes[i].lab.Name, v.root, len(v.counted), v.excluded, len(v.misconduct), v.agents)
+		}
+		for _, d := range c.nodes {
+			fmt.Fprintf(&b, "--- %s log tail:\n%s\n", d.lab.Name, readLog(d.log))
+		}
+		c.t.Fatalf("%s: not within %s (last error %v):\n%s", what, within, lastErr, b.String())
+	}
+	return views
+}
+
+// handSign signs statement with node i's own key and certificate, as its lab's operator
+// could with the CLI, and writes the envelope into dir.
+func (c *cluster) handSign(i int, statement []byte, dir string) string {
+	c.t.Helper()
+	h := c.labs.Nodes[i].Home
+	key, err := h.Identity()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cert, err := attest.LoadNodeCert(h.CertPath())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	env, id, err := attest.Sign(key, cert, statement)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, id+".json"), env, 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	return id
+}
+
+func (c *cluster) importInto(d *daemonProc, dir string) {
+	c.t.Helper()
+	rep, err := importAttestations(context.Background(), d.client, []string{dir})
+	if err != nil || rep.Refused > 0 || rep.New == 0 {
+		c.t.Fatalf("attest import into %s: %+v %v", d.lab.Name, rep, err)
+	}
+}
+
+func TestDishonestLabCannotSteerTheLedger(t *testing.T) {
+	skipShortFaults(t)
+	c, tasks := runningCluster(t, "arithmetic")
+	id, slots := c.publish(c.nodes[1], tasks, faultAgents, 2)
+	c.waitAllDone(c.nodes, id, slots)
+	liar := c.labs.Nodes[2]
+	liarLab := liar.Lab.ID
+	before := c.settle("the honest campaign counted everywhere", 120*time.Second, func(v ledgerView) bool {
+		return len(v.counted) == slots
+	})[0]
+	honestBefore := before.honestCounted(liarLab)
+	if len(honestBefore) == 0 {
+		t.Fatal("no honest lab ran a slot: the test would prove nothing")
+	}
+	t.Logf("before: root %.12s, %d runs counted (%d by honest labs), agents %v", before.root, len(before.counted), len(honestBefore), before.agents)
+
+	// Name squatting: lab3 publishes a campaign whose agent takes the name "solver" with
+	// another command, and runs it honestly. Its results must form a row of their own,
+	// qualified by lab, and never merge into the original solver's.
+	t.Run("name squatting", func(t *testing.T) {
+		specs, err := c.labs.AgentSpecs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		squat := *specs["constant"]
+		squat.Name = "solver"
+		env, sid, err := c.labs.CampaignOfSpecs(2, "squatter", tasks, []*runner.AgentSpec{&squat}, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.nodes[2].client.PublishCampaign(context.Background(), env); err != nil {
+			t.Fatal(err)
+		}
+		c.waitAllDone(c.nodes, sid, 2)
+		views := c.settle("the squatter's runs counted in a row of their own", 120*time.Second, func(v ledgerView) bool {
+			return len(v.counted) == slots+2
+		})
+		for i, v := range views {
+			if got := v.honestCounted(liarLab); !slices.Equal(got, honestBefore) && i < 2 {
+				t.Errorf("%s: the honest labs' counted runs changed: %d → %d", c.nodes[i].lab.Name, len(honestBefore), len(got))
+			}
+			var solvers []string
+			for _, a := range v.agents {
+				if strings.HasPrefix(a, "solver") {
+					solvers = append(solvers, a)
+				}
+			}
+			if len(solvers) != 2 || slices.Contains(solvers, "solver") {
+				t.Errorf("%s: leaderboard rows %v: want two solver rows, each qualified by its lab", c.nodes[i].lab.Name, v.agents)
+			}
+		}
+		before = views[0]
+	})
+
+	// Veto by dispute: lab3 contradicts, with hand-signed re-scores, every counted run of
+	// the strongest agent by the honest labs. The vote (one per lab, majority decides, a
+	// contradiction brings in more re-scorers) keeps them counted; lab3's re-scores are
+	// proof against it, and the network document's default sets its own results aside.
+	t.Run("veto by dispute", func(t *testing.T) {
+		dir := t.TempDir()
+		n := 0
+		solverCID := ""
+		specs, _ := c.labs.AgentSpecs()
+		solverCID = specs["solver"].CID()
+		for _, r := range before.counted {
+			if r.lab == liarLab || r.agent != solverCID {
+				continue
+			}
+			zero := 0.0
+			st, err := attest.NewStatement([]attest.Subject{{Name: "submission.csv", Digest: map[string]string{"sha256": strings.Repeat("00", 32)}}},
+				attest.PredicateRescoreV1, attest.RescorePredicate{Run: r.id, Valid: true, Score: &zero, Metric: r.metric,
+					Evaluator: "builtin:" + r.metric, Node: liar.PeerID, Lab: liarLab, Time: time.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.handSign(2, st, dir)
+			n++
+		}
+		if n == 0 {
+			t.Fatal("no honest run of solver to dispute")
+		}
+		c.importInto(c.nodes[2], dir)
+		views := c.settle("the veto overruled and lab3 set aside", 120*time.Second, func(v ledgerView) bool {
+			for _, r := range v.counted {
+				if r.lab == liarLab {
+					return false
+				}
+			}
+			return len(v.misconduct) > 0 && slices.Equal(v.honestCounted(liarLab), before.honestCounted(liarLab))
+		})
+		for i, v := range views {
+			for _, m := range v.misconduct {
+				if m.Principal != liarLab || !m.SetAside {
+					t.Errorf("%s: misconduct %+v: want lab3's, setting its results aside", c.nodes[i].lab.Name, m)
+				}
+			}
+			offender := 0
+			for id, r := range before.counted {
+				if r.lab == liarLab && v.excluded[id] == attest.ExcludeOffender {
+					offender++
+				}
+			}
+			if offender == 0 {
+				t.Errorf("%s: none of lab3's runs is excluded as an offender's: %v", c.nodes[i].lab.Name, v.excluded)
+			}
+		}
+		t.Logf("after the veto: %d honest runs still counted on every node, %d misconduct entries against lab3, root %.12s", len(views[0].honestCounted(liarLab)), len(views[0].misconduct), views[0].root)
+	})
+}
