@@ -125,7 +125,7 @@ func (d *claimDriver) run(ctx context.Context, camps, claims, atts <-chan Messag
 			d.w.byNode[d.i][id] = true
 			d.w.mu.Unlock()
 			d.mu.Lock()
-			a = d.m.SlotFinished(id, time.Now())
+			a = d.m.SlotFinished(id, v.Node, time.Now())
 			d.mu.Unlock()
 		case <-timer.C:
 			d.mu.Lock()

@@ -554,6 +554,9 @@ func (m *Mesh) apply(a protocol.Actions) {
 			m.n.opts.Logf("mesh: aborted run of slot %s (%s)", ab.SlotID, ab.Reason)
 		}
 	}
+	for _, ig := range a.Ignored {
+		m.n.opts.Logf("mesh: ignored from %s on slot %s: %s", ig.Peer, ig.Slot, ig.Why)
+	}
 	for _, slotID := range a.Reannounce {
 		// Someone claims a slot this node already ran (it restarted, or missed the result):
 		// the attestation again, on gossip, finishes it there.
@@ -700,7 +703,7 @@ func (m *Mesh) addCampaign(mc *meshCampaign) {
 	// Runs that arrived before the campaign finish their slots now.
 	for id, refs := range m.bySlot {
 		if _, ok := m.slots[id]; ok && len(refs) > 0 {
-			m.apply(m.cm.SlotFinished(id, now))
+			m.apply(m.cm.SlotFinished(id, "", now)) // heard before the campaign: no claim could be
 		}
 	}
 	m.n.opts.Logf("mesh: campaign %s %q: %d slots", mc.v.ID, c.Title, len(spec.Slots))
@@ -897,7 +900,7 @@ func (m *Mesh) onAttestation(env []byte) {
 			Attempt: max(run.Attempt, 1), Valid: run.Valid, Score: run.Score, Envelope: env, FirstSeen: now, Detail: runDetailOf(st, run)}
 		m.bySlot[slotID] = append(m.bySlot[slotID], id)
 		if _, ok := m.slots[slotID]; ok {
-			m.apply(m.cm.SlotFinished(slotID, now))
+			m.apply(m.cm.SlotFinished(slotID, run.Node, now))
 		}
 		m.rescoreDuty(m.runs[id], now)
 	case rs != nil:

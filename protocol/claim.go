@@ -3,6 +3,7 @@ package protocol
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -139,7 +140,18 @@ type Actions struct {
 	// published again on the attestations topic: another node claimed the slot, so it has
 	// not heard that it is finished.
 	Reannounce []string
-	Wake       time.Time
+	// Ignored lists messages and results the machine refused to act on because their sender
+	// had no standing for them (docs/protocol-claims.md rules 6 and 7): the daemon logs each,
+	// since a node sending them is broken or dishonest.
+	Ignored []Ignored
+	Wake    time.Time
+}
+
+// Ignored is one message or result the machine did not act on, and why.
+type Ignored struct {
+	Slot string
+	Peer string
+	Why  string
 }
 
 // RunOutcomeKind says how a run ended.
@@ -267,6 +279,34 @@ type slotState struct {
 	noKey bool
 	// lapsedBy: the claimer of each attempt counted failed because its live claim lapsed.
 	lapsedBy map[int]string
+	// heard: the (attempt, peer) of the claims and renews heard for the slot, at most
+	// maxHeard of them. Only a node heard claiming an attempt can release it as failed,
+	// and only a node heard claiming the slot can cut a live run of it short.
+	heard []heardClaim
+}
+
+type heardClaim struct {
+	attempt int
+	peer    string
+}
+
+// maxHeard bounds the claims remembered per slot: a slot rarely sees more than a few, and a
+// flood of claims must not grow a node's memory per slot without bound.
+const maxHeard = 16
+
+func (s *slotState) hear(attempt int, peer string) {
+	h := heardClaim{attempt, peer}
+	if !slices.Contains(s.heard, h) && len(s.heard) < maxHeard {
+		s.heard = append(s.heard, h)
+	}
+}
+
+// heldBy reports whether peer was heard claiming the slot: for attempt, or for any attempt
+// when attempt is 0.
+func (s *slotState) heldBy(peer string, attempt int) bool {
+	return slices.ContainsFunc(s.heard, func(h heardClaim) bool {
+		return h.peer == peer && (attempt == 0 || h.attempt == attempt)
+	})
 }
 
 // repeatedRelease is this node's awaiting-key release of a slot, published again at `at`
@@ -417,10 +457,21 @@ func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 	}
 	s.touched = true
 	s.maxAttempt = max(s.maxAttempt, msg.Attempt)
+	if msg.Kind != ClaimKindRelease {
+		s.hear(msg.Attempt, msg.PeerID)
+	}
 	if msg.Kind == ClaimKindRelease {
 		switch msg.Reason {
 		case ReleaseInfra:
-			s.infraFailed(msg.Attempt)
+			// Only the holder of an attempt can fail it: three forged releases for attempts
+			// their sender never claimed would otherwise fail the slot for good. A genuine
+			// release whose claim we missed costs at most a retry more.
+			if msg.PeerID == m.cfg.Self || s.heldBy(msg.PeerID, msg.Attempt) {
+				s.infraFailed(msg.Attempt)
+			} else {
+				m.out.Ignored = append(m.out.Ignored, Ignored{Slot: s.spec.ID, Peer: msg.PeerID,
+					Why: fmt.Sprintf("infra release of attempt %d, which it was never heard claiming", msg.Attempt)})
+			}
 		case ReleaseAwaitingKey:
 			s.awaitingKey = true
 			// Its run waits for a key; it did not fail. A copy that arrives after the
@@ -538,13 +589,23 @@ func (m *ClaimMachine) dropMine(s *slotState) {
 	}
 }
 
-// SlotFinished records that a valid run attestation for the slot is known (from any node):
-// the slot is done for everyone. A run of it here is aborted (its result could not count
-// twice); a pending claim is dropped.
-func (m *ClaimMachine) SlotFinished(slotID string, now time.Time) Actions {
+// SlotFinished records that a valid run attestation for the slot, signed by node by, is
+// known: the slot is done for everyone. A run of it here is aborted (its result could not
+// count twice) unless by was never heard claiming the slot (rule 7); a pending claim is
+// dropped. by "" (a run whose signer is not known, as when a restarted daemon replays its
+// store) is taken as a holder.
+func (m *ClaimMachine) SlotFinished(slotID, by string, now time.Time) Actions {
 	m.now = now
 	s, ok := m.slots[slotID]
 	if !ok {
+		return m.finish(now)
+	}
+	if mine := s.mine; mine != nil && mine.phase == phaseRunning && by != "" && by != m.cfg.Self && !s.heldBy(by, 0) {
+		// A result from a node never heard claiming the slot does not cut our live run
+		// short: a dishonest lab could otherwise abort every honest run by publishing a
+		// run of each slot. Our run goes on and finishes the slot with its own result.
+		m.out.Ignored = append(m.out.Ignored, Ignored{Slot: slotID, Peer: by,
+			Why: "a run of the slot by a node never heard claiming it; the live run here goes on"})
 		return m.finish(now)
 	}
 	s.finished = true

@@ -102,6 +102,9 @@ func (h *claimHarness) show(name string, a Actions) {
 	for _, s := range a.Start {
 		fmt.Fprintf(&h.out, "%s: start %s attempt=%d\n", name, s.Slot.ID, s.Attempt)
 	}
+	for _, ig := range a.Ignored {
+		fmt.Fprintf(&h.out, "%s: ignored %s from %s: %s\n", name, ig.Slot, ig.Peer, ig.Why)
+	}
 	if !a.Wake.Equal(h.wake[name]) {
 		h.wake[name] = a.Wake
 		if a.Wake.IsZero() {
@@ -223,7 +226,9 @@ func (h *claimHarness) run(t *testing.T, d *datadriven.TestData) string {
 		case "started":
 			h.show(name, m.RunStarted(slot, h.now))
 		case "finished":
-			h.show(name, m.SlotFinished(slot, h.now))
+			var by string // the run's signer; "" as a restarted daemon replaying its store
+			d.MaybeScanArgs(t, "by", &by)
+			h.show(name, m.SlotFinished(slot, by, h.now))
 		default:
 			var o string
 			d.ScanArgs(t, "outcome", &o)

@@ -395,7 +395,7 @@ func (w *world) startNode(i int) {
 	w.apply(i, n.m.AddCampaign(w.specFor(n), now))
 	for s, k := range n.known {
 		if k {
-			w.apply(i, n.m.SlotFinished(w.spec.Slots[s].ID, now))
+			w.apply(i, n.m.SlotFinished(w.spec.Slots[s].ID, "", now)) // replayed from its store
 		}
 	}
 	w.reconcile(i)
@@ -645,7 +645,7 @@ func (w *world) learn(j, idx int) {
 		return
 	}
 	n.known[s] = true
-	w.apply(j, n.m.SlotFinished(w.spec.Slots[s].ID, w.at(w.now)))
+	w.apply(j, n.m.SlotFinished(w.spec.Slots[s].ID, w.nodes[w.runs[idx].node].id, w.at(w.now)))
 }
 
 func (w *world) handle(e *event) {
