@@ -173,6 +173,43 @@ func (n *Node) meshRoutes(mux *http.ServeMux) {
 		}
 		writeJSON(w, l)
 	})
+	if n.opts.TestControls {
+		// A test-only hook: publish a claim message of the test's making, signed (as any
+		// claim) by this node, so that a fault test can play a dishonest lab's node.
+		handle("test/claim", func(w http.ResponseWriter, r *http.Request, m *Mesh) {
+			var msg protocol.ClaimMessage
+			if !readJSON(w, r, &msg) {
+				return
+			}
+			if err := m.publishRaw(r.Context(), msg); err != nil {
+				writeErr(w, http.StatusServiceUnavailable, err)
+				return
+			}
+			writeJSON(w, idResp{ID: msg.Slot})
+		})
+	}
+}
+
+// publishRaw publishes msg on the claims topic as this node's (its peer ID, lab and
+// certificate filled in), bypassing the claim machine: only for the test hook above.
+func (m *Mesh) publishRaw(ctx context.Context, msg protocol.ClaimMessage) error {
+	var cfg protocol.ClaimConfig
+	if err := m.query(ctx, func() { cfg = m.cm.Config() }); err != nil {
+		return err
+	}
+	msg.V, msg.PeerID, msg.Lab, msg.Cert = protocol.Version, cfg.Self, cfg.Lab, cfg.Cert
+	select {
+	case m.publish <- msg:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestClaim asks a daemon started with --test-controls to publish msg as its own claim
+// message (peer ID, lab and certificate filled in by the daemon).
+func (c *Client) TestClaim(ctx context.Context, msg protocol.ClaimMessage) error {
+	return c.call(ctx, "test/claim", msg, nil)
 }
 
 func (mc *meshCampaign) info() CampaignInfo {

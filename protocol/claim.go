@@ -279,9 +279,9 @@ type slotState struct {
 	noKey bool
 	// lapsedBy: the claimer of each attempt counted failed because its live claim lapsed.
 	lapsedBy map[int]string
-	// heard: the (attempt, peer) of the claims and renews heard for the slot, at most
-	// maxHeard of them. Only a node heard claiming an attempt can release it as failed,
-	// and only a node heard claiming the slot can cut a live run of it short.
+	// heard: the (attempt, peer) of the renews heard for the slot (runs that were live), at
+	// most maxHeard of them. With the holder, they are the nodes with standing on the slot:
+	// only they can release an attempt as failed or cut a live run of it short.
 	heard []heardClaim
 }
 
@@ -301,9 +301,12 @@ func (s *slotState) hear(attempt int, peer string) {
 	}
 }
 
-// heldBy reports whether peer was heard claiming the slot: for attempt, or for any attempt
-// when attempt is 0.
-func (s *slotState) heldBy(peer string, attempt int) bool {
+// standing reports whether peer holds the slot here or was heard running it: for attempt,
+// or for any attempt when attempt is 0. A node that claimed and yielded has none.
+func (s *slotState) standing(peer string, attempt int) bool {
+	if h := s.holder; h != nil && h.peer == peer && (attempt == 0 || h.attempt == attempt) {
+		return true
+	}
 	return slices.ContainsFunc(s.heard, func(h heardClaim) bool {
 		return h.peer == peer && (attempt == 0 || h.attempt == attempt)
 	})
@@ -457,7 +460,7 @@ func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 	}
 	s.touched = true
 	s.maxAttempt = max(s.maxAttempt, msg.Attempt)
-	if msg.Kind != ClaimKindRelease {
+	if msg.Kind == ClaimKindRenew {
 		s.hear(msg.Attempt, msg.PeerID)
 	}
 	if msg.Kind == ClaimKindRelease {
@@ -466,11 +469,11 @@ func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 			// Only the holder of an attempt can fail it: three forged releases for attempts
 			// their sender never claimed would otherwise fail the slot for good. A genuine
 			// release whose claim we missed costs at most a retry more.
-			if msg.PeerID == m.cfg.Self || s.heldBy(msg.PeerID, msg.Attempt) {
+			if msg.PeerID == m.cfg.Self || s.standing(msg.PeerID, msg.Attempt) {
 				s.infraFailed(msg.Attempt)
 			} else {
 				m.out.Ignored = append(m.out.Ignored, Ignored{Slot: s.spec.ID, Peer: msg.PeerID,
-					Why: fmt.Sprintf("infra release of attempt %d, which it was never heard claiming", msg.Attempt)})
+					Why: fmt.Sprintf("infra release of attempt %d, which it neither holds here nor was heard running", msg.Attempt)})
 			}
 		case ReleaseAwaitingKey:
 			s.awaitingKey = true
@@ -591,8 +594,8 @@ func (m *ClaimMachine) dropMine(s *slotState) {
 
 // SlotFinished records that a valid run attestation for the slot, signed by node by, is
 // known: the slot is done for everyone. A run of it here is aborted (its result could not
-// count twice) unless by was never heard claiming the slot (rule 7); a pending claim is
-// dropped. by "" (a run whose signer is not known, as when a restarted daemon replays its
+// count twice) unless by neither holds the slot here nor was heard running it (rule 7); a
+// pending claim is dropped. by "" (a run whose signer is not known, as when a restarted daemon replays its
 // store) is taken as a holder.
 func (m *ClaimMachine) SlotFinished(slotID, by string, now time.Time) Actions {
 	m.now = now
@@ -600,12 +603,12 @@ func (m *ClaimMachine) SlotFinished(slotID, by string, now time.Time) Actions {
 	if !ok {
 		return m.finish(now)
 	}
-	if mine := s.mine; mine != nil && mine.phase == phaseRunning && by != "" && by != m.cfg.Self && !s.heldBy(by, 0) {
-		// A result from a node never heard claiming the slot does not cut our live run
+	if mine := s.mine; mine != nil && mine.phase == phaseRunning && by != "" && by != m.cfg.Self && !s.standing(by, 0) {
+		// A result from a node without standing on the slot does not cut our live run
 		// short: a dishonest lab could otherwise abort every honest run by publishing a
 		// run of each slot. Our run goes on and finishes the slot with its own result.
 		m.out.Ignored = append(m.out.Ignored, Ignored{Slot: slotID, Peer: by,
-			Why: "a run of the slot by a node never heard claiming it; the live run here goes on"})
+			Why: "a result of the slot by a node that neither holds it here nor was heard running it; the live run here goes on"})
 		return m.finish(now)
 	}
 	s.finished = true

@@ -13,6 +13,7 @@ import (
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/testutil"
 	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/runner"
 )
 
@@ -198,20 +199,16 @@ func TestDishonestLabCannotSteerTheLedger(t *testing.T) {
 		}
 		squat := *specs["constant"]
 		squat.Name = "solver"
-		env, sid, err := c.labs.CampaignOfSpecs(2, "squatter", tasks, []*runner.AgentSpec{&squat}, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.nodes[2].client.PublishCampaign(context.Background(), env); err != nil {
-			t.Fatal(err)
-		}
-		c.waitAllDone(c.nodes, sid, 2)
+		n, sid := c.campaignOf(2, "squatter", tasks, []*runner.AgentSpec{&squat}, 2)
+		c.waitAllDone(c.nodes, sid, n)
 		views := c.settle("the squatter's runs counted in a row of their own", 120*time.Second, func(v ledgerView) bool {
 			return len(v.counted) == slots+2
 		})
 		for i, v := range views {
-			if got := v.honestCounted(liarLab); !slices.Equal(got, honestBefore) && i < 2 {
-				t.Errorf("%s: the honest labs' counted runs changed: %d → %d", c.nodes[i].lab.Name, len(honestBefore), len(got))
+			for _, id := range honestBefore {
+				if _, ok := v.counted[id]; !ok {
+					t.Errorf("%s: honest run %s no longer counts (%s)", c.nodes[i].lab.Name, id, v.excluded[id])
+				}
 			}
 			var solvers []string
 			for _, a := range v.agents {
@@ -280,4 +277,154 @@ func TestDishonestLabCannotSteerTheLedger(t *testing.T) {
 		}
 		t.Logf("after the veto: %d honest runs still counted on every node, %d misconduct entries against lab3, root %.12s", len(views[0].honestCounted(liarLab)), len(views[0].misconduct), views[0].root)
 	})
+}
+
+// TestDishonestLabCannotStarveOrAbort: lab3 (node 2) sends, through its own daemon's
+// test-only hook, infra releases for attempts it never claimed — as many per slot as the
+// retry cap — and signs a "result" of a slot an honest node is running. The honest nodes
+// ignore both, say so in their logs, run every slot, and the honest run is not cut short.
+func TestDishonestLabCannotStarveOrAbort(t *testing.T) {
+	skipShortFaults(t)
+	c, tasks := runningCluster(t, "arithmetic")
+	liar := c.nodes[2]
+	specs, err := c.labs.AgentSpecs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Campaign A keeps every node busy: a slow agent (it sleeps, then leaves no submission:
+	// a valid, failed result) on six seeds, two runs at once on each of three nodes.
+	slow := &runner.AgentSpec{Name: "slow", Version: "1.0.0", Command: []string{"/bin/sleep", "8"}}
+	_, busyID := c.campaignOf(1, "busy", tasks, []*runner.AgentSpec{slow}, 6)
+	testutil.WaitFor(t, 60*time.Second, "every slot of the slow campaign claimed", func() bool {
+		st, err := c.nodes[0].client.CampaignStatus(context.Background(), busyID)
+		return err == nil && st.Status.Unclaimed == 0
+	})
+	// Campaign B waits for room; meanwhile the liar forges the releases that would fail
+	// each of its slots for good.
+	constant := specs["constant"]
+	_, id := c.campaignOf(1, "starved", tasks, []*runner.AgentSpec{constant}, 3)
+	var slots []string
+	for seed := 0; seed < 3; seed++ {
+		slots = append(slots, protocol.SlotID(attest.Slot{Campaign: id, Task: tasks[0], Agent: constant.CID(), Seed: seed}))
+	}
+	testutil.WaitFor(t, 60*time.Second, "the starved campaign prepared on the honest nodes", func() bool {
+		for _, d := range c.nodes[:2] {
+			if st, err := d.client.CampaignStatus(context.Background(), id); err != nil || !st.Ready {
+				return false
+			}
+		}
+		return true
+	})
+	for _, s := range slots {
+		for attempt := 1; attempt <= protocol.DefaultMaxInfraAttempts; attempt++ {
+			msg := protocol.ClaimMessage{Kind: protocol.ClaimKindRelease, Campaign: id, Slot: s, Lamport: 1, Attempt: attempt, Reason: protocol.ReleaseInfra}
+			if err := liar.client.TestClaim(context.Background(), msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// Pre-emption: while an honest node runs a slow slot, the liar signs a perfect result of it.
+	var victim *daemonProc
+	var victimSlot node.SlotReport
+	testutil.WaitFor(t, 60*time.Second, "an honest node running a slow slot", func() bool {
+		for _, d := range c.nodes[:2] {
+			st, err := d.client.CampaignStatus(context.Background(), busyID)
+			if err != nil {
+				continue
+			}
+			for _, s := range st.Slots {
+				if s.State == "running" {
+					victim, victimSlot = d, s
+					return true
+				}
+			}
+		}
+		return false
+	})
+	perfect := 1.0
+	pred := attest.RunPredicate{
+		Slot: attest.Slot{Campaign: busyID, Task: victimSlot.Task, Agent: victimSlot.Agent, Seed: victimSlot.Seed}, Attempt: 1,
+		Node: liar.peerID, Lab: liar.lab.Lab.ID, Start: time.Now().Add(-time.Second), End: time.Now(),
+		Valid: true, Score: &perfect, Metric: "accuracy", Evaluator: "builtin:accuracy",
+		Executor: &attest.ExecutorInfo{Name: "process", Isolation: attest.IsolationProcess, Limits: "none"},
+	}
+	st, err := attest.NewStatement([]attest.Subject{{Name: "submission.csv", Digest: map[string]string{"sha256": strings.Repeat("ab", 32)},
+		Annotations: map[string]any{attest.AnnotationRole: attest.RoleSubmission}}}, attest.PredicateRunV1, pred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	fake := c.handSign(2, st, dir)
+	c.importInto(liar, dir)
+
+	// Every slot of both campaigns is run on the honest nodes, none failed; the victim's own
+	// run of its slot finished (it was not aborted); the honest logs name what they ignored.
+	// A slot failed even for a moment is starved: nobody would claim it again.
+	testutil.WaitFor(t, 120*time.Second, "every slot of both campaigns done on the honest nodes", func() bool {
+		done := true
+		for _, d := range c.nodes[:2] {
+			for _, cid := range []string{busyID, id} {
+				rep, err := d.client.CampaignStatus(context.Background(), cid)
+				if err != nil {
+					return false
+				}
+				if rep.Status.Failed != 0 {
+					t.Fatalf("%s: %d slots of %s failed: forged releases starved them", d.lab.Name, rep.Status.Failed, cid)
+				}
+				done = done && rep.Status.Done == rep.Status.Slots
+			}
+		}
+		return done
+	})
+	if err := testutil.Poll(60*time.Second, func() bool {
+		rep, err := victim.client.CampaignStatus(context.Background(), busyID)
+		if err != nil {
+			return false
+		}
+		for _, s := range rep.Slots {
+			if s.ID != victimSlot.ID {
+				continue
+			}
+			for _, r := range s.Runs {
+				if r.PeerID == victim.peerID {
+					return true
+				}
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("%s's own run of %s, which it was running when the liar published a result of it, never came: %v\n%s", victim.lab.Name, victimSlot.ID, err, fullLog(t, victim.log))
+	}
+	if log := fullLog(t, victim.log); !strings.Contains(log, "ignored from "+liar.peerID+" on slot "+victimSlot.ID) {
+		t.Errorf("%s's log does not name the result it ignored from the liar (%s):\n%s", victim.lab.Name, fake, log)
+	}
+	for _, d := range c.nodes[:2] {
+		if log := fullLog(t, d.log); !strings.Contains(log, "infra release of attempt") {
+			t.Errorf("%s's log does not name the forged releases it ignored:\n%s", d.lab.Name, log)
+		}
+	}
+}
+
+// campaignOf signs a campaign of specs by lab signer and publishes it on that lab's node;
+// it returns the number of slots and the campaign ID.
+func (c *cluster) campaignOf(signer int, title string, tasks []string, specs []*runner.AgentSpec, seeds int) (slots int, id string) {
+	c.t.Helper()
+	env, id, err := c.labs.CampaignOfSpecs(signer, title, tasks, specs, seeds)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := c.nodes[signer].client.PublishCampaign(context.Background(), env); err != nil {
+		c.t.Fatal(err)
+	}
+	return len(tasks) * len(specs) * seeds, id
+}
+
+func fullLog(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
