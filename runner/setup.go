@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"sort"
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
@@ -67,4 +68,14 @@ func (r *Runner) Inventory() (gpu.Inventory, error) { return r.inventory() }
 // PolicyFromConfig is the lab's model and network policy of a config's runner section.
 func PolicyFromConfig(c home.RunnerConfig) ModelPolicy {
 	return ModelPolicy{Images: c.Models.Images, Weights: c.Models.Weights, MaxGPUs: c.Models.MaxGPUs, AllowNetwork: c.AllowNetwork}
+}
+
+// sortedKeys returns m's keys in order, so error messages list executors the same way each time.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

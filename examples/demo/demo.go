@@ -22,6 +22,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/examples/agents"
 	heurekaexample "github.com/evalmesh/evalmesh/examples/heureka"
@@ -347,14 +349,14 @@ func taskInputs(ctx context.Context, dir string) ([]scoring.TaskInfo, map[string
 
 // writeAgentSpecs writes DIR/NAME.yaml for every example agent and returns the specs as
 // read back from those files, so the runs name exactly the agents `--agents DIR` names.
-func writeAgentSpecs(dir string) (map[string]*runner.AgentSpec, error) {
+func writeAgentSpecs(dir string) (map[string]*agentspec.Spec, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	out := map[string]*runner.AgentSpec{}
+	out := map[string]*agentspec.Spec{}
 	for _, name := range agents.Names() {
 		a, _ := agents.Lookup(name)
-		spec := &runner.AgentSpec{Name: name, Version: "1.0.0", Command: []string{"evalmesh", "agent", name}}
+		spec := &agentspec.Spec{Name: name, Version: "1.0.0", Command: []string{"evalmesh", "agent", name}}
 		b, err := yaml.Marshal(spec)
 		if err != nil {
 			return nil, err
@@ -364,7 +366,7 @@ func writeAgentSpecs(dir string) (map[string]*runner.AgentSpec, error) {
 		if err := home.WriteFileAtomic(path, b, 0o644); err != nil {
 			return nil, err
 		}
-		if out[name], err = runner.LoadAgentSpec(path); err != nil {
+		if out[name], err = agentspec.Load(path); err != nil {
 			return nil, err
 		}
 	}

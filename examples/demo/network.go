@@ -15,6 +15,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/examples/agents"
 	heurekaexample "github.com/evalmesh/evalmesh/examples/heureka"
@@ -469,7 +471,7 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 	return res, nil
 }
 
-func specNameByCID(specs map[string]*runner.AgentSpec, c string) string {
+func specNameByCID(specs map[string]*agentspec.Spec, c string) string {
 	for name, s := range specs {
 		if s.CID() == c {
 			return name
