@@ -844,7 +844,7 @@ func (m *Mesh) BundleDir(ctx context.Context, cs string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("task CID %q: %w", cs, err)
 	}
-	dir := filepath.Join(m.n.home.Dir, "bundles", c.String())
+	dir := filepath.Join(m.n.home.BundlesDir(), c.String())
 	m.bundleMu.Lock()
 	mu := m.bundles[c.String()]
 	if mu == nil {

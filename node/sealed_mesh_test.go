@@ -73,10 +73,10 @@ func newSealedMesh(t *testing.T) *sealedMesh {
 		t.Fatal(err)
 	}
 	f.h, f.hA = newHome(t), newHome(t)
-	if err := attest.WriteAgeIdentity(attest.NodeLabAgeKeyPath(f.h), f.ageB); err != nil {
+	if err := attest.WriteAgeIdentity(f.h.LabAgeKeyPath(), f.ageB); err != nil {
 		t.Fatal(err)
 	}
-	if err := attest.WriteAgeIdentity(attest.NodeLabAgeKeyPath(f.hA), f.ageA); err != nil {
+	if err := attest.WriteAgeIdentity(f.hA.LabAgeKeyPath(), f.ageA); err != nil {
 		t.Fatal(err)
 	}
 	return f

@@ -48,7 +48,7 @@ func ForHome(h home.Home, executors map[string]Executor, executor string, log io
 	// Sealed bundles: this lab's grants among the home's envelope files (where `task grant`
 	// writes them); a daemon's mesh replaces this with its store's.
 	keys := &GrantKeys{Lab: r.Lab, Grants: DirGrants(h.AttestationsDir())}
-	if id, err := attest.LoadAgeIdentity(attest.NodeLabAgeKeyPath(h)); err == nil {
+	if id, err := attest.LoadAgeIdentity(h.LabAgeKeyPath()); err == nil {
 		keys.Identity = id
 	}
 	r.Keys = keys

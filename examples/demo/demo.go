@@ -39,10 +39,10 @@ import (
 // LabName is the name the demo's lab is created and trusted under.
 const LabName = "demo-lab"
 
-// Files the demo leaves in its home beside the node's own (paths relative to the home).
+// Files the demo leaves in its home beside the node's own (paths relative to the home); the
+// trust file listing only the demo lab is the home's own (home.TrustFile).
 const (
 	LabDir    = "demo-lab"        // the lab's key (lab.key) and public half (lab.json)
-	TrustFile = "trust.yaml"      // trust file listing only the demo lab
 	TasksDir  = "examples/tasks"  // the example task bundles
 	AgentsDir = "examples/agents" // one agent spec per example agent (NAME.yaml)
 )
@@ -167,7 +167,7 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Home: h.Dir, Node: pid.String(), LabName: LabName,
-		TrustFile: filepath.Join(h.Dir, TrustFile), TasksDir: filepath.Join(h.Dir, filepath.FromSlash(TasksDir)),
+		TrustFile: h.TrustPath(), TasksDir: filepath.Join(h.Dir, filepath.FromSlash(TasksDir)),
 		AgentsDir: filepath.Join(h.Dir, filepath.FromSlash(AgentsDir)), Attestations: h.AttestationsDir()}
 
 	// The trust chain: a lab, its certificate for this node in HOME/node-cert.json, and a
