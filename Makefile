@@ -16,14 +16,16 @@ test: check bench-smoke
 	$(GOTESTSUM) --format pkgname-and-test-fails -- -race -count=1 -timeout 20m ./...
 
 # Static checks: gofmt (fails on any unformatted file), go vet, staticcheck (staticcheck.conf),
-# no fused multiply-add in package scoring on any architecture (ledgers must be bit-equal), and
-# docs/design.md's package diagram matching the imports.
+# no fused multiply-add in package scoring on any architecture (ledgers must be bit-equal),
+# docs/design.md's package diagram matching the imports, and no import the design forbids
+# (docs/imports-deny.txt).
 check:
 	@echo "== gofmt"; out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt: these files are not formatted (run gofmt -w on them):"; echo "$$out"; exit 1; fi
 	@echo "== go vet"; go vet ./...
 	@echo "== staticcheck"; $(STATICCHECK) ./...
 	@bench/crossarch.sh --fma-only
 	@echo "== package diagram"; docs/imports.sh --check
+	@echo "== import rules"; docs/imports-deny.sh
 
 # Each bench/ script once on tiny inputs, so none rots; the figures mean nothing at this size.
 BENCH_WORK := $(or $(TMPDIR),/tmp)/evalmesh-bench-smoke

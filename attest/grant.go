@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -198,12 +197,9 @@ func GrantOf(env []byte) (g *GrantPredicate, ok bool, err error) {
 }
 
 // LabAgeKeyFile is a lab's age identity in its lab directory, copied to each of its nodes
-// as HOME/lab-age.key: the nodes decrypt grants with it. It is not the lab's signing key
-// (which stays off the nodes).
-const LabAgeKeyFile = "lab-age.key"
-
-// NodeLabAgeKeyPath is where a node keeps its lab's age identity.
-func NodeLabAgeKeyPath(h home.Home) string { return filepath.Join(h.Dir, LabAgeKeyFile) }
+// under the same name (home.Home.LabAgeKeyPath): the nodes decrypt grants with it. It is not
+// the lab's signing key (which stays off the nodes).
+const LabAgeKeyFile = home.LabAgeKeyFile
 
 // LoadAgeIdentity reads an age X25519 identity file (age-keygen's format: comments, then
 // one AGE-SECRET-KEY-1… line).

@@ -10,7 +10,7 @@ import (
 	uio "github.com/ipfs/boxo/ipld/unixfs/io"
 	"github.com/ipfs/go-cid"
 
-	"github.com/evalmesh/evalmesh/runner"
+	"github.com/evalmesh/evalmesh/agentspec"
 )
 
 // Agent images over IPFS (docs/agent-spec.md, "Images over IPFS"): `evalmesh agent add`
@@ -53,7 +53,7 @@ func (n *Node) OpenFile(ctx context.Context, root cid.Cid) (r io.ReadSeekCloser,
 // is there already; otherwise the tar named by image_cid is fetched from the connected
 // peers, pinned, and loaded only if it holds the image the spec names by ID and no tag
 // (ImageLoader.LoadCheckedImage), so the engine's other images are never touched.
-func (n *Node) EnsureAgentImage(ctx context.Context, spec *runner.AgentSpec, l ImageLoader, p ImageProgress) error {
+func (n *Node) EnsureAgentImage(ctx context.Context, spec *agentspec.Spec, l ImageLoader, p ImageProgress) error {
 	if spec.Image == "" {
 		return fmt.Errorf("agent %s has no image: the docker executor needs image: sha256:… (evalmesh agent add sets image_cid beside it)", spec.Name)
 	}
@@ -96,7 +96,7 @@ var agentImageMu sync.Mutex
 
 // ensureAgentImage is the mesh's hook before a docker run: the agent's image is fetched by
 // its image_cid and loaded when the engine lacks it.
-func (m *Mesh) ensureAgentImage(ctx context.Context, spec *runner.AgentSpec) error {
+func (m *Mesh) ensureAgentImage(ctx context.Context, spec *agentspec.Spec) error {
 	r := m.opts.Runner
 	if r.Executor != "docker" {
 		return nil

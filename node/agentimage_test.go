@@ -14,7 +14,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/ipfs/go-cid"
 
-	"github.com/evalmesh/evalmesh/runner"
+	"github.com/evalmesh/evalmesh/agentspec"
 	"github.com/evalmesh/evalmesh/runner/docker"
 	"github.com/evalmesh/evalmesh/runner/executortest"
 )
@@ -94,13 +94,13 @@ func newImageEnv(t *testing.T) imageEnv {
 }
 
 // addTar adds the tar on node a and returns the spec naming it.
-func (e imageEnv) addTar(t *testing.T, tarPath, imageID string) *runner.AgentSpec {
+func (e imageEnv) addTar(t *testing.T, tarPath, imageID string) *agentspec.Spec {
 	t.Helper()
 	c, err := e.a.Add(context.Background(), tarPath, AddOptions{Unchecked: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &runner.AgentSpec{Name: "moved", Version: "1", Image: imageID, ImageCID: c.String(), Command: []string{"/agent", "exit", "0"}}
+	return &agentspec.Spec{Name: "moved", Version: "1", Image: imageID, ImageCID: c.String(), Command: []string{"/agent", "exit", "0"}}
 }
 
 func TestAgentImageMovesByCIDAndRuns(t *testing.T) {
@@ -218,7 +218,7 @@ func TestAgentImageRetagRefusedOriginalUntouched(t *testing.T) {
 
 func TestAgentImageWithoutCIDSaysHow(t *testing.T) {
 	e := newImageEnv(t)
-	spec := &runner.AgentSpec{Name: "absent", Version: "1", Image: "sha256:" + strings.Repeat("ab", 32), Command: []string{"/agent"}}
+	spec := &agentspec.Spec{Name: "absent", Version: "1", Image: "sha256:" + strings.Repeat("ab", 32), Command: []string{"/agent"}}
 	err := e.b.EnsureAgentImage(context.Background(), spec, e.ex, ImageProgress{})
 	if err == nil || !strings.Contains(err.Error(), "evalmesh agent add") {
 		t.Fatalf("got %v, want an error saying how to provide the image", err)

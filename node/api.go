@@ -311,7 +311,7 @@ func (n *Node) guard(h http.Handler) http.Handler {
 		}
 		if !n.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="evalmesh"`)
-			writeErr(w, http.StatusUnauthorized, fmt.Errorf("missing or wrong API token: send `Authorization: Bearer TOKEN` with the token in %s (readable only by the account that runs the daemon; the evalmesh CLI sends it)", APITokenPath(n.home)))
+			writeErr(w, http.StatusUnauthorized, fmt.Errorf("missing or wrong API token: send `Authorization: Bearer TOKEN` with the token in %s (readable only by the account that runs the daemon; the evalmesh CLI sends it)", n.home.APITokenPath()))
 			return
 		}
 		if r.Method != http.MethodPost {
@@ -373,9 +373,6 @@ func (n *Node) authorized(r *http.Request) bool {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	return ok && want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
-
-// APITokenPath is the file holding the API token while the daemon runs (mode 0600).
-func APITokenPath(h home.Home) string { return filepath.Join(h.Dir, "api.token") }
 
 // newAPIToken returns 32 random bytes, hex-encoded.
 func newAPIToken() (string, error) {

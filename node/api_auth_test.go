@@ -87,9 +87,9 @@ func TestAPIRefusesAllButTheOwner(t *testing.T) {
 	if len(token) != 64 {
 		t.Fatalf("token %q: want 64 hex characters", token)
 	}
-	fi, err := os.Stat(APITokenPath(h))
+	fi, err := os.Stat(h.APITokenPath())
 	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("%s: %v, mode %v; want 0600", APITokenPath(h), err, fi.Mode())
+		t.Fatalf("%s: %v, mode %v; want 0600", h.APITokenPath(), err, fi.Mode())
 	}
 	secretDir := writeTree(t, map[string]string{"id_rsa": "secret"})
 	addBody := func() io.Reader {
@@ -177,7 +177,7 @@ func TestAPITokenUnreadableByOtherAccounts(t *testing.T) {
 			t.Skipf("%s is not searchable by other accounts", dir)
 		}
 	}
-	cat := exec.Command("cat", APITokenPath(h))
+	cat := exec.Command("cat", h.APITokenPath())
 	cat.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cat.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "Permission denied") {

@@ -54,9 +54,9 @@ func NewClient(h home.Home) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	token, err := os.ReadFile(APITokenPath(h))
+	token, err := os.ReadFile(h.APITokenPath())
 	if errors.Is(err, fs.ErrPermission) {
-		return nil, fmt.Errorf("cannot read the API token %s: %w (only the account that runs the daemon of home %s may use its API)", APITokenPath(h), err, h.Dir)
+		return nil, fmt.Errorf("cannot read the API token %s: %w (only the account that runs the daemon of home %s may use its API)", h.APITokenPath(), err, h.Dir)
 	}
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err

@@ -171,7 +171,7 @@ func TestDaemonSurvivesFullDisk(t *testing.T) {
 
 	// A killed daemon's unsynced tail fills the disk: the next start cuts it and comes up.
 	d.kill(t)
-	segs, _ := filepath.Glob(filepath.Join(PackBlocksDir(h), "*.seg"))
+	segs, _ := filepath.Glob(filepath.Join(h.PackBlocksDir(), "*.seg"))
 	if len(segs) == 0 {
 		t.Fatal("no segment files")
 	}
@@ -206,7 +206,7 @@ func pinned(pins []PinInfo, c interface{ String() string }) bool {
 // removed at start, even when the start then fails, so the CLI does not try a dead address.
 func TestStaleAPIFileRemovedAtStart(t *testing.T) {
 	h := newHome(t)
-	for _, p := range []string{h.APIPath(), APITokenPath(h)} {
+	for _, p := range []string{h.APIPath(), h.APITokenPath()} {
 		if err := os.WriteFile(p, []byte("127.0.0.1:1\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +216,7 @@ func TestStaleAPIFileRemovedAtStart(t *testing.T) {
 	if err := Run(context.Background(), h, opts, nil); err == nil {
 		t.Fatal("Run with a bad blockstore kind started")
 	}
-	for _, p := range []string{h.APIPath(), APITokenPath(h)} {
+	for _, p := range []string{h.APIPath(), h.APITokenPath()} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s still there after a failed start (%v)", p, err)
 		}

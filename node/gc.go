@@ -229,7 +229,7 @@ func (n *Node) gcBlocks(ctx context.Context, dryRun bool, progress func(string, 
 
 // gcFolders removes abandoned .unpack-* folders under the home and finished runs' workspaces.
 func (n *Node) gcFolders(opts GCOptions, rep *GCReport) error {
-	skip := map[string]bool{n.home.BlocksDir(): true, PackBlocksDir(n.home): true, n.home.DatastoreDir(): true, n.home.ObjectsDir(): true}
+	skip := map[string]bool{n.home.BlocksDir(): true, n.home.PackBlocksDir(): true, n.home.DatastoreDir(): true, n.home.ObjectsDir(): true}
 	cutoff := time.Now().Add(-opts.UnpackAge)
 	err := filepath.WalkDir(n.home.Dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {

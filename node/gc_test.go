@@ -15,7 +15,7 @@ import (
 
 func segBytes(t *testing.T, n *Node) int64 {
 	t.Helper()
-	segs, _ := filepath.Glob(filepath.Join(PackBlocksDir(n.home), "*.seg"))
+	segs, _ := filepath.Glob(filepath.Join(n.home.PackBlocksDir(), "*.seg"))
 	var total int64
 	for _, s := range segs {
 		fi, err := os.Stat(s)

@@ -13,10 +13,11 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/testutil"
 	"github.com/evalmesh/evalmesh/protocol"
-	"github.com/evalmesh/evalmesh/runner"
 )
 
 // The protocol end to end over real gossipsub: honest nodes run the real claim machine
@@ -543,10 +544,10 @@ func realCampaign(t testing.TB, lab *attest.Lab, title string, tasks, agents, se
 	c := &protocol.Campaign{Network: gossipNet, Title: title, Seeds: seeds, Replication: 1,
 		Created: time.Now().Add(-time.Minute), Deadline: time.Now().Add(time.Hour)}
 	for i := range tasks {
-		c.Tasks = append(c.Tasks, runner.RawCID(fmt.Appendf(nil, "%s task %d", title, i)))
+		c.Tasks = append(c.Tasks, agentspec.RawCID(fmt.Appendf(nil, "%s task %d", title, i)))
 	}
 	for i := range agents {
-		spec := &runner.AgentSpec{Name: fmt.Sprintf("%s-agent%d", title, i), Version: "1", Command: []string{"evalmesh", "agent", "echo"}}
+		spec := &agentspec.Spec{Name: fmt.Sprintf("%s-agent%d", title, i), Version: "1", Command: []string{"evalmesh", "agent", "echo"}}
 		c.Agents = append(c.Agents, protocol.NewCampaignAgent(spec))
 	}
 	env, _, err := protocol.SignCampaign(lab, c)

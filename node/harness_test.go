@@ -42,7 +42,7 @@ var testStore = cmp.Or(os.Getenv("EVALMESH_TEST_BLOCKSTORE"), "flat")
 // testBlocksDir is where a node in home h under the suite's store kind keeps its blocks.
 func testBlocksDir(h home.Home) string {
 	if testStore == "pack" {
-		return PackBlocksDir(h)
+		return h.PackBlocksDir()
 	}
 	return h.BlocksDir()
 }

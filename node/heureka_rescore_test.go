@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
 	heurekaexample "github.com/evalmesh/evalmesh/examples/heureka"
 	"github.com/evalmesh/evalmesh/internal/home"
@@ -103,7 +105,7 @@ func heurekaNetwork(t *testing.T, taskDir string) (labs []heurekaLab, campaign s
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := &runner.AgentSpec{Name: "cosci-thorough", Version: "1.0.0", Command: []string{"evalmesh", "agent", "cosci-thorough"}}
+	agent := &agentspec.Spec{Name: "cosci-thorough", Version: "1.0.0", Command: []string{"evalmesh", "agent", "cosci-thorough"}}
 	env, id, err := protocol.SignCampaign(ps[0].lab, &protocol.Campaign{Network: heurekaNet, Title: "HeurekaBench re-score",
 		Tasks: []string{task.String()}, Agents: []protocol.CampaignAgent{protocol.NewCampaignAgent(agent)}, Seeds: 1, Replication: 1,
 		Created: time.Now().Add(-time.Minute), Deadline: time.Now().Add(time.Hour)})

@@ -17,6 +17,8 @@ import (
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/protocol/recon"
@@ -131,7 +133,7 @@ type Mesh struct {
 type meshCampaign struct {
 	v      *protocol.VerifiedCampaign
 	tasks  map[string]tasks.Meta // bundle CID -> metadata (after fetching it)
-	agents map[string]*runner.AgentSpec
+	agents map[string]*agentspec.Spec
 	added  bool // handed to the claim machine
 	// refused: agent CID -> why this node's policy will not run it (mesh_policy.go).
 	refused map[string]string
@@ -621,9 +623,9 @@ func (m *Mesh) campaignCreated(env []byte) time.Time {
 // prepareCampaign fetches a campaign's bundles and parses its agents, retrying while peers
 // that hold the bundles are not reachable yet.
 func (m *Mesh) prepareCampaign(v *protocol.VerifiedCampaign, try int) {
-	mc := &meshCampaign{v: v, tasks: map[string]tasks.Meta{}, agents: map[string]*runner.AgentSpec{}, noKey: map[string]bool{}}
+	mc := &meshCampaign{v: v, tasks: map[string]tasks.Meta{}, agents: map[string]*agentspec.Spec{}, noKey: map[string]bool{}}
 	for _, a := range v.Campaign.Agents {
-		spec, err := runner.ParseAgentSpec(a.Spec)
+		spec, err := agentspec.Parse(a.Spec)
 		if err != nil {
 			m.n.opts.Logf("mesh: campaign %s: agent %s: %v", v.ID, a.CID, err)
 			return
@@ -746,7 +748,7 @@ func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 // execute runs one slot: bundle, agent, evaluation, signature; then the submission and log
 // archive go into the blockstore (peers fetch them by the CIDs in the attestation) and the
 // attestation into the store, which gossips it.
-func (m *Mesh) execute(ctx context.Context, s protocol.StartRun, spec *runner.AgentSpec) protocol.RunOutcome {
+func (m *Mesh) execute(ctx context.Context, s protocol.StartRun, spec *agentspec.Spec) protocol.RunOutcome {
 	infra := func(err error) protocol.RunOutcome {
 		m.n.opts.Logf("mesh: run of slot %s failed (infrastructure): %v", s.Slot.ID, err)
 		return protocol.RunOutcome{Kind: protocol.RunInfraFailed, Detail: err.Error()}
@@ -847,7 +849,7 @@ func (m *Mesh) BundleDir(ctx context.Context, cs string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("task CID %q: %w", cs, err)
 	}
-	dir := filepath.Join(m.n.home.Dir, "bundles", c.String())
+	dir := filepath.Join(m.n.home.BundlesDir(), c.String())
 	m.bundleMu.Lock()
 	mu := m.bundles[c.String()]
 	if mu == nil {

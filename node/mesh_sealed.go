@@ -73,7 +73,7 @@ func (m *Mesh) startGrants() {
 	m.grants = g
 	r := m.opts.Runner
 	keys := &runner.GrantKeys{Lab: m.lab, Trust: m.opts.Trust, Grants: g.grants}
-	if id, err := attest.LoadAgeIdentity(attest.NodeLabAgeKeyPath(m.n.home)); err == nil {
+	if id, err := attest.LoadAgeIdentity(m.n.home.LabAgeKeyPath()); err == nil {
 		keys.Identity = id
 	} else if !errors.Is(err, os.ErrNotExist) {
 		m.n.opts.Logf("mesh: %v: sealed bundles will not be scored here", err)

@@ -189,7 +189,7 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	if vc == nil {
 		vc = n.verifyStoredCampaign
 	}
-	if n.vstore, err = OpenStore(StoreDir(h), StoreOptions{Trust: trust, VerifyCampaign: vc}); err != nil {
+	if n.vstore, err = OpenStore(h.StoreDir(), StoreOptions{Trust: trust, VerifyCampaign: vc}); err != nil {
 		return nil, err
 	}
 	if err := n.importLocalRuns(); err != nil {
@@ -480,17 +480,14 @@ type syncStore interface {
 	Sync() error
 }
 
-// PackBlocksDir is where the pack blockstore keeps its segments and index.
-func PackBlocksDir(h home.Home) string { return filepath.Join(h.Dir, "blocks-pack") }
-
 // openStore opens the blockstore kind the config names: "flat" (one file per block, under
 // HOME/blocks) or "pack" (segment files and an index, under HOME/blocks-pack).
 func openStore(h home.Home, kind string) (syncStore, error) {
-	flatHas, packHas := flatStoreHasBlocks(h.BlocksDir()), packStoreHasBlocks(PackBlocksDir(h))
+	flatHas, packHas := flatStoreHasBlocks(h.BlocksDir()), packStoreHasBlocks(h.PackBlocksDir())
 	switch kind {
 	case "flat":
 		if packHas && !flatHas {
-			return nil, storeMismatch(h, "flat", PackBlocksDir(h), "pack")
+			return nil, storeMismatch(h, "flat", h.PackBlocksDir(), "pack")
 		}
 		return openFlatStore(h.BlocksDir())
 	case "", "pack":
@@ -499,7 +496,7 @@ func openStore(h home.Home, kind string) (syncStore, error) {
 		if flatHas && !packHas {
 			return nil, storeMismatch(h, "pack", h.BlocksDir(), "flat")
 		}
-		return openPackStore(PackBlocksDir(h))
+		return openPackStore(h.PackBlocksDir())
 	}
 	return nil, fmt.Errorf("config blockstore: %q is not a blockstore kind: use flat or pack", kind)
 }

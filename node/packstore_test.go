@@ -417,7 +417,7 @@ func TestBlockstoreKindFromConfig(t *testing.T) {
 			files := testFiles(600 << 10)
 			root := seed(t, files, n)
 			checkFiles(t, n, root, files)
-			packSegs, _ := filepath.Glob(filepath.Join(PackBlocksDir(h), "*.seg"))
+			packSegs, _ := filepath.Glob(filepath.Join(h.PackBlocksDir(), "*.seg"))
 			flatBlocks, _ := filepath.Glob(filepath.Join(h.BlocksDir(), "*", "*.data"))
 			if (kind == "pack") != (len(packSegs) > 0) || (kind == "flat") != (len(flatBlocks) > 0) {
 				t.Fatalf("kind %s: %d pack segments, %d flat block files", kind, len(packSegs), len(flatBlocks))

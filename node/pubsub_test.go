@@ -15,10 +15,11 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/testutil"
 	"github.com/evalmesh/evalmesh/protocol"
-	"github.com/evalmesh/evalmesh/runner"
 )
 
 const gossipNet = "gossiptest"
@@ -184,10 +185,10 @@ func gossipCampaign(t testing.TB, lab *attest.Lab, title string, tasks, agents, 
 	c := &protocol.Campaign{Network: gossipNet, Title: title, Seeds: seeds, Replication: 1,
 		Created: gossipNow.Add(-time.Hour), Deadline: gossipNow.Add(72 * time.Hour)}
 	for i := range tasks {
-		c.Tasks = append(c.Tasks, runner.RawCID(fmt.Appendf(nil, "%s task %d", title, i)))
+		c.Tasks = append(c.Tasks, agentspec.RawCID(fmt.Appendf(nil, "%s task %d", title, i)))
 	}
 	for i := range agents {
-		spec := &runner.AgentSpec{Name: fmt.Sprintf("agent%d", i), Version: "1", Command: []string{"evalmesh", "agent", "echo"}}
+		spec := &agentspec.Spec{Name: fmt.Sprintf("agent%d", i), Version: "1", Command: []string{"evalmesh", "agent", "echo"}}
 		c.Agents = append(c.Agents, protocol.NewCampaignAgent(spec))
 	}
 	env, _, err := protocol.SignCampaign(lab, c)
@@ -237,7 +238,7 @@ func TestPubSubValidatorsOverRealGossipsub(t *testing.T) {
 
 	good, _ := gossipCampaign(t, lab, "good", 2, 2, 2)
 	forged, _ := gossipCampaign(t, stranger, "forged", 2, 2, 2)
-	slot := attest.Slot{Campaign: attest.EnvelopeID(good), Task: runner.RawCID([]byte("t")), Agent: runner.RawCID([]byte("a"))}
+	slot := attest.Slot{Campaign: attest.EnvelopeID(good), Task: agentspec.RawCID([]byte("t")), Agent: agentspec.RawCID([]byte("a"))}
 	run := signGossipRun(t, peers[0], slot, "submission")
 	uncertified := signGossipRun(t, evil, slot, "evil submission")
 
@@ -339,7 +340,7 @@ func TestPubSubBurstIsNotDropped(t *testing.T) {
 	const n = 1500
 	envs := make([][]byte, n)
 	for i := range envs {
-		envs[i] = signGossipRun(t, peers[0], attest.Slot{Campaign: runner.RawCID([]byte("c")), Task: runner.RawCID([]byte("t")), Agent: runner.RawCID([]byte("a")), Seed: i}, fmt.Sprint(i))
+		envs[i] = signGossipRun(t, peers[0], attest.Slot{Campaign: agentspec.RawCID([]byte("c")), Task: agentspec.RawCID([]byte("t")), Agent: agentspec.RawCID([]byte("a")), Seed: i}, fmt.Sprint(i))
 	}
 	for _, e := range envs {
 		if err := peers[0].ps.Publish(ctx, protocol.TopicAttestations, e); err != nil {
@@ -381,7 +382,7 @@ func TestPubSubCountsSlowSubscriberDrops(t *testing.T) {
 		defer stop()
 	}
 	for i := range 20 {
-		env := signGossipRun(t, p, attest.Slot{Campaign: runner.RawCID([]byte("c")), Task: runner.RawCID([]byte("t")), Agent: runner.RawCID([]byte("a")), Seed: i}, fmt.Sprint(i))
+		env := signGossipRun(t, p, attest.Slot{Campaign: agentspec.RawCID([]byte("c")), Task: agentspec.RawCID([]byte("t")), Agent: agentspec.RawCID([]byte("a")), Seed: i}, fmt.Sprint(i))
 		if err := p.ps.Publish(ctx, protocol.TopicAttestations, env); err != nil {
 			t.Fatal(err)
 		}

@@ -31,7 +31,7 @@ func Run(ctx context.Context, h home.Home, opts Options, ready func(n *Node, api
 			return fmt.Errorf("a daemon already runs for home %s (API in %s)", h.Dir, h.APIPath())
 		}
 	}
-	for _, p := range []string{h.APIPath(), APITokenPath(h)} {
+	for _, p := range []string{h.APIPath(), h.APITokenPath()} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove the stale %s: %w", p, err)
 		}
@@ -65,11 +65,11 @@ func Run(ctx context.Context, h home.Home, opts Options, ready func(n *Node, api
 		return err
 	}
 	// Written before the address: a client that finds HOME/api finds the token too.
-	if err := home.WriteFileAtomic(APITokenPath(h), []byte(token+"\n"), 0o600); err != nil {
+	if err := home.WriteFileAtomic(h.APITokenPath(), []byte(token+"\n"), 0o600); err != nil {
 		ln.Close()
-		return fmt.Errorf("write %s: %w", APITokenPath(h), err)
+		return fmt.Errorf("write %s: %w", h.APITokenPath(), err)
 	}
-	defer os.Remove(APITokenPath(h))
+	defer os.Remove(h.APITokenPath())
 	n.apiToken = token
 	srv := &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)

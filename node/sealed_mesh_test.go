@@ -13,6 +13,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
 	"github.com/evalmesh/evalmesh/internal/home"
@@ -71,10 +73,10 @@ func newSealedMesh(t *testing.T) *sealedMesh {
 		t.Fatal(err)
 	}
 	f.h, f.hA = newHome(t), newHome(t)
-	if err := attest.WriteAgeIdentity(attest.NodeLabAgeKeyPath(f.h), f.ageB); err != nil {
+	if err := attest.WriteAgeIdentity(f.h.LabAgeKeyPath(), f.ageB); err != nil {
 		t.Fatal(err)
 	}
-	if err := attest.WriteAgeIdentity(attest.NodeLabAgeKeyPath(f.hA), f.ageA); err != nil {
+	if err := attest.WriteAgeIdentity(f.hA.LabAgeKeyPath(), f.ageA); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -131,7 +133,7 @@ func (f *sealedMesh) publish(n *Node, m *Mesh) (bundle, campaign string) {
 // publishCampaign publishes lab-a's campaign of seeds slots of bundle, through m.
 func (f *sealedMesh) publishCampaign(m *Mesh, bundle string, seeds int) string {
 	t := f.t
-	agent := &runner.AgentSpec{Name: "constant", Version: "1.0.0", Command: []string{"evalmesh", "agent", "constant"}}
+	agent := &agentspec.Spec{Name: "constant", Version: "1.0.0", Command: []string{"evalmesh", "agent", "constant"}}
 	env, campaign, err := protocol.SignCampaign(f.labA, &protocol.Campaign{Network: f.network, Title: "sealed slot",
 		Tasks: []string{bundle}, Agents: []protocol.CampaignAgent{protocol.NewCampaignAgent(agent)}, Seeds: seeds, Replication: 1,
 		Created: time.Now().Add(-time.Minute), Deadline: time.Now().Add(time.Hour)})

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -760,18 +759,11 @@ func (quietPebble) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))
 }
 
-// StoreDir is where a home's verified store lives.
-func StoreDir(h home.Home) string { return filepath.Join(h.Dir, "store") }
-
-// TrustPath is the trust file the node verifies attestations under when no trust store is
-// passed in Options.
-func TrustPath(h home.Home) string { return filepath.Join(h.Dir, "trust.yaml") }
-
 func loadHomeTrust(h home.Home) (*attest.TrustStore, error) {
-	if _, err := os.Stat(TrustPath(h)); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(h.TrustPath()); errors.Is(err, os.ErrNotExist) {
 		return attest.NewTrustStore(), nil
 	}
-	return attest.LoadTrust(TrustPath(h))
+	return attest.LoadTrust(h.TrustPath())
 }
 
 // Store is the node's verified attestation and campaign store.

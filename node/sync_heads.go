@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -21,12 +20,9 @@ import (
 // message it receives to ObserveHead, which validates it, records it and starts a sync
 // with a peer whose set differs under the same network document.
 
-// NetworkDocPath is the network document a node loads when Options.Network is nil.
-func NetworkDocPath(h home.Home) string { return filepath.Join(h.Dir, "network.json") }
-
 // LoadNetworkDoc reads HOME/network.json; a home without one has none (nil, nil).
 func LoadNetworkDoc(h home.Home) (*protocol.NetworkDoc, error) {
-	b, err := os.ReadFile(NetworkDocPath(h))
+	b, err := os.ReadFile(h.NetworkDocPath())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -35,7 +31,7 @@ func LoadNetworkDoc(h home.Home) (*protocol.NetworkDoc, error) {
 	}
 	d, err := protocol.ParseNetworkDoc(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", NetworkDocPath(h), err)
+		return nil, fmt.Errorf("%s: %w", h.NetworkDocPath(), err)
 	}
 	return d, nil
 }

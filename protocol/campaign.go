@@ -11,8 +11,9 @@ import (
 
 	"github.com/ipfs/go-cid"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
-	"github.com/evalmesh/evalmesh/runner"
 )
 
 // Campaigns: a lab's signed request to run agents × tasks × seeds (docs/protocol.md,
@@ -72,11 +73,11 @@ type Campaign struct {
 // CampaignAgent is one agent of a campaign.
 type CampaignAgent struct {
 	CID  string          `json:"cid"`
-	Spec json.RawMessage `json:"spec"` // the agent spec's canonical JSON (runner.AgentSpec.Canonical)
+	Spec json.RawMessage `json:"spec"` // the agent spec's canonical JSON (agentspec.Spec.Canonical)
 }
 
 // NewCampaignAgent embeds spec as a campaign agent.
-func NewCampaignAgent(spec *runner.AgentSpec) CampaignAgent {
+func NewCampaignAgent(spec *agentspec.Spec) CampaignAgent {
 	return CampaignAgent{CID: spec.CID(), Spec: spec.Canonical()}
 }
 
@@ -308,10 +309,10 @@ func (c *Campaign) check(maxSlots int) error {
 			return bad("agents[%d] %s is listed twice (or is also a task)", i, a.CID)
 		}
 		seen[a.CID] = true
-		if got := runner.RawCID(a.Spec); got != a.CID {
+		if got := agentspec.RawCID(a.Spec); got != a.CID {
 			return refuseCampaign(CampaignAgentMismatch, "agents[%d] spec hashes to %s, not its cid %s", i, got, a.CID)
 		}
-		spec, err := runner.ParseAgentSpec(a.Spec)
+		spec, err := agentspec.Parse(a.Spec)
 		if err != nil {
 			return bad("agents[%d] (%s): %v", i, a.CID, err)
 		}
@@ -346,5 +347,5 @@ func SlotID(s attest.Slot) string {
 		Seed     int    `json:"seed"`
 		Task     string `json:"task"`
 	}{s.Agent, s.Campaign, s.Seed, s.Task})
-	return runner.RawCID(b)
+	return agentspec.RawCID(b)
 }

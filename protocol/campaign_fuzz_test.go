@@ -8,8 +8,9 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
-	"github.com/evalmesh/evalmesh/runner"
 )
 
 // fuzzLab is a lab with a fixed key, so seed envelopes stay valid across runs.
@@ -100,7 +101,7 @@ func FuzzVerifyCampaign(f *testing.F) {
 			t.Fatalf("%d slots over %d", n, o.MaxSlots)
 		}
 		for _, a := range v.Campaign.Agents {
-			if runner.RawCID(a.Spec) != a.CID {
+			if agentspec.RawCID(a.Spec) != a.CID {
 				t.Fatalf("agent %s accepted with a spec that hashes elsewhere", a.CID)
 			}
 		}

@@ -9,8 +9,9 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
-	"github.com/evalmesh/evalmesh/runner"
 )
 
 var campaignT0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -39,12 +40,12 @@ func trustStoreOf(t testing.TB, labs ...*attest.Lab) *attest.TrustStore {
 	return ts
 }
 
-func campaignTestSpec(name string) *runner.AgentSpec {
-	return &runner.AgentSpec{Name: name, Version: "1.0.0", Command: []string{"evalmesh", "agent", "echo"}}
+func campaignTestSpec(name string) *agentspec.Spec {
+	return &agentspec.Spec{Name: name, Version: "1.0.0", Command: []string{"evalmesh", "agent", "echo"}}
 }
 
 // campaignTestCID is a syntactically valid CID standing for a task bundle.
-func campaignTestCID(s string) string { return runner.RawCID([]byte(s)) }
+func campaignTestCID(s string) string { return agentspec.RawCID([]byte(s)) }
 
 func campaignFixture(tasks, agents, seeds int) *Campaign {
 	c := &Campaign{Network: "testnet", Title: "a test campaign", Seeds: seeds, Replication: 1,
@@ -118,7 +119,7 @@ func TestCampaignSlotsOrderAndIDs(t *testing.T) {
 	}
 	// The ID is the documented hash, fixed for all time.
 	s := attest.Slot{Campaign: "c", Task: "t", Agent: "a", Seed: 7}
-	if got, want := SlotID(s), runner.RawCID([]byte(`{"agent":"a","campaign":"c","seed":7,"task":"t"}`)); got != want {
+	if got, want := SlotID(s), agentspec.RawCID([]byte(`{"agent":"a","campaign":"c","seed":7,"task":"t"}`)); got != want {
 		t.Fatalf("SlotID %s, want %s", got, want)
 	}
 	// Verifying gives the same slots as signing.

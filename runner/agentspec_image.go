@@ -7,6 +7,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/internal/home"
 )
 
@@ -49,7 +51,7 @@ func SetSpecImage(path, image, imageCID string) error {
 		return err
 	}
 	enc.Close()
-	if _, err := ParseAgentSpec(buf.Bytes()); err != nil {
+	if _, err := agentspec.Parse(buf.Bytes()); err != nil {
 		return fmt.Errorf("%s: after setting the image: %w", path, err)
 	}
 	fi, err := os.Stat(path)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/agentspec"
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
 	"github.com/evalmesh/evalmesh/tasks"
 )
@@ -29,7 +30,7 @@ func TestAgentTaskNeverNamesPrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Runner{AllowNetwork: true}
-	st := &RunState{ID: "r1", Seed: 3, Agent: AgentSpec{Name: "a", Version: "1", Command: []string{"/agent"}, Network: "none",
+	st := &RunState{ID: "r1", Seed: 3, Agent: agentspec.Spec{Name: "a", Version: "1", Command: []string{"/agent"}, Network: "none",
 		Env: map[string]string{"X": "y"}}, GPUs: []string{"GPU-1"}}
 	cfg, err := r.agentTask(st, b, nameOnly{})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/agentspec"
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/runner"
@@ -32,7 +33,7 @@ func BenchmarkRunFirstInstruction(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	agent := &runner.AgentSpec{Name: "marker", Version: "1", Command: []string{"/bin/sh", "-c", `date +%s%N > "$EVALMESH_OUTPUT/marker"`}}
+	agent := &agentspec.Spec{Name: "marker", Version: "1", Command: []string{"/bin/sh", "-c", `date +%s%N > "$EVALMESH_OUTPUT/marker"`}}
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
@@ -77,7 +78,7 @@ func BenchmarkRunFirstInstructionDocker(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	agent := &runner.AgentSpec{Name: "marker", Version: "1", Image: insp.ID, Command: []string{"/agent", "marker"}}
+	agent := &agentspec.Spec{Name: "marker", Version: "1", Image: insp.ID, Command: []string{"/agent", "marker"}}
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
@@ -103,7 +104,7 @@ func BenchmarkRunFirstInstructionDocker(b *testing.B) {
 // Run: go test -run '^$' -bench RunnerCPU -benchtime 1x ./runner
 func BenchmarkRunnerCPUWhileAgentRuns(b *testing.B) {
 	b.Run("process", func(b *testing.B) {
-		agent := &runner.AgentSpec{Name: "sleeper", Version: "1", Command: []string{"/bin/sleep", "10"}}
+		agent := &agentspec.Spec{Name: "sleeper", Version: "1", Command: []string{"/bin/sleep", "10"}}
 		benchRunnerCPU(b, nil, agent)
 	})
 	b.Run("docker", func(b *testing.B) {
@@ -116,12 +117,12 @@ func BenchmarkRunnerCPUWhileAgentRuns(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		agent := &runner.AgentSpec{Name: "sleeper", Version: "1", Image: insp.ID, Command: []string{"/agent", "sleep", "10s"}}
+		agent := &agentspec.Spec{Name: "sleeper", Version: "1", Image: insp.ID, Command: []string{"/agent", "sleep", "10s"}}
 		benchRunnerCPU(b, ex, agent)
 	})
 }
 
-func benchRunnerCPU(b *testing.B, ex runner.Executor, agent *runner.AgentSpec) {
+func benchRunnerCPU(b *testing.B, ex runner.Executor, agent *agentspec.Spec) {
 	h := home.Home{Dir: filepath.Join(b.TempDir(), "home")}
 	if _, err := h.Init(); err != nil {
 		b.Fatal(err)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/docker"
 	"github.com/evalmesh/evalmesh/runner/executortest"
@@ -37,7 +39,7 @@ func dockerRunner(t *testing.T) (*runner.Runner, *client.Client) {
 func TestRunDockerEndToEnd(t *testing.T) {
 	r, cli := dockerRunner(t)
 	img := exampleImage(t, cli)
-	solver := &runner.AgentSpec{Name: "solver", Version: "1.0.0", Image: img, Command: []string{"/agent"}}
+	solver := &agentspec.Spec{Name: "solver", Version: "1.0.0", Image: img, Command: []string{"/agent"}}
 
 	o, err := r.Run(bg, runner.Request{TaskDir: exampleTask(t, "arithmetic"), Agent: solver})
 	if err != nil {
@@ -82,7 +84,7 @@ func TestRunDockerAgentNeverSeesPrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	secret := strings.Split(string(labels), "\n")[1] // "te000,<label>": only private/ has it
-	hunter := &runner.AgentSpec{Name: "hunter", Version: "1", Image: insp.ID, Command: []string{"/agent", "private", secret}}
+	hunter := &agentspec.Spec{Name: "hunter", Version: "1", Image: insp.ID, Command: []string{"/agent", "private", secret}}
 	o, err := r.Run(bg, runner.Request{TaskDir: exampleTask(t, "sentiment"), Agent: hunter})
 	if err != nil {
 		t.Fatal(err)

@@ -202,7 +202,7 @@ func (r *Runner) RescoreHeureka(ctx context.Context, ex Executor, runID string, 
 	if err != nil {
 		return nil, err
 	}
-	base := filepath.Join(r.Home.Dir, "rescores")
+	base := r.Home.RescoresDir()
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return nil, err
 	}

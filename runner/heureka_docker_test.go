@@ -8,6 +8,8 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
 	heurekaexample "github.com/evalmesh/evalmesh/examples/heureka"
 	"github.com/evalmesh/evalmesh/runner"
@@ -36,7 +38,7 @@ func TestHeurekaJudgeInDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := &runner.AgentSpec{Name: "cosci-thorough", Version: "1.0.0", Image: img, Command: []string{"/agent"}}
+	agent := &agentspec.Spec{Name: "cosci-thorough", Version: "1.0.0", Image: img, Command: []string{"/agent"}}
 	o, err := r.Run(bg, runner.Request{TaskDir: task, Agent: agent})
 	if err != nil {
 		t.Fatal(err)

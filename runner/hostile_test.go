@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/executortest"
@@ -57,7 +59,7 @@ func TestRunDockerHostileAgentsAttested(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			agent := &runner.AgentSpec{Name: "hostile", Version: "1", Image: insp.ID, Command: append([]string{"/agent"}, tt.args...)}
+			agent := &agentspec.Spec{Name: "hostile", Version: "1", Image: insp.ID, Command: append([]string{"/agent"}, tt.args...)}
 			o, err := r.Run(bg, runner.Request{TaskDir: task, Agent: agent})
 			if err != nil {
 				t.Fatal(err)
@@ -93,7 +95,7 @@ func TestRunProcessForkBombAttested(t *testing.T) {
 	}
 	h := newHome(t)
 	r := processRunner(t, h, nil)
-	agent := &runner.AgentSpec{Name: "forkbomb", Version: "1", Command: []string{executortest.Binary(t), "forkbomb"}}
+	agent := &agentspec.Spec{Name: "forkbomb", Version: "1", Command: []string{executortest.Binary(t), "forkbomb"}}
 	o, err := r.Run(bg, runner.Request{TaskDir: exampleTask(t, "arithmetic"), Agent: agent})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +123,7 @@ func TestRunDockerForkBombAttestedAtDefaultPoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := &runner.AgentSpec{Name: "forkbomb", Version: "1", Image: insp.ID, Command: []string{"/agent", "forkbomb"}}
+	agent := &agentspec.Spec{Name: "forkbomb", Version: "1", Image: insp.ID, Command: []string{"/agent", "forkbomb"}}
 	o, err := r.Run(bg, runner.Request{TaskDir: exampleTask(t, "arithmetic"), Agent: agent})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +175,7 @@ func TestRunProcessHostileAgentCannotReadPrivate(t *testing.T) {
 	if root { // under a uid of its own the agent cannot read the bundle's private/ by its path
 		cmd = append(cmd, labelsPath)
 	}
-	hunter := &runner.AgentSpec{Name: "hunter", Version: "1", Command: cmd}
+	hunter := &agentspec.Spec{Name: "hunter", Version: "1", Command: cmd}
 	o, err := r.Run(bg, runner.Request{TaskDir: task, Agent: hunter})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/examples/agents"
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
@@ -119,8 +121,8 @@ func processRunner(t *testing.T, h home.Home, ex runner.Executor) *runner.Runner
 	}
 }
 
-func exampleAgent(name string) *runner.AgentSpec {
-	return &runner.AgentSpec{Name: name, Version: "1.0.0", Command: []string{"evalmesh", "agent", name}}
+func exampleAgent(name string) *agentspec.Spec {
+	return &agentspec.Spec{Name: name, Version: "1.0.0", Command: []string{"evalmesh", "agent", name}}
 }
 
 // trustSelf is a trust store that trusts the home's node key directly.

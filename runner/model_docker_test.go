@@ -12,6 +12,8 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/internal/testutil"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/docker"
@@ -33,8 +35,8 @@ func podImage(t *testing.T, cli *client.Client) string {
 }
 
 // standinModel is the model part of a spec serving the stand-in on port 8000.
-func standinModel(img string, extra ...string) *runner.ModelSpec {
-	return &runner.ModelSpec{
+func standinModel(img string, extra ...string) *agentspec.Model {
+	return &agentspec.Model{
 		Name: "standin", Image: img, Port: 8000, ReadyPath: "/health",
 		Command: append([]string{"/model", "serve", "--addr", "127.0.0.1:8000", "--model", "standin"}, extra...),
 		Probe:   []string{"/model", "probe"}, ReadyTimeoutSeconds: 30,
@@ -85,8 +87,8 @@ func TestModelPodReActAgentScores(t *testing.T) {
 	r, ex, img := podRunner(t)
 	m := standinModel(img)
 	digest := weightsFolder(t, r)
-	m.Weights = []runner.WeightRef{{Name: "tiny", Digest: digest}}
-	agent := &runner.AgentSpec{Name: "react", Version: "1", Image: img, Command: []string{"/agent"}, Model: m}
+	m.Weights = []agentspec.WeightRef{{Name: "tiny", Digest: digest}}
+	agent := &agentspec.Spec{Name: "react", Version: "1", Image: img, Command: []string{"/agent"}, Model: m}
 	o, err := r.Run(bg, runner.Request{TaskDir: exampleTask(t, "sentiment"), Agent: agent})
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +193,7 @@ func TestModelNeverReadyFailsTheRun(t *testing.T) {
 	r, ex, img := podRunner(t)
 	m := standinModel(img, "--never-ready")
 	m.ReadyTimeoutSeconds = 2
-	agent := &runner.AgentSpec{Name: "react", Version: "1", Image: img, Command: []string{"/agent"}, Model: m}
+	agent := &agentspec.Spec{Name: "react", Version: "1", Image: img, Command: []string{"/agent"}, Model: m}
 	_, err := r.Run(bg, runner.Request{TaskDir: exampleTask(t, "sentiment"), Agent: agent})
 	if err == nil || !errors.Is(err, runner.ErrModelNotReady) || !strings.Contains(err.Error(), "did not become ready within 2s") {
 		t.Fatalf("err %v, want the model's readiness failure", err)
@@ -210,7 +212,7 @@ func TestModelGoesDownWithAgentAtWallClock(t *testing.T) {
 	task := copyTask(t, "sentiment", func(y string) string {
 		return strings.Replace(y, "wall_clock_seconds: 120", "wall_clock_seconds: 20", 1)
 	})
-	agent := &runner.AgentSpec{Name: "hang", Version: "1", Image: img, Command: []string{"/testagent", "sleep", "1h"}, Model: standinModel(img)}
+	agent := &agentspec.Spec{Name: "hang", Version: "1", Image: img, Command: []string{"/testagent", "sleep", "1h"}, Model: standinModel(img)}
 	o, err := r.Run(bg, runner.Request{TaskDir: task, Agent: agent})
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +228,7 @@ func TestModelGoesDownWithAgentAtWallClock(t *testing.T) {
 func TestModelPolicyRefusesUnlistedImage(t *testing.T) {
 	r, _, img := podRunner(t)
 	r.Models = runner.ModelPolicy{}
-	agent := &runner.AgentSpec{Name: "react", Version: "1", Image: img, Command: []string{"/agent"}, Model: standinModel(img)}
+	agent := &agentspec.Spec{Name: "react", Version: "1", Image: img, Command: []string{"/agent"}, Model: standinModel(img)}
 	_, err := r.Run(bg, runner.Request{TaskDir: exampleTask(t, "sentiment"), Agent: agent})
 	if err == nil || !strings.Contains(err.Error(), "runner.models.images") {
 		t.Fatalf("err %v", err)
@@ -237,7 +239,7 @@ func TestModelPolicyRefusesUnlistedImage(t *testing.T) {
 // finishes the run, and removes both containers.
 func TestModelPodSIGKILLRecovery(t *testing.T) {
 	r, ex, img := podRunner(t)
-	agent := runner.AgentSpec{Name: "sleeper", Version: "1", Image: img, Command: []string{"/testagent", "sleep", "6s"}, Model: standinModel(img)}
+	agent := agentspec.Spec{Name: "sleeper", Version: "1", Image: img, Command: []string{"/testagent", "sleep", "6s"}, Model: standinModel(img)}
 	o := sigkillRecovery(t, r, agent)
 	if o.Predicate.Model == nil || o.Predicate.Model.Image != img {
 		t.Fatalf("recovered run attests model %+v", o.Predicate.Model)
@@ -253,7 +255,7 @@ func TestModelPodSIGKILLWhileLoading(t *testing.T) {
 	r, ex, img := podRunner(t)
 	m := standinModel(img, "--never-ready")
 	m.ReadyTimeoutSeconds = 600
-	agent := runner.AgentSpec{Name: "react", Version: "1", Image: img, Command: []string{"/agent"}, Model: m}
+	agent := agentspec.Spec{Name: "react", Version: "1", Image: img, Command: []string{"/agent"}, Model: m}
 	req, _ := json.Marshal(map[string]any{"Home": r.Home.Dir, "Task": exampleTask(t, "arithmetic"), "Executor": "docker", "Agent": agent, "Models": r.Models})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "EVALMESH_TEST_NODE="+string(req))
@@ -290,8 +292,8 @@ func TestModelWeightsDigestMismatchFailsTheRun(t *testing.T) {
 	r, _, img := podRunner(t)
 	weightsFolder(t, r)
 	m := standinModel(img)
-	m.Weights = []runner.WeightRef{{Name: "tiny", Digest: "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"}}
-	agent := &runner.AgentSpec{Name: "react", Version: "1", Image: img, Command: []string{"/agent"}, Model: m}
+	m.Weights = []agentspec.WeightRef{{Name: "tiny", Digest: "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"}}
+	agent := &agentspec.Spec{Name: "react", Version: "1", Image: img, Command: []string{"/agent"}, Model: m}
 	_, err := r.Run(bg, runner.Request{TaskDir: exampleTask(t, "sentiment"), Agent: agent})
 	if err == nil || !strings.Contains(err.Error(), "the spec records bafkreigh2ak") {
 		t.Fatalf("err %v, want the digest mismatch", err)

@@ -12,6 +12,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/client"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/docker"
 )
@@ -61,7 +63,7 @@ func (g *privateGate) Start(ctx context.Context, cfg runner.TaskConfig) (*runner
 func TestAgentContainerGoneBeforePrivateTouched(t *testing.T) {
 	r, cli := dockerRunner(t)
 	img := exampleImage(t, cli)
-	solver := &runner.AgentSpec{Name: "solver", Version: "1.0.0", Image: img, Command: []string{"/agent"}}
+	solver := &agentspec.Spec{Name: "solver", Version: "1.0.0", Image: img, Command: []string{"/agent"}}
 	junk := regexp.MustCompile(`,[^,\n]+\n`)
 	tests := []struct {
 		name, task string

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/executortest"
 )
@@ -51,7 +53,7 @@ func TestHostileOutputsBothExecutors(t *testing.T) {
 			}
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
-					spec := &runner.AgentSpec{Name: "hostile", Version: "1", Image: image, Command: append([]string{agent, "output"}, c.args...)}
+					spec := &agentspec.Spec{Name: "hostile", Version: "1", Image: image, Command: append([]string{agent, "output"}, c.args...)}
 					o, err := r.Run(bg, runner.Request{TaskDir: task, Agent: spec})
 					if err != nil {
 						t.Fatal(err)

@@ -22,6 +22,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/runner/gpu"
@@ -93,7 +95,7 @@ type Request struct {
 	TaskDir string
 	// TaskCID is the bundle's CID; empty means compute it (tasks.Pack into memory).
 	TaskCID string
-	Agent   *AgentSpec
+	Agent   *agentspec.Spec
 	Seed    int
 	// Campaign is the campaign CID, or "" for LocalCampaign.
 	Campaign string
@@ -410,10 +412,10 @@ func (r *Runner) agentTask(st *RunState, b *tasks.Bundle, ex Executor) (TaskConf
 	}
 	env[EnvSeed] = fmt.Sprint(st.Seed)
 	if m := st.Agent.Model; m != nil {
-		env[EnvOpenAIBaseURL] = m.BaseURL()
-		env[EnvModelName], env[EnvOpenAIModel] = m.Name, m.Name
-		if _, ok := env[EnvOpenAIAPIKey]; !ok {
-			env[EnvOpenAIAPIKey] = "evalmesh-local-model"
+		env[agentspec.EnvOpenAIBaseURL] = m.BaseURL()
+		env[agentspec.EnvModelName], env[agentspec.EnvOpenAIModel] = m.Name, m.Name
+		if _, ok := env[agentspec.EnvOpenAIAPIKey]; !ok {
+			env[agentspec.EnvOpenAIAPIKey] = "evalmesh-local-model"
 		}
 	}
 	lim := b.Meta.Limits
@@ -708,7 +710,7 @@ func subject(name string, data []byte, c, role string) attest.Subject {
 
 // storeObject writes data to HOME/objects/<cid> (once) and returns the CID.
 func storeObject(h home.Home, data []byte) (string, error) {
-	c := RawCID(data)
+	c := agentspec.RawCID(data)
 	if err := os.MkdirAll(ObjectsDir(h), 0o755); err != nil {
 		return "", err
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/runner"
 )
@@ -77,7 +79,7 @@ func TestRunProcessEndToEnd(t *testing.T) {
 			for _, s := range st.Subject {
 				c := s.Annotations[attest.AnnotationCID].(string)
 				data, err := os.ReadFile(filepath.Join(runner.ObjectsDir(h), c))
-				if err != nil || runner.RawCID(data) != c {
+				if err != nil || agentspec.RawCID(data) != c {
 					t.Fatalf("object %s (%s): %v", c, s.Name, err)
 				}
 			}
@@ -104,7 +106,7 @@ func TestRunInvalidOutcomes(t *testing.T) {
 	tests := []struct {
 		name   string
 		task   string
-		agent  *runner.AgentSpec
+		agent  *agentspec.Spec
 		seed   int
 		reason string
 		exit   int
@@ -135,7 +137,7 @@ func TestRunTimeoutIsAttested(t *testing.T) {
 	task := copyTask(t, "arithmetic", func(y string) string {
 		return strings.Replace(y, "wall_clock_seconds: 120", "wall_clock_seconds: 1", 1)
 	})
-	sleeper := &runner.AgentSpec{Name: "sleeper", Version: "1", Command: []string{"/bin/sleep", "30"}}
+	sleeper := &agentspec.Spec{Name: "sleeper", Version: "1", Command: []string{"/bin/sleep", "30"}}
 	start := time.Now()
 	o, err := r.Run(bg, runner.Request{TaskDir: task, Agent: sleeper})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"sort"
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
@@ -47,7 +48,7 @@ func ForHome(h home.Home, executors map[string]Executor, executor string, log io
 	// Sealed bundles: this lab's grants among the home's envelope files (where `task grant`
 	// writes them); a daemon's mesh replaces this with its store's.
 	keys := &GrantKeys{Lab: r.Lab, Grants: DirGrants(h.AttestationsDir())}
-	if id, err := attest.LoadAgeIdentity(attest.NodeLabAgeKeyPath(h)); err == nil {
+	if id, err := attest.LoadAgeIdentity(h.LabAgeKeyPath()); err == nil {
 		keys.Identity = id
 	}
 	r.Keys = keys
@@ -67,4 +68,14 @@ func (r *Runner) Inventory() (gpu.Inventory, error) { return r.inventory() }
 // PolicyFromConfig is the lab's model and network policy of a config's runner section.
 func PolicyFromConfig(c home.RunnerConfig) ModelPolicy {
 	return ModelPolicy{Images: c.Models.Images, Weights: c.Models.Weights, MaxGPUs: c.Models.MaxGPUs, AllowNetwork: c.AllowNetwork}
+}
+
+// sortedKeys returns m's keys in order, so error messages list executors the same way each time.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

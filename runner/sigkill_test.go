@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/internal/testutil"
 
 	"github.com/evalmesh/evalmesh/internal/home"
@@ -24,7 +26,7 @@ import (
 func nodeMain() int {
 	var req struct {
 		Home, Task, Executor string
-		Agent                runner.AgentSpec
+		Agent                agentspec.Spec
 		Models               runner.ModelPolicy
 	}
 	if err := json.Unmarshal([]byte(os.Getenv("EVALMESH_TEST_NODE")), &req); err != nil {
@@ -52,7 +54,7 @@ func nodeMain() int {
 
 // sigkillRecovery starts a node process, SIGKILLs it while the agent runs, then recovers in
 // this process: the run is re-attached and finished, and attested exactly once.
-func sigkillRecovery(t *testing.T, r *runner.Runner, agent runner.AgentSpec) *runner.Outcome {
+func sigkillRecovery(t *testing.T, r *runner.Runner, agent agentspec.Spec) *runner.Outcome {
 	req, _ := json.Marshal(map[string]any{"Home": r.Home.Dir, "Task": exampleTask(t, "arithmetic"), "Executor": r.Executor, "Agent": agent, "Models": r.Models})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "EVALMESH_TEST_NODE="+string(req))
@@ -103,7 +105,7 @@ func sigkillRecovery(t *testing.T, r *runner.Runner, agent runner.AgentSpec) *ru
 func TestSIGKILLRecoveryProcess(t *testing.T) {
 	h := newHome(t)
 	r := processRunner(t, h, nil)
-	sigkillRecovery(t, r, runner.AgentSpec{Name: "sleeper", Version: "1", Command: []string{"/bin/sleep", "3"}})
+	sigkillRecovery(t, r, agentspec.Spec{Name: "sleeper", Version: "1", Command: []string{"/bin/sleep", "3"}})
 }
 
 func TestSIGKILLRecoveryDocker(t *testing.T) {
@@ -113,5 +115,5 @@ func TestSIGKILLRecoveryDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sigkillRecovery(t, r, runner.AgentSpec{Name: "sleeper", Version: "1", Image: insp.ID, Command: []string{"/agent", "sleep", "5s"}})
+	sigkillRecovery(t, r, agentspec.Spec{Name: "sleeper", Version: "1", Image: insp.ID, Command: []string{"/agent", "sleep", "5s"}})
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/runner/gpu"
 )
@@ -40,15 +42,15 @@ func (p Phase) holdsGPUs() bool { return !p.Final() && p != PhaseAwaitingKey }
 // RunState is HOME/runs/<run-id>/state.json, rewritten atomically at every phase change so a
 // restarted node knows what each run was doing and which GPUs it held.
 type RunState struct {
-	ID       string    `json:"id"`
-	Phase    Phase     `json:"phase"`
-	Executor string    `json:"executor"`
-	TaskDir  string    `json:"task_dir"`
-	TaskCID  string    `json:"task_cid"`
-	Campaign string    `json:"campaign"`
-	Agent    AgentSpec `json:"agent"`
-	AgentCID string    `json:"agent_cid"`
-	Seed     int       `json:"seed"`
+	ID       string         `json:"id"`
+	Phase    Phase          `json:"phase"`
+	Executor string         `json:"executor"`
+	TaskDir  string         `json:"task_dir"`
+	TaskCID  string         `json:"task_cid"`
+	Campaign string         `json:"campaign"`
+	Agent    agentspec.Spec `json:"agent"`
+	AgentCID string         `json:"agent_cid"`
+	Seed     int            `json:"seed"`
 	// Attempt is the attempt number the run signs: the caller's (Request.Attempt, from the
 	// claim machine) or, when higher, one more than this node's earlier runs of the slot
 	// (nextAttempt). 0 in states of an older evalmesh, attested as absent (read as 1).

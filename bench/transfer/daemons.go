@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	evhome "github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/internal/testutil"
 )
 
@@ -33,7 +34,7 @@ func startDaemon(home, store, profile string) (*daemon, error) {
 		return nil, fmt.Errorf("evalmesh init: %v: %s", err, out)
 	}
 	// The blockstore kind is a config field; init wrote the default (pack at this writing).
-	cfgPath := filepath.Join(home, "config.yaml")
+	cfgPath := evhome.Home{Dir: home}.ConfigPath()
 	cfg, err := os.ReadFile(cfgPath)
 	if err != nil {
 		return nil, err

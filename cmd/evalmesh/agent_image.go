@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/node"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/docker"
@@ -40,7 +42,7 @@ Example:
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			spec, err := runner.LoadAgentSpec(args[0])
+			spec, err := agentspec.Load(args[0])
 			if err != nil {
 				return err
 			}
@@ -132,7 +134,7 @@ Example:
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			spec, err := runner.LoadAgentSpec(args[0])
+			spec, err := agentspec.Load(args[0])
 			if err != nil {
 				return err
 			}

@@ -12,8 +12,9 @@ import (
 
 	"github.com/ipfs/go-cid"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/node"
-	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/executortest"
 	"github.com/evalmesh/evalmesh/tasks"
 )
@@ -48,7 +49,7 @@ func TestAgentAddThenPullOverTwoDaemons(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &added); err != nil || added.ImageCID == "" || added.Bytes == 0 {
 		t.Fatalf("agent add printed %q (%v)", out, err)
 	}
-	after, err := runner.LoadAgentSpec(spec)
+	after, err := agentspec.Load(spec)
 	if err != nil || after.ImageCID != added.ImageCID || after.Image != id {
 		t.Fatalf("spec after agent add: %+v (%v); want image %s, image_cid %s", after, err, id, added.ImageCID)
 	}

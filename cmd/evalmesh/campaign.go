@@ -10,9 +10,10 @@ import (
 	"github.com/ipfs/go-cid"
 	"github.com/spf13/cobra"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/protocol"
-	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/tasks"
 )
 
@@ -84,7 +85,7 @@ func runCampaignCreate(ctx context.Context, o campaignCreateOptions, stdout io.W
 		c.Tasks = append(c.Tasks, id)
 	}
 	for _, path := range o.Agents {
-		spec, err := runner.LoadAgentSpec(path)
+		spec, err := agentspec.Load(path)
 		if err != nil {
 			return "", 0, err
 		}
@@ -238,7 +239,7 @@ func runCampaignVerify(o campaignVerifyOptions) (campaignVerifyOutput, error) {
 	out.Tasks, out.Seeds, out.Replication, out.Slots = c.Tasks, c.Seeds, c.Replication, len(c.Slots())
 	out.Created, out.Deadline = &c.Created, &c.Deadline
 	for _, a := range c.Agents {
-		s, _ := runner.ParseAgentSpec(a.Spec) // VerifyCampaign parsed it
+		s, _ := agentspec.Parse(a.Spec) // VerifyCampaign parsed it
 		out.Agents = append(out.Agents, campaignAgentOutput{CID: a.CID, Name: s.Name, Version: s.Version})
 	}
 	return out, nil

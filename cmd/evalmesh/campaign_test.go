@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evalmesh/evalmesh/runner"
+	"github.com/evalmesh/evalmesh/agentspec"
 	"github.com/evalmesh/evalmesh/tasks"
 )
 
@@ -58,7 +58,7 @@ func TestCampaignCreateVerifyCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := runner.LoadAgentSpec(f.agent)
+	spec, err := agentspec.Load(f.agent)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -133,7 +133,7 @@ Example:
 				for _, a := range n.Addrs() {
 					fmt.Fprintf(out, "listening   %s\n", a)
 				}
-				fmt.Fprintf(out, "API         http://%s (address in %s, token in %s)\n", apiAddr, h.APIPath(), node.APITokenPath(h))
+				fmt.Fprintf(out, "API         http://%s (address in %s, token in %s)\n", apiAddr, h.APIPath(), h.APITokenPath())
 				if d := n.DashboardAddr(); d != "" {
 					fmt.Fprintf(out, "dashboard   http://%s/ (read-only, no token; metrics on /metrics)\n", d)
 				}
@@ -217,9 +217,9 @@ func meshOptions(h home.Home, n *node.Node, claims protocol.ClaimConfig, log io.
 	}
 	trust := net.Trust
 	if trust == nil {
-		trustPath := filepath.Join(h.Dir, "trust.yaml")
+		trustPath := h.TrustPath()
 		if _, err := os.Stat(trustPath); errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(log, "not joining a network: no %s or %s (list the network's labs in one of them)\n", filepath.Join(h.Dir, NetworkDocFile), trustPath)
+			fmt.Fprintf(log, "not joining a network: no %s or %s (list the network's labs in one of them)\n", h.NetworkDocPath(), trustPath)
 			return nil, nil
 		}
 		if trust, err = attest.LoadTrust(trustPath); err != nil {

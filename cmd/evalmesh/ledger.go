@@ -14,12 +14,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/internal/taskset"
 	"github.com/evalmesh/evalmesh/node"
 	"github.com/evalmesh/evalmesh/protocol"
-	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/scoring"
 )
 
@@ -280,10 +281,10 @@ func agentNames(paths []string) (map[string]string, error) {
 			return nil, fmt.Errorf("--agents %s holds no agent spec (*.yaml, *.yml or *.json)", p)
 		}
 	}
-	specs := map[string]*runner.AgentSpec{} // by CID
+	specs := map[string]*agentspec.Spec{} // by CID
 	from := map[string]string{}
 	for _, f := range files {
-		s, err := runner.LoadAgentSpec(f)
+		s, err := agentspec.Load(f)
 		if err != nil {
 			return nil, fmt.Errorf("--agents: %w", err)
 		}

@@ -24,7 +24,7 @@ func TestAttestImportAndLedgerFromTheDaemonStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(node.TrustPath(home.Home{Dir: f.home}), trust, 0o644); err != nil {
+	if err := os.WriteFile(home.Home{Dir: f.home}.TrustPath(), trust, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	attDir := filepath.Join(f.home, "attestations")

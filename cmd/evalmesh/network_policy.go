@@ -5,16 +5,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/scoring"
 )
-
-// NetworkDocFile is where a node keeps its network's document (docs/protocol-sync.md).
-const NetworkDocFile = "network.json"
 
 // networkPolicy is what every node of a network must compute its ledger with.
 type networkPolicy struct {
@@ -28,7 +24,7 @@ type networkPolicy struct {
 // it, the node uses `evalmesh ledger`'s defaults (isolated runs only, no replication).
 func loadNetworkPolicy(h home.Home, network string) (networkPolicy, error) {
 	np := networkPolicy{Scoring: scoring.Options{Worst: "population", BootstrapRounds: 100}}
-	path := filepath.Join(h.Dir, NetworkDocFile)
+	path := h.NetworkDocPath()
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return np, nil

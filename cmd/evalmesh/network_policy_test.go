@@ -24,7 +24,7 @@ func TestNetworkPolicyEloBootstrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := `{"version":1,"network":"airs","labs":[],"ledger":{"elo_bootstrap":"tasks-linearised"}}`
-	if err := os.WriteFile(filepath.Join(h.Dir, NetworkDocFile), []byte(doc), 0o644); err != nil {
+	if err := os.WriteFile(h.NetworkDocPath(), []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	np, err = loadNetworkPolicy(h, "airs")

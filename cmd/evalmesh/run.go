@@ -16,6 +16,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/runner"
@@ -204,9 +206,9 @@ func runCommand(cmd *cobra.Command, g *globals, f runFlags) error {
 	if err != nil {
 		return err
 	}
-	var spec *runner.AgentSpec
+	var spec *agentspec.Spec
 	if !f.recoverOnly {
-		if spec, err = runner.LoadAgentSpec(f.agentPath); err != nil {
+		if spec, err = agentspec.Load(f.agentPath); err != nil {
 			return err
 		}
 	}
@@ -270,7 +272,7 @@ func recoverOnly(ctx context.Context, r *runner.Runner, h home.Home, status *sta
 }
 
 // loadAgentImage loads the spec's image tar into the engine when a docker run needs it.
-func loadAgentImage(ctx context.Context, r *runner.Runner, spec *runner.AgentSpec) error {
+func loadAgentImage(ctx context.Context, r *runner.Runner, spec *agentspec.Spec) error {
 	if r.Executor != "docker" || spec.Image != "" || spec.ImageTar == "" {
 		return nil
 	}

@@ -43,7 +43,7 @@ func homeTrust(h home.Home) (*attest.TrustStore, error) {
 	if np.Trust != nil {
 		return np.Trust, nil
 	}
-	t, err := attest.LoadTrust(node.TrustPath(h))
+	t, err := attest.LoadTrust(h.TrustPath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -78,7 +78,7 @@ func SealAndGrant(ctx context.Context, h home.Home, src, out string) (*SealResul
 		return nil, err
 	}
 	if trust == nil {
-		return nil, fmt.Errorf("sealing needs the network's labs and their age recipients: no %s or %s in %s", NetworkDocFile, node.TrustPath(h), h.Dir)
+		return nil, fmt.Errorf("sealing needs the network's labs and their age recipients: no %s or %s in %s", home.NetworkDocFile, home.TrustFile, h.Dir)
 	}
 	key, cert, err := nodeSigner(h)
 	if err != nil {
@@ -179,7 +179,7 @@ func GrantBundle(ctx context.Context, g *globals, h home.Home, bundle, lab strin
 	if err != nil {
 		return "", err
 	}
-	id, err := attest.LoadAgeIdentity(attest.NodeLabAgeKeyPath(h))
+	id, err := attest.LoadAgeIdentity(h.LabAgeKeyPath())
 	if err != nil {
 		return "", err
 	}

@@ -40,7 +40,7 @@ func labHome(t *testing.T, name, trust string) (labDir, hdir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(attest.NodeLabAgeKeyPath(h), id, 0o600)
+	os.WriteFile(h.LabAgeKeyPath(), id, 0o600)
 	cli(t, hdir, "trust", "add", "--trust", trust, "--lab", labDir)
 	return labDir, hdir
 }

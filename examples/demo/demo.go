@@ -22,6 +22,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/examples/agents"
 	heurekaexample "github.com/evalmesh/evalmesh/examples/heureka"
@@ -37,10 +39,10 @@ import (
 // LabName is the name the demo's lab is created and trusted under.
 const LabName = "demo-lab"
 
-// Files the demo leaves in its home beside the node's own (paths relative to the home).
+// Files the demo leaves in its home beside the node's own (paths relative to the home); the
+// trust file listing only the demo lab is the home's own (home.TrustFile).
 const (
 	LabDir    = "demo-lab"        // the lab's key (lab.key) and public half (lab.json)
-	TrustFile = "trust.yaml"      // trust file listing only the demo lab
 	TasksDir  = "examples/tasks"  // the example task bundles
 	AgentsDir = "examples/agents" // one agent spec per example agent (NAME.yaml)
 )
@@ -165,7 +167,7 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Home: h.Dir, Node: pid.String(), LabName: LabName,
-		TrustFile: filepath.Join(h.Dir, TrustFile), TasksDir: filepath.Join(h.Dir, filepath.FromSlash(TasksDir)),
+		TrustFile: h.TrustPath(), TasksDir: filepath.Join(h.Dir, filepath.FromSlash(TasksDir)),
 		AgentsDir: filepath.Join(h.Dir, filepath.FromSlash(AgentsDir)), Attestations: h.AttestationsDir()}
 
 	// The trust chain: a lab, its certificate for this node in HOME/node-cert.json, and a
@@ -347,14 +349,14 @@ func taskInputs(ctx context.Context, dir string) ([]scoring.TaskInfo, map[string
 
 // writeAgentSpecs writes DIR/NAME.yaml for every example agent and returns the specs as
 // read back from those files, so the runs name exactly the agents `--agents DIR` names.
-func writeAgentSpecs(dir string) (map[string]*runner.AgentSpec, error) {
+func writeAgentSpecs(dir string) (map[string]*agentspec.Spec, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	out := map[string]*runner.AgentSpec{}
+	out := map[string]*agentspec.Spec{}
 	for _, name := range agents.Names() {
 		a, _ := agents.Lookup(name)
-		spec := &runner.AgentSpec{Name: name, Version: "1.0.0", Command: []string{"evalmesh", "agent", name}}
+		spec := &agentspec.Spec{Name: name, Version: "1.0.0", Command: []string{"evalmesh", "agent", name}}
 		b, err := yaml.Marshal(spec)
 		if err != nil {
 			return nil, err
@@ -364,7 +366,7 @@ func writeAgentSpecs(dir string) (map[string]*runner.AgentSpec, error) {
 		if err := home.WriteFileAtomic(path, b, 0o644); err != nil {
 			return nil, err
 		}
-		if out[name], err = runner.LoadAgentSpec(path); err != nil {
+		if out[name], err = agentspec.Load(path); err != nil {
 			return nil, err
 		}
 	}

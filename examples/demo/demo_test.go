@@ -119,7 +119,7 @@ func TestDemoTrustChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trust, err := attest.LoadTrust(filepath.Join(dir, demo.TrustFile))
+	trust, err := attest.LoadTrust(home.Home{Dir: dir}.TrustPath())
 	if err != nil {
 		t.Fatal(err)
 	}

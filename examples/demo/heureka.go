@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/examples/agents"
 	heurekaexample "github.com/evalmesh/evalmesh/examples/heureka"
 	"github.com/evalmesh/evalmesh/runner"
@@ -47,7 +49,7 @@ func wantsHeureka(tasks []string, defaulted bool) bool {
 }
 
 // runHeureka runs the co-scientists on the HeurekaBench task for seeds seeds.
-func runHeureka(ctx context.Context, r *runner.Runner, res *Result, bundles map[string]string, specs map[string]*runner.AgentSpec, coScientists []string, seeds int, log io.Writer) error {
+func runHeureka(ctx context.Context, r *runner.Runner, res *Result, bundles map[string]string, specs map[string]*agentspec.Spec, coScientists []string, seeds int, log io.Writer) error {
 	tdir := filepath.Join(res.TasksDir, heurekaexample.Name)
 	cid, err := runner.BundleCID(ctx, tdir)
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/evalmesh/evalmesh/agentspec"
+
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/examples/agents"
 	heurekaexample "github.com/evalmesh/evalmesh/examples/heureka"
@@ -445,7 +447,7 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 	if err != nil {
 		return nil, err
 	}
-	res.LedgerCommand = append([]string{"evalmesh", "ledger", "--network-doc", filepath.Join(nodes[0].h.Dir, NetworkDocFile),
+	res.LedgerCommand = append([]string{"evalmesh", "ledger", "--network-doc", nodes[0].h.NetworkDocPath(),
 		"--tasks", tasksDir, "--agents", agentsDir, "--attestations", exportDir}, demoLedgerFlags...)
 	res.Seconds = time.Since(start).Seconds()
 	res.Slots, res.DuplicateRuns = slots, len(res.Runs)-slots
@@ -469,7 +471,7 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 	return res, nil
 }
 
-func specNameByCID(specs map[string]*runner.AgentSpec, c string) string {
+func specNameByCID(specs map[string]*agentspec.Spec, c string) string {
 	for name, s := range specs {
 		if s.CID() == c {
 			return name
@@ -486,9 +488,6 @@ func keys(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
-
-// NetworkDocFile is where each demo node keeps the network document.
-const NetworkDocFile = "network.json"
 
 // LabNode is one lab of a demo network and its node's home.
 type LabNode struct {
@@ -562,10 +561,10 @@ func NewLabs(dir string, n int) (*Labs, error) {
 		return nil, err
 	}
 	for _, n := range ls.Nodes {
-		if err := ls.Trust.Save(filepath.Join(n.Home.Dir, TrustFile)); err != nil {
+		if err := ls.Trust.Save(n.Home.TrustPath()); err != nil {
 			return nil, err
 		}
-		if err := home.WriteFileAtomic(filepath.Join(n.Home.Dir, NetworkDocFile), ls.Doc.Canonical(), 0o644); err != nil {
+		if err := home.WriteFileAtomic(n.Home.NetworkDocPath(), ls.Doc.Canonical(), 0o644); err != nil {
 			return nil, err
 		}
 	}

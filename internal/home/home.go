@@ -1,18 +1,29 @@
 // Package home owns the layout of a node home directory (default ~/.evalmesh): the node's
-// ed25519 libp2p identity, its config file, its optional lab certificate, and the folders
-// other packages keep their state in. It creates and reads those files and nothing else.
+// ed25519 libp2p identity, its config file, its optional lab certificate, and the name of
+// every other file and folder a home holds, though other packages write most of them. Each
+// entry is spelled here once, so the packages that share an entry (the CLI and the daemon
+// both read trust.yaml and network.json; the runner and the node both write attestations/)
+// cannot drift apart, and this list is the whole of what a home holds.
 //
-// Layout (all paths relative to the home):
+// Layout (all paths relative to the home; the writer in brackets):
 //
 //	identity.key      libp2p-marshalled ed25519 private key, mode 0600 (never overwritten)
 //	config.yaml       commented node config (see Config)
 //	node-cert.json    optional: this node's certificate from its lab (attest.NodeCert)
-//	api               while the daemon runs: its HTTP API address (host:port)
-//	blocks/           the blockstore (node package)
-//	datastore/        the datastore: pins, metadata (node package)
-//	runs/             one folder per run (runner package)
-//	attestations/     signed envelopes by ID (runner, node)
-//	objects/          submissions and log archives by CID (runner)
+//	trust.yaml        optional: the labs whose attestations count, when there is no network.json (the operator)
+//	network.json      optional: the network document: its labs and ledger options (the operator; docs/protocol-sync.md)
+//	lab-age.key       optional: the lab's age identity, to open sealed bundles' grants (the operator; attest)
+//	api               while the daemon runs: its HTTP API address (host:port) [node]
+//	api.token         while the daemon runs: the API's bearer token, mode 0600 [node]
+//	blocks/           the flat blockstore, one file per block [node]
+//	blocks-pack/      the pack blockstore's segments and index [node]
+//	datastore/        the datastore: pins, metadata [node]
+//	store/            the verified store: campaigns and attestations by ID [node]
+//	bundles/          unpacked task bundles by CID [node]
+//	runs/             one folder per run [runner]
+//	rescores/         one folder per re-score of a HeurekaBench run [runner]
+//	attestations/     signed envelopes and grants by ID [runner, node, CLI]
+//	objects/          submissions and log archives by CID [runner]
 //
 // Functions here are safe for concurrent use on distinct homes.
 package home
@@ -55,17 +66,61 @@ func Resolve(flagValue string) (Home, error) {
 	return Home{Dir: abs}, nil
 }
 
-func (h Home) IdentityPath() string { return filepath.Join(h.Dir, "identity.key") }
-func (h Home) ConfigPath() string   { return filepath.Join(h.Dir, "config.yaml") }
-func (h Home) CertPath() string     { return filepath.Join(h.Dir, "node-cert.json") }
-func (h Home) APIPath() string      { return filepath.Join(h.Dir, "api") }
-func (h Home) BlocksDir() string    { return filepath.Join(h.Dir, "blocks") }
-func (h Home) DatastoreDir() string { return filepath.Join(h.Dir, "datastore") }
-func (h Home) RunsDir() string      { return filepath.Join(h.Dir, "runs") }
+// The entries' names, for messages that name a file without its home; code that opens one
+// uses the Home method of the same name.
+const (
+	IdentityFile       = "identity.key"
+	ConfigFile         = "config.yaml"
+	CertFile           = "node-cert.json"
+	TrustFile          = "trust.yaml"
+	NetworkDocFile     = "network.json"
+	LabAgeKeyFile      = "lab-age.key"
+	APIFile            = "api"
+	APITokenFile       = "api.token"
+	BlocksFolder       = "blocks"
+	PackBlocksFolder   = "blocks-pack"
+	DatastoreFolder    = "datastore"
+	StoreFolder        = "store"
+	BundlesFolder      = "bundles"
+	RunsFolder         = "runs"
+	RescoresFolder     = "rescores"
+	AttestationsFolder = "attestations"
+	ObjectsFolder      = "objects"
+)
+
+func (h Home) IdentityPath() string { return filepath.Join(h.Dir, IdentityFile) }
+func (h Home) ConfigPath() string   { return filepath.Join(h.Dir, ConfigFile) }
+func (h Home) CertPath() string     { return filepath.Join(h.Dir, CertFile) }
+
+// TrustPath is the trust file: the labs whose attestations this node accepts when no network
+// document names them (docs/trust-format.md).
+func (h Home) TrustPath() string { return filepath.Join(h.Dir, TrustFile) }
+
+// NetworkDocPath is the network document: the labs and ledger options every node of the
+// network shares.
+func (h Home) NetworkDocPath() string { return filepath.Join(h.Dir, NetworkDocFile) }
+
+// LabAgeKeyPath is the node's copy of its lab's age identity (attest.LabAgeKeyFile in the
+// lab's own folder): the node decrypts grants with it; the lab's signing key stays off nodes.
+func (h Home) LabAgeKeyPath() string { return filepath.Join(h.Dir, LabAgeKeyFile) }
+
+func (h Home) APIPath() string { return filepath.Join(h.Dir, APIFile) }
+
+// APITokenPath holds the API token while the daemon runs (mode 0600): reading it is what
+// lets a local account use the API.
+func (h Home) APITokenPath() string { return filepath.Join(h.Dir, APITokenFile) }
+
+func (h Home) BlocksDir() string     { return filepath.Join(h.Dir, BlocksFolder) }
+func (h Home) PackBlocksDir() string { return filepath.Join(h.Dir, PackBlocksFolder) }
+func (h Home) DatastoreDir() string  { return filepath.Join(h.Dir, DatastoreFolder) }
+func (h Home) StoreDir() string      { return filepath.Join(h.Dir, StoreFolder) }
+func (h Home) BundlesDir() string    { return filepath.Join(h.Dir, BundlesFolder) }
+func (h Home) RunsDir() string       { return filepath.Join(h.Dir, RunsFolder) }
+func (h Home) RescoresDir() string   { return filepath.Join(h.Dir, RescoresFolder) }
 func (h Home) AttestationsDir() string {
-	return filepath.Join(h.Dir, "attestations")
+	return filepath.Join(h.Dir, AttestationsFolder)
 }
-func (h Home) ObjectsDir() string { return filepath.Join(h.Dir, "objects") }
+func (h Home) ObjectsDir() string { return filepath.Join(h.Dir, ObjectsFolder) }
 
 // ErrExists is returned by Init when the home already holds an identity.
 var ErrExists = errors.New("already initialised")

@@ -87,3 +87,25 @@ func TestWriteFileExclusiveAndAtomic(t *testing.T) {
 		t.Fatalf("temp files left behind: %v", ents)
 	}
 }
+
+// The layout is on disk in every home there is: a renamed entry strands what old homes hold,
+// so the names are checked literally here, and no two entries may share one.
+func TestLayoutSpellsEachEntryOnce(t *testing.T) {
+	h := Home{Dir: filepath.Join("/", "h")}
+	want := map[string]string{
+		h.IdentityPath(): "identity.key", h.ConfigPath(): "config.yaml", h.CertPath(): "node-cert.json",
+		h.TrustPath(): "trust.yaml", h.NetworkDocPath(): "network.json", h.LabAgeKeyPath(): "lab-age.key",
+		h.APIPath(): "api", h.APITokenPath(): "api.token",
+		h.BlocksDir(): "blocks", h.PackBlocksDir(): "blocks-pack", h.DatastoreDir(): "datastore",
+		h.StoreDir(): "store", h.BundlesDir(): "bundles", h.RunsDir(): "runs", h.RescoresDir(): "rescores",
+		h.AttestationsDir(): "attestations", h.ObjectsDir(): "objects",
+	}
+	if len(want) != 17 {
+		t.Fatalf("%d distinct paths for 17 entries: two entries share a name", len(want))
+	}
+	for path, name := range want {
+		if path != filepath.Join(h.Dir, name) {
+			t.Errorf("%s, want %s in the home", path, name)
+		}
+	}
+}

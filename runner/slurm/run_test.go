@@ -15,6 +15,7 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/evalmesh/evalmesh/agentspec"
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/internal/testutil"
@@ -79,7 +80,7 @@ func TestRunScoredEndToEnd(t *testing.T) {
 	c := slurmtest.Shared(t)
 	cli := executortest.DockerClient(t)
 	img := imageID(t, cli, executortest.ExampleImage(t, cli))
-	solver := &runner.AgentSpec{Name: "solver", Version: "1.0.0", Image: img, Command: []string{"/agent"}}
+	solver := &agentspec.Spec{Name: "solver", Version: "1.0.0", Image: img, Command: []string{"/agent"}}
 	t.Run("BuiltinMetric", func(t *testing.T) {
 		t.Parallel()
 		r := slurmRunner(t, t.TempDir(), testOptions(c))
@@ -126,7 +127,7 @@ const nodeEnv = "EVALMESH_SLURM_TEST_NODE"
 type nodeRequest struct {
 	Home, Task, Conf string
 	Extra            []string
-	Agent            runner.AgentSpec
+	Agent            agentspec.Spec
 }
 
 // nodeMain is the node process of the kill tests: it starts one run through Slurm and
@@ -156,7 +157,7 @@ func nodeMain() int {
 
 // killNodeWhile starts a node process on a fresh home, waits until its run's job is in
 // jobState, SIGKILLs the node, and returns the runner the test recovers with and the job.
-func killNodeWhile(t *testing.T, c *slurmtest.Cluster, jobState string, extra []string, agent runner.AgentSpec, task string) (*runner.Runner, string) {
+func killNodeWhile(t *testing.T, c *slurmtest.Cluster, jobState string, extra []string, agent agentspec.Spec, task string) (*runner.Runner, string) {
 	t.Helper()
 	dir := t.TempDir()
 	r := slurmRunner(t, dir, testOptions(c)) // initialises the home; the recovering node
@@ -221,7 +222,7 @@ func TestNodeKilledThenRecovered(t *testing.T) {
 	cli := executortest.DockerClient(t)
 	t.Run("WhileQueued", func(t *testing.T) {
 		t.Parallel()
-		solver := runner.AgentSpec{Name: "solver", Version: "1.0.0", Image: imageID(t, cli, executortest.ExampleImage(t, cli)), Command: []string{"/agent"}}
+		solver := agentspec.Spec{Name: "solver", Version: "1.0.0", Image: imageID(t, cli, executortest.ExampleImage(t, cli)), Command: []string{"/agent"}}
 		// The job may not start for an hour: it stays queued until the test lets it go.
 		r, job := killNodeWhile(t, c, "PENDING", []string{"--begin=now+3600"}, solver, exampleTask(t, "arithmetic"))
 		c.Run(t, "scontrol", "update", "JobId="+job, "StartTime=now")
@@ -232,7 +233,7 @@ func TestNodeKilledThenRecovered(t *testing.T) {
 	})
 	t.Run("WhileRunning", func(t *testing.T) {
 		t.Parallel()
-		sleeper := runner.AgentSpec{Name: "sleeper", Version: "1", Image: imageID(t, cli, executortest.Image(t, cli)), Command: []string{"/agent", "sleep", "3s"}}
+		sleeper := agentspec.Spec{Name: "sleeper", Version: "1", Image: imageID(t, cli, executortest.Image(t, cli)), Command: []string{"/agent", "sleep", "3s"}}
 		r, _ := killNodeWhile(t, c, "RUNNING", nil, sleeper, exampleTask(t, "arithmetic"))
 		o := recoverOnce(t, r)
 		if o.Predicate.Exit.Code != 0 || o.Predicate.Exit.Reason != "" {

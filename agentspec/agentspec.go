@@ -1,4 +1,15 @@
-package runner
+// Package agentspec owns the agent spec (docs/agent-spec.md): what an agent is made of (image,
+// command, env, resources, an optional model served beside it), how a spec file is parsed and
+// checked, and its identity, the CID of its canonical JSON. It is a wire object: campaigns
+// carry specs and the ledger names agents by their CID, so protocol reads it as much as the
+// runner does. It therefore lives apart from the runner and imports no executor, no GPU or
+// network library and no other evalmesh package: a protocol validator must be able to check
+// a campaign's agents without linking Docker, NVML or a blockstore.
+//
+// Values only, no state: a Spec is not changed by any function here (Canonical copies it), so
+// specs and the package's functions are safe for concurrent use as long as callers do not
+// mutate a Spec they share.
+package agentspec
 
 import (
 	"bytes"
@@ -9,7 +20,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 
 	"github.com/ipfs/go-cid"
@@ -17,9 +27,9 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// AgentSpec describes an agent (docs/design.md §4; docs/agent-spec.md). Its identity is the CID
-// of its canonical JSON (AgentSpec.CID), so two labs holding the same spec name the same agent.
-type AgentSpec struct {
+// Spec describes an agent (docs/design.md §4; docs/agent-spec.md). Its identity is the CID
+// of its canonical JSON (Spec.CID), so two labs holding the same spec name the same agent.
+type Spec struct {
 	Name    string `json:"name" yaml:"name"`
 	Version string `json:"version" yaml:"version"`
 	// Image is the OCI image ID (sha256:…) the docker executor runs; required for docker.
@@ -38,8 +48,8 @@ type AgentSpec struct {
 	Network   string    `json:"network,omitempty" yaml:"network,omitempty"`
 	Resources Resources `json:"resources,omitzero" yaml:"resources,omitempty"`
 	// Model, if set, is served beside the agent in a container of its own; the agent reaches
-	// it at http://127.0.0.1:PORT/v1 and nothing else (docs/agents.md, runner/model.go).
-	Model *ModelSpec `json:"model,omitempty" yaml:"model,omitempty"`
+	// it at http://127.0.0.1:PORT/v1 and nothing else (docs/agents.md; the runner serves it).
+	Model *Model `json:"model,omitempty" yaml:"model,omitempty"`
 }
 
 // Resources are what the agent asks for; the task's limits cap them.
@@ -49,21 +59,21 @@ type Resources struct {
 	MemoryBytes int64 `json:"memory_bytes,omitempty" yaml:"memory_bytes,omitempty"`
 }
 
-// maxAgentSpecSize bounds a spec before YAML sees it (alias expansion is the risk).
-const maxAgentSpecSize = 64 << 10
+// maxSize bounds a spec before YAML sees it (alias expansion is the risk).
+const maxSize = 64 << 10
 
 var (
 	digestRE    = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	agentNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 )
 
-// ParseAgentSpec reads a spec from YAML or JSON (JSON is YAML) and validates it. Unknown
+// Parse reads a spec from YAML or JSON (JSON is YAML) and validates it. Unknown
 // fields are errors naming the field, so a typo is not silently dropped from the identity.
-func ParseAgentSpec(data []byte) (*AgentSpec, error) {
-	if len(data) > maxAgentSpecSize {
-		return nil, fmt.Errorf("agent spec is %d bytes, over the %d-byte limit: a spec names an image and a command, nothing bulky", len(data), maxAgentSpecSize)
+func Parse(data []byte) (*Spec, error) {
+	if len(data) > maxSize {
+		return nil, fmt.Errorf("agent spec is %d bytes, over the %d-byte limit: a spec names an image and a command, nothing bulky", len(data), maxSize)
 	}
-	var s AgentSpec
+	var s Spec
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&s); err != nil {
@@ -78,13 +88,13 @@ func ParseAgentSpec(data []byte) (*AgentSpec, error) {
 	return &s, nil
 }
 
-// LoadAgentSpec reads and validates the spec at path; ImageTar is made absolute.
-func LoadAgentSpec(path string) (*AgentSpec, error) {
+// Load reads and validates the spec at path; ImageTar is made absolute.
+func Load(path string) (*Spec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("agent spec: %w", err)
 	}
-	s, err := ParseAgentSpec(data)
+	s, err := Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -95,7 +105,7 @@ func LoadAgentSpec(path string) (*AgentSpec, error) {
 }
 
 // Validate checks the fields every executor relies on.
-func (s *AgentSpec) Validate() error {
+func (s *Spec) Validate() error {
 	switch {
 	case !agentNameRE.MatchString(s.Name):
 		return fmt.Errorf("agent spec: name %q must be 1-64 letters, digits, '.', '_' or '-'", s.Name)
@@ -140,12 +150,12 @@ func (s *AgentSpec) Validate() error {
 }
 
 // WantsNetwork reports whether the spec asks for a network.
-func (s *AgentSpec) WantsNetwork() bool { return s.Network == "bridge" }
+func (s *Spec) WantsNetwork() bool { return s.Network == "bridge" }
 
 // Canonical is the spec's canonical JSON: keys sorted (the struct declares them in the
 // order encoding/json emits, and maps are sorted), no insignificant space, "network"
 // defaulted to "none", no trailing newline.
-func (s *AgentSpec) Canonical() []byte {
+func (s *Spec) Canonical() []byte {
 	c := *s
 	if c.Network == "" {
 		c.Network = "none"
@@ -163,7 +173,7 @@ func (s *AgentSpec) Canonical() []byte {
 
 // CID is the agent's identity: CIDv1, raw codec, sha2-256 of Canonical() — what
 // `ipfs add --cid-version=1 --raw-leaves` gives for the file holding those bytes.
-func (s *AgentSpec) CID() string { return RawCID(s.Canonical()) }
+func (s *Spec) CID() string { return RawCID(s.Canonical()) }
 
 // RawCID is the CIDv1 (raw codec, sha2-256) of data; for files up to one 256 KiB chunk it
 // equals `ipfs add --cid-version=1 --raw-leaves`.
@@ -171,14 +181,4 @@ func RawCID(data []byte) string {
 	h := sha256.Sum256(data)
 	mh, _ := multihash.Encode(h[:], multihash.SHA2_256)
 	return cid.NewCidV1(cid.Raw, mh).String()
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -1,13 +1,11 @@
-package runner
+package agentspec
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
 
-func TestParseAgentSpec(t *testing.T) {
+func TestParse(t *testing.T) {
 	digest := "sha256:" + strings.Repeat("ab", 32)
 	tests := []struct {
 		name, in, err string
@@ -32,7 +30,7 @@ func TestParseAgentSpec(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseAgentSpec([]byte(tt.in))
+			_, err := Parse([]byte(tt.in))
 			if tt.err == "" && err != nil {
 				t.Fatal(err)
 			}
@@ -44,7 +42,7 @@ func TestParseAgentSpec(t *testing.T) {
 }
 
 func TestAgentCanonicalAndCID(t *testing.T) {
-	a, err := ParseAgentSpec([]byte("version: \"1.0.0\"\nname: solver\ncommand: [evalmesh, agent, solver]\nimage_tar: ./x.tar\n"))
+	a, err := Parse([]byte("version: \"1.0.0\"\nname: solver\ncommand: [evalmesh, agent, solver]\nimage_tar: ./x.tar\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +52,7 @@ func TestAgentCanonicalAndCID(t *testing.T) {
 	}
 	// The same agent written as JSON in another key order, with the default network spelled
 	// out, has the same identity; any change to a signed field changes it.
-	b, err := ParseAgentSpec([]byte(`{"network":"none","command":["evalmesh","agent","solver"],"version":"1.0.0","name":"solver"}`))
+	b, err := Parse([]byte(`{"network":"none","command":["evalmesh","agent","solver"],"version":"1.0.0","name":"solver"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,13 +65,13 @@ func TestAgentCanonicalAndCID(t *testing.T) {
 	}
 }
 
-func FuzzParseAgentSpec(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: solver\nversion: \"1\"\ncommand: [evalmesh, agent, solver]\n"))
 	f.Add([]byte(`{"name":"a","version":"1","command":["/agent"],"env":{"A":"b"},"resources":{"gpus":1,"memory_bytes":1024}}`))
 	f.Add([]byte("name: &a x\nversion: *a\ncommand: [*a]\n"))
 	f.Add([]byte("- a\n- b\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := ParseAgentSpec(data)
+		s, err := Parse(data)
 		if err != nil {
 			return
 		}
@@ -81,7 +79,7 @@ func FuzzParseAgentSpec(f *testing.F) {
 			t.Fatalf("accepted spec fails validation: %v", err)
 		}
 		// The canonical form parses back to the same identity.
-		back, err := ParseAgentSpec(s.Canonical())
+		back, err := Parse(s.Canonical())
 		if err != nil {
 			t.Fatalf("canonical form %s does not parse: %v", s.Canonical(), err)
 		}
@@ -89,36 +87,4 @@ func FuzzParseAgentSpec(f *testing.F) {
 			t.Fatalf("canonical round trip changed the identity: %s", s.Canonical())
 		}
 	})
-}
-
-func TestSetSpecImageKeepsTheRest(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "agent.yaml")
-	orig := "# my agent\nname: solver\nversion: \"1.0.0\"\ncommand: [\"/agent\"] # argv\nenv:\n  MODEL: m\n"
-	if err := os.WriteFile(p, []byte(orig), 0o640); err != nil {
-		t.Fatal(err)
-	}
-	img := "sha256:" + strings.Repeat("ab", 32)
-	cidStr := RawCID([]byte("tar"))
-	if err := SetSpecImage(p, img, cidStr); err != nil {
-		t.Fatal(err)
-	}
-	s, err := LoadAgentSpec(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Image != img || s.ImageCID != cidStr || s.Env["MODEL"] != "m" || s.Command[0] != "/agent" {
-		t.Fatalf("spec after SetSpecImage: %+v", s)
-	}
-	raw, _ := os.ReadFile(p)
-	if !strings.Contains(string(raw), "# my agent") || !strings.Contains(string(raw), "# argv") {
-		t.Errorf("comments lost:\n%s", raw)
-	}
-	// Again with a new CID: replaced, not appended twice.
-	cid2 := RawCID([]byte("tar2"))
-	if err := SetSpecImage(p, "", cid2); err != nil {
-		t.Fatal(err)
-	}
-	if s, err = LoadAgentSpec(p); err != nil || s.ImageCID != cid2 || s.Image != img {
-		t.Fatalf("second SetSpecImage: %+v, %v", s, err)
-	}
 }
