@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/agentspec"
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/testutil"
 	"github.com/evalmesh/evalmesh/node"
 	"github.com/evalmesh/evalmesh/protocol"
-	"github.com/evalmesh/evalmesh/runner"
 )
 
 // A dishonest trusted lab against honest `evalmesh daemon` processes (docs/design.md §9).
@@ -199,7 +199,7 @@ func TestDishonestLabCannotSteerTheLedger(t *testing.T) {
 		}
 		squat := *specs["constant"]
 		squat.Name = "solver"
-		n, sid := c.campaignOf(2, "squatter", tasks, []*runner.AgentSpec{&squat}, 2)
+		n, sid := c.campaignOf(2, "squatter", tasks, []*agentspec.Spec{&squat}, 2)
 		c.waitAllDone(c.nodes, sid, n)
 		views := c.settle("the squatter's runs counted in a row of their own", 120*time.Second, func(v ledgerView) bool {
 			return len(v.counted) == slots+2
@@ -293,8 +293,8 @@ func TestDishonestLabCannotStarveOrAbort(t *testing.T) {
 	}
 	// Campaign A keeps every node busy: a slow agent (it sleeps, then leaves no submission:
 	// a valid, failed result) on six seeds, two runs at once on each of three nodes.
-	slow := &runner.AgentSpec{Name: "slow", Version: "1.0.0", Command: []string{"/bin/sleep", "8"}}
-	_, busyID := c.campaignOf(1, "busy", tasks, []*runner.AgentSpec{slow}, 6)
+	slow := &agentspec.Spec{Name: "slow", Version: "1.0.0", Command: []string{"/bin/sleep", "8"}}
+	_, busyID := c.campaignOf(1, "busy", tasks, []*agentspec.Spec{slow}, 6)
 	testutil.WaitFor(t, 60*time.Second, "every slot of the slow campaign claimed", func() bool {
 		st, err := c.nodes[0].client.CampaignStatus(context.Background(), busyID)
 		return err == nil && st.Status.Unclaimed == 0
@@ -302,7 +302,7 @@ func TestDishonestLabCannotStarveOrAbort(t *testing.T) {
 	// Campaign B waits for room; meanwhile the liar forges the releases that would fail
 	// each of its slots for good.
 	constant := specs["constant"]
-	_, id := c.campaignOf(1, "starved", tasks, []*runner.AgentSpec{constant}, 3)
+	_, id := c.campaignOf(1, "starved", tasks, []*agentspec.Spec{constant}, 3)
 	var slots []string
 	for seed := 0; seed < 3; seed++ {
 		slots = append(slots, protocol.SlotID(attest.Slot{Campaign: id, Task: tasks[0], Agent: constant.CID(), Seed: seed}))
@@ -408,7 +408,7 @@ func TestDishonestLabCannotStarveOrAbort(t *testing.T) {
 
 // campaignOf signs a campaign of specs by lab signer and publishes it on that lab's node;
 // it returns the number of slots and the campaign ID.
-func (c *cluster) campaignOf(signer int, title string, tasks []string, specs []*runner.AgentSpec, seeds int) (slots int, id string) {
+func (c *cluster) campaignOf(signer int, title string, tasks []string, specs []*agentspec.Spec, seeds int) (slots int, id string) {
 	c.t.Helper()
 	env, id, err := c.labs.CampaignOfSpecs(signer, title, tasks, specs, seeds)
 	if err != nil {

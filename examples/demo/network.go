@@ -578,7 +578,7 @@ func (ls *Labs) Campaign(signer int, title string, tasks []string, agentNames []
 	if err != nil {
 		return nil, "", err
 	}
-	var chosen []*runner.AgentSpec
+	var chosen []*agentspec.Spec
 	for _, a := range agentNames {
 		spec, ok := specs[a]
 		if !ok {
@@ -591,13 +591,13 @@ func (ls *Labs) Campaign(signer int, title string, tasks []string, agentNames []
 
 // AgentSpecs writes the example agents' specs under Dir/examples/agents and returns them
 // by name.
-func (ls *Labs) AgentSpecs() (map[string]*runner.AgentSpec, error) {
+func (ls *Labs) AgentSpecs() (map[string]*agentspec.Spec, error) {
 	return writeAgentSpecs(filepath.Join(ls.Dir, "examples", "agents"))
 }
 
 // CampaignOfSpecs signs a campaign of the given agent specs x tasks x seeds with
 // replication 1 by lab signer.
-func (ls *Labs) CampaignOfSpecs(signer int, title string, tasks []string, specs []*runner.AgentSpec, seeds int) (env []byte, id string, err error) {
+func (ls *Labs) CampaignOfSpecs(signer int, title string, tasks []string, specs []*agentspec.Spec, seeds int) (env []byte, id string, err error) {
 	c := &protocol.Campaign{Network: NetworkName, Title: title, Tasks: tasks, Seeds: seeds, Replication: 1,
 		Created: time.Now().Add(-time.Minute), Deadline: time.Now().Add(24 * time.Hour)}
 	for _, spec := range specs {
