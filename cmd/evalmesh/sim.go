@@ -143,6 +143,7 @@ Examples:
 	f.IntVar(&c.SilentLabs, "silent-labs", c.SilentLabs, "labs that never re-score")
 	f.Float64Var(&c.Sealed, "sealed", c.Sealed, "fraction of the campaign's 10 tasks that are sealed bundles")
 	f.IntVar(&c.KeylessLabs, "keyless-labs", c.KeylessLabs, "labs (the last ones) whose nodes hold no key to the sealed tasks")
+	f.IntVar(&c.DishonestLabs, "dishonest-labs", c.DishonestLabs, "labs (the last ones) whose first node forges infra releases of every slot and fabricates a result of each slot it hears another lab running")
 	f.DurationVar(&c.KeyHolderHeadStart, "key-holder-head-start", 0, "how long a keyless node leaves a free sealed slot to key holders (default: the lease)")
 	f.DurationVar(&c.ReconEvery, "recon", c.ReconEvery, "anti-entropy period: attestations lost in gossip arrive at the next one")
 	f.Uint64Var(&c.Seed, "seed", c.Seed, "random seed; the same seed and flags give the same output")
@@ -181,5 +182,8 @@ func printSimText(w io.Writer, r sim.Result) {
 	fmt.Fprintf(w, "re-scored ok       %d of %d finished\n", r.RescoredOK, r.Finished)
 	fmt.Fprintf(w, "crashes            %d\n", r.Crashes)
 	fmt.Fprintf(w, "keyless runs       %d\n", r.KeylessRuns)
+	if r.ForgedReleases+r.FabricatedResults > 0 {
+		fmt.Fprintf(w, "dishonest          %d forged releases, %d fabricated results; honest runs aborted by them %d\n", r.ForgedReleases, r.FabricatedResults, r.AbortedByFabricated)
+	}
 	fmt.Fprintf(w, "virtual time       %s\n", time.Duration(r.VirtualSeconds*float64(time.Second)).Round(time.Second))
 }

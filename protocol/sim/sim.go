@@ -11,7 +11,9 @@
 package sim
 
 import (
+	"bytes"
 	"container/heap"
+	"crypto/sha256"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -66,6 +68,13 @@ type Config struct {
 	Sealed             float64
 	KeylessLabs        int
 	KeyHolderHeadStart time.Duration
+
+	// DishonestLabs: the last labs cheat as well as run their share (docs/design.md §9). The
+	// first node of each forges, for every slot at a random time, infra releases of every
+	// attempt up to MaxInfraAttempts, which it never held; and, on hearing another lab's node
+	// renew a run, publishes a fabricated result of that slot at once. Their other nodes run
+	// honestly. Results report what the fabrications cost the honest nodes.
+	DishonestLabs int
 
 	// ReconEvery is the anti-entropy period: an attestation lost in gossip reaches a node
 	// at the next reconciliation with a connected node that has it.
@@ -151,6 +160,8 @@ func (c Config) Check() error {
 		return fmt.Errorf("sealed fraction %g must be in [0, 1]", c.Sealed)
 	case c.KeylessLabs < 0 || c.KeylessLabs > c.Labs:
 		return fmt.Errorf("keyless labs %d must be between 0 and labs (%d)", c.KeylessLabs, c.Labs)
+	case c.DishonestLabs < 0 || c.DishonestLabs >= c.Labs:
+		return fmt.Errorf("dishonest labs %d must be fewer than labs (%d)", c.DishonestLabs, c.Labs)
 	}
 	return nil
 }
@@ -194,9 +205,15 @@ type Result struct {
 	Crashes            int `json:"crashes"`
 	// KeylessRuns counts runs of sealed slots started by nodes that hold no key: their
 	// results wait for a grant (none comes here), so the GPU time is spent for nothing yet.
-	KeylessRuns    int     `json:"keyless_runs"`
-	VirtualSeconds float64 `json:"virtual_seconds"` // until the last slot finished (or the run ended)
-	Events         int     `json:"events"`
+	KeylessRuns int `json:"keyless_runs"`
+	// ForgedReleases and FabricatedResults count what the DishonestLabs sent;
+	// AbortedByFabricated counts honest runs cut short by a fabricated result (the claim
+	// rules allow none), and LostSlots counts slots that never got an honest result.
+	ForgedReleases      int     `json:"forged_releases"`
+	FabricatedResults   int     `json:"fabricated_results"`
+	AbortedByFabricated int     `json:"aborted_by_fabricated"`
+	VirtualSeconds      float64 `json:"virtual_seconds"` // until the last slot finished (or the run ended)
+	Events              int     `json:"events"`
 }
 
 // Run simulates c and returns what happened.
@@ -220,6 +237,7 @@ const (
 	evRecon
 	evRescore // check which labs are due for run
 	evRescoreDone
+	evForge // a dishonest node forges infra releases of slot
 )
 
 type event struct {
@@ -253,6 +271,7 @@ type run struct {
 	active                   bool
 	result                   bool // ended valid or agent-failed
 	failed                   bool // ended without a result
+	fabricated               bool // a dishonest lab's "result" of a run that never happened
 	id                       string
 	rescoreDone              map[string]bool
 	rescoreAsked             map[string]bool
@@ -271,6 +290,10 @@ type node struct {
 	missing []int
 	runs    map[int]int // slot -> run index, active runs
 	keyless bool        // its lab holds no key to the sealed tasks
+	// forger: the node of a dishonest lab that forges releases and results; fabricated:
+	// the slots it has published a result of.
+	forger     bool
+	fabricated map[int]bool
 	// awaiting: slots whose run here ended awaiting a key, to that run's attempt (HOME/runs
 	// survives restarts)
 	awaiting map[int]int
@@ -324,6 +347,9 @@ func newWorld(c Config) *world {
 		n := &node{id: fmt.Sprintf("node%03d", i), lab: i % c.Labs, up: true, known: make([]bool, c.Slots),
 			runs: map[int]int{}, pending: map[int]time.Duration{}, awaiting: map[int]int{}}
 		n.keyless = n.lab >= c.Labs-c.KeylessLabs
+		// Nodes are dealt to labs round-robin, so node i < Labs is its lab's first.
+		n.forger = n.lab >= c.Labs-c.DishonestLabs && i < c.Labs
+		n.fabricated = map[int]bool{}
 		w.nodes = append(w.nodes, n)
 	}
 	return w
@@ -361,6 +387,13 @@ func (w *world) run() Result {
 		w.push(&event{at: at, kind: evCrash, node: i})
 	}
 	w.push(&event{at: c.ReconEvery, kind: evRecon})
+	for i, n := range w.nodes {
+		if n.forger {
+			for s := range c.Slots {
+				w.push(&event{at: time.Duration(w.rng.Float64() * float64(w.expected())), kind: evForge, node: i, slot: s})
+			}
+		}
+	}
 	limit := w.spec.Deadline.Sub(w.t0)
 	for w.q.Len() > 0 {
 		e := heap.Pop(&w.q).(*event)
@@ -450,6 +483,9 @@ func (w *world) apply(i int, a protocol.Actions) {
 	for _, ab := range a.Abort {
 		s := w.slotIdx[ab.SlotID]
 		if r, ok := n.runs[s]; ok {
+			if ab.Reason == protocol.AbortFinishedElsewhere && !w.honestResult(s) {
+				w.res.AbortedByFabricated++
+			}
 			w.endRun(r, false, ab.Reason != protocol.AbortFinishedElsewhere)
 		}
 	}
@@ -530,7 +566,7 @@ func (w *world) startRun(i, s, attempt int) {
 	delete(n.pending, s)
 	w.c2s = append(w.c2s, float64(w.now-ready)/float64(time.Millisecond))
 	for _, r := range w.slotRuns[s] {
-		if o := w.runs[r]; o.active || o.result {
+		if o := w.runs[r]; o.active || (o.result && !o.fabricated) {
 			w.res.DuplicateRuns++
 			break
 		}
@@ -660,6 +696,10 @@ func (w *world) handle(e *event) {
 		}
 		w.delivered++
 		w.apply(e.node, n.m.Receive(e.msg, now))
+		if s := w.slotIdx[e.msg.Slot]; n.forger && e.msg.Kind == protocol.ClaimKindRenew && w.nodes[from].lab != n.lab && !n.fabricated[s] && !w.finished[s] {
+			n.fabricated[s] = true
+			w.fabricate(e.node, s, e.msg.Attempt)
+		}
 	case evFinished:
 		n := w.nodes[e.node]
 		if !n.up || e.epoch != n.epoch {
@@ -743,7 +783,41 @@ func (w *world) handle(e *event) {
 		}
 	case evRescoreDone:
 		w.runs[e.run].rescoreDone[w.labs[e.lab]] = true
+	case evForge:
+		n := w.nodes[e.node]
+		if !n.up {
+			return
+		}
+		for attempt := 1; attempt <= w.c.MaxInfraAttempts; attempt++ {
+			w.res.ForgedReleases++
+			w.apply(e.node, protocol.Actions{Publish: []protocol.ClaimMessage{{V: protocol.Version, Kind: protocol.ClaimKindRelease,
+				Campaign: w.spec.ID, Slot: w.spec.Slots[e.slot].ID, PeerID: n.id, Lab: w.labs[n.lab], Cert: []byte(`{}`),
+				Lamport: 1, Attempt: attempt, Reason: protocol.ReleaseInfra}}})
+		}
 	}
+}
+
+// fabricate publishes, from dishonest node i, a "result" of slot s under attempt: a run that
+// never happened, gossiped like any result.
+func (w *world) fabricate(i, s, attempt int) {
+	n := w.nodes[i]
+	r := &run{slot: s, node: i, lab: n.lab, attempt: attempt, start: w.now, end: w.now, result: true, fabricated: true,
+		id: fmt.Sprintf("run/%s/%s/%d/fabricated", w.spec.Slots[s].ID, n.id, attempt)}
+	idx := len(w.runs)
+	w.runs = append(w.runs, r)
+	w.slotRuns[s] = append(w.slotRuns[s], idx)
+	w.res.FabricatedResults++
+	w.broadcastResult(idx)
+}
+
+// honestResult reports whether slot s has a result of a run that happened.
+func (w *world) honestResult(s int) bool {
+	for _, idx := range w.slotRuns[s] {
+		if r := w.runs[idx]; r.result && !r.fabricated {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *world) anyMissing() bool {
@@ -779,14 +853,20 @@ func sortedValues(m map[int]int) []int {
 	return out
 }
 
-// counted is the run the ledger counts for slot s: among its results, the smallest run ID
-// (a rule the lab that ran them cannot steer by re-running).
+// counted is the honest run the ledger counts for slot s: among its results, the lowest
+// attempt, then the least sha256 of slot, attempt and lab (attest.FillKey: nothing the lab
+// that ran them can steer by re-signing).
 func (w *world) counted(s int) *run {
 	var best *run
+	var bestDraw [32]byte
 	for _, idx := range w.slotRuns[s] {
 		r := w.runs[idx]
-		if r.result && (best == nil || r.id < best.id) {
-			best = r
+		if !r.result || r.fabricated {
+			continue
+		}
+		draw := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%s", w.spec.Slots[s].ID, r.attempt, w.labs[r.lab]))
+		if best == nil || r.attempt < best.attempt || (r.attempt == best.attempt && bytes.Compare(draw[:], bestDraw[:]) < 0) {
+			best, bestDraw = r, draw
 		}
 	}
 	return best
@@ -805,7 +885,7 @@ func (w *world) result() Result {
 			results := 0
 			for _, idx := range w.slotRuns[s] {
 				r := w.runs[idx]
-				if !r.result {
+				if !r.result || r.fabricated {
 					continue
 				}
 				results++

@@ -179,3 +179,26 @@ func FuzzParsePartition(f *testing.F) {
 		}
 	})
 }
+
+// A dishonest lab (docs/design.md §9) forges infra releases of every slot and fabricates a
+// result of each slot it hears another lab running. Where no message is lost and no run
+// fails, it costs the honest nodes nothing: every slot gets an honest result, and no
+// honest run is cut short by a fabricated one (only nodes with standing on a slot can).
+func TestSimDishonestLabStarvesAndAbortsNothing(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := smallConfig(t)
+		if c.Labs < 2 {
+			c.Labs, c.Nodes = 2, max(c.Nodes, 2)
+		}
+		c.DishonestLabs = rapid.IntRange(1, c.Labs-1).Draw(t, "dishonestLabs")
+		c.Loss, c.InfraFail, c.Hang, c.Crashes, c.PartitionFrac, c.PartitionFor = 0, 0, 0, 0, 0, 0
+		c.Sealed, c.KeylessLabs = 0, 0
+		r := Run(c)
+		if r.LostSlots != 0 || r.AbortedByFabricated != 0 {
+			t.Fatalf("%d slots without an honest result, %d honest runs aborted by fabricated results: %+v", r.LostSlots, r.AbortedByFabricated, r)
+		}
+		if r.ForgedReleases != c.DishonestLabs*c.Slots*c.MaxInfraAttempts {
+			t.Fatalf("%d forged releases, want %d", r.ForgedReleases, c.DishonestLabs*c.Slots*c.MaxInfraAttempts)
+		}
+	})
+}
