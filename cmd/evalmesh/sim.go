@@ -45,6 +45,11 @@ What it prints (--json gives the same fields):
                           key: they wait for a grant (none comes here), GPU time spent for
                           nothing yet. Keyless nodes take sealed slots last, and never
                           one whose run already waits elsewhere, which keeps it low
+  forged_releases, fabricated_results, aborted_by_fabricated
+                          with --dishonest-labs: what the dishonest labs sent, and how many
+                          honest runs a fabricated result cut short (should be 0: only a
+                          node holding a slot or heard running it can); lost_slots then
+                          counts slots without an honest result
   virtual_seconds         until the last slot finished
 
 The same flags and --seed give the same output, byte for byte, but for wall_seconds (the
@@ -74,7 +79,8 @@ Examples:
   evalmesh sim --nodes 20 --labs 5 --slots 2000 --loss 0.05 --partition 0.3:10m --crash 2 --seed 7 --json
   evalmesh sim --nodes 200 --slots 20000 --lease 5m --heartbeat 1m
   evalmesh sim --loss 0.25 --settle 1s       # a network that drops a quarter of messages
-  evalmesh sim --sealed 0.3 --keyless-labs 2 # 3 of 10 tasks sealed, 2 of 5 labs without the key`,
+  evalmesh sim --sealed 0.3 --keyless-labs 2 # 3 of 10 tasks sealed, 2 of 5 labs without the key
+  evalmesh sim --dishonest-labs 1            # one lab of 5 forges releases and fabricates results`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if partition != "" {
