@@ -62,7 +62,7 @@ func (d dashboardSource) Snapshot(ctx context.Context) (*dashboard.Snapshot, err
 	st := n.LedgerStatus()
 	s := &dashboard.Snapshot{Network: st.Network, PeerID: n.ID().String(), At: time.Now().UTC(), Attestations: st.Attestations,
 		Tasks: []dashboard.Task{}, Campaigns: []dashboard.Campaign{}, Runs: []dashboard.Run{}, Peers: []dashboard.Peer{},
-		Evidence: dashboard.Evidence{Equivocations: []dashboard.Exclusion{}, Disputed: []dashboard.Exclusion{}, Refused: []dashboard.Refusal{}}}
+		Evidence: dashboard.Evidence{Equivocations: []dashboard.Exclusion{}, Disputed: []dashboard.Exclusion{}, Refused: []dashboard.Refusal{}, Misconduct: []dashboard.Misconduct{}}}
 	trust := n.vstore.Trust()
 	labName := func(id string) string {
 		if trust == nil {

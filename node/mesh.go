@@ -1139,26 +1139,31 @@ func (m *Mesh) computeLedger() {
 func (m *Mesh) ledgerInput() (attest.LedgerInput, bool) {
 	var in attest.LedgerInput
 	err := m.query(m.ctx, func() {
-		cs := make([]protocol.LedgerCampaign, 0, len(m.campaigns))
-		for id, mc := range m.campaigns {
-			c := protocol.LedgerCampaign{ID: id, LabName: mc.v.LabName, Created: mc.v.Campaign.Created, Deadline: mc.v.Campaign.Deadline,
-				Tasks: map[string]scoring.TaskInfo{}, Agents: map[string]string{}}
-			for cid, meta := range mc.tasks {
-				c.Tasks[cid] = scoring.TaskInfo{Name: meta.Name, LowerIsBetter: meta.Metric.LowerIsBetter,
-					Optimum: meta.Metric.OptimalScore, SOTA: meta.SOTA.Score, EstimatedWorst: meta.EstimatedWorstScore}
-			}
-			for cid, spec := range mc.agents {
-				c.Agents[cid] = spec.Name
-			}
-			cs = append(cs, c)
-		}
-		names := protocol.NamesOf(cs)
+		names := protocol.NamesOf(m.ledgerCampaigns())
 		pol := m.opts.Policy
 		pol.Tasks, pol.Agents, pol.AgentOwners = names.TaskNames, names.AgentNames, names.AgentOwners
 		in.Tasks, in.Campaigns = names.Tasks, names.Windows
 		in.Policy, in.Scoring, in.Trust, in.Now = pol, m.opts.Scoring, m.opts.Trust, m.opts.Now()
 	})
 	return in, err == nil && len(in.Tasks) > 0
+}
+
+// ledgerCampaigns is what the ledger takes of each prepared campaign. On the loop.
+func (m *Mesh) ledgerCampaigns() []protocol.LedgerCampaign {
+	cs := make([]protocol.LedgerCampaign, 0, len(m.campaigns))
+	for id, mc := range m.campaigns {
+		c := protocol.LedgerCampaign{ID: id, LabName: mc.v.LabName, Created: mc.v.Campaign.Created, Deadline: mc.v.Campaign.Deadline,
+			Tasks: map[string]scoring.TaskInfo{}, Agents: map[string]string{}}
+		for cid, meta := range mc.tasks {
+			c.Tasks[cid] = scoring.TaskInfo{Name: meta.Name, LowerIsBetter: meta.Metric.LowerIsBetter,
+				Optimum: meta.Metric.OptimalScore, SOTA: meta.SOTA.Score, EstimatedWorst: meta.EstimatedWorstScore}
+		}
+		for cid, spec := range mc.agents {
+			c.Agents[cid] = spec.Name
+		}
+		cs = append(cs, c)
+	}
+	return cs
 }
 
 // Ledger returns the last computed ledger, or nil before the first.

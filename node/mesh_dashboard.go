@@ -9,6 +9,7 @@ import (
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/node/dashboard"
+	"github.com/evalmesh/evalmesh/protocol"
 )
 
 // runDetail is what the dashboard shows of a run beyond what the claim machine needs,
@@ -57,7 +58,9 @@ func (m *Mesh) dashboardState(ctx context.Context, s *dashboard.Snapshot) error 
 		return name
 	}
 	err := m.query(ctx, func() {
-		taskName, agentName := map[string]string{}, map[string]string{}
+		// The ledger's names: one per bundle and per agent spec, qualified where names collide.
+		names := protocol.NamesOf(m.ledgerCampaigns())
+		taskName, agentName := names.TaskNames, names.AgentNames
 		seenTask := map[string]bool{}
 		for _, mc := range m.campaigns {
 			st, _ := m.cm.Status(mc.v.ID, m.opts.Now())
@@ -66,15 +69,11 @@ func (m *Mesh) dashboardState(ctx context.Context, s *dashboard.Snapshot) error 
 				Tasks: info.Tasks, Agents: info.Agents, Seeds: info.Seeds, Replication: info.Replication, Created: info.Created,
 				Deadline: info.Deadline, Ready: info.Ready, Status: st})
 			for c, meta := range mc.tasks {
-				taskName[c] = meta.Name
-				if !seenTask[meta.Name] {
-					seenTask[meta.Name] = true
-					s.Tasks = append(s.Tasks, dashboard.Task{Name: meta.Name, CID: c, Metric: meta.Metric.Name,
+				if name := taskName[c]; !seenTask[name] {
+					seenTask[name] = true
+					s.Tasks = append(s.Tasks, dashboard.Task{Name: name, CID: c, Metric: meta.Metric.Name,
 						LowerIsBetter: meta.Metric.LowerIsBetter, SOTA: meta.SOTA.Score, Optimum: meta.Metric.OptimalScore})
 				}
-			}
-			for c, spec := range mc.agents {
-				agentName[c] = spec.Name
 			}
 		}
 		s.Runs = make([]dashboard.Run, 0, len(m.runs))
@@ -123,6 +122,12 @@ func (m *Mesh) dashboardState(ctx context.Context, s *dashboard.Snapshot) error 
 			// Accept lists every run attestation that does not count; the rest count, if
 			// the ledger knows their task and agent.
 			r.Counted = r.Task != "" && r.Agent != ""
+		}
+	}
+	if ml.Report != nil {
+		for _, mi := range ml.Report.Misconduct {
+			s.Evidence.Misconduct = append(s.Evidence.Misconduct, dashboard.Misconduct{Principal: mi.Principal, LabName: labName(mi.Principal),
+				Kind: string(mi.Kind), Evidence: mi.Evidence, Run: mi.Run, Detail: mi.Detail, SetAside: mi.SetAside})
 		}
 	}
 	for _, e := range sortedExcluded(excluded) {

@@ -29,7 +29,7 @@ type LedgerCampaign struct {
 type LedgerNames struct {
 	Tasks       []scoring.TaskInfo // one per bundle CID, under its unique name, sorted by name
 	TaskNames   map[string]string  // bundle CID → unique task name
-	AgentNames  map[string]string  // spec CID → spec name (Accept makes them unique)
+	AgentNames  map[string]string  // spec CID → unique agent name (attest.UniqueNames)
 	AgentOwners map[string]string  // spec CID → lab of the first campaign that lists it
 	Windows     map[string]attest.CampaignWindow
 }
@@ -60,6 +60,7 @@ func NamesOf(campaigns []LedgerCampaign) LedgerNames {
 		}
 	}
 	out.TaskNames = attest.UniqueNames(bundleNames, nil)
+	out.AgentNames = attest.UniqueNames(out.AgentNames, out.AgentOwners)
 	for cid, t := range infos {
 		t.Name = out.TaskNames[cid]
 		out.Tasks = append(out.Tasks, t)

@@ -26,7 +26,7 @@ func synthSnapshot(tb testing.TB, agents, tasks, seeds int) *Snapshot {
 	var results []scoring.Result
 	s := &Snapshot{Network: "synthetic", PeerID: "12D3KooWSynthetic", At: time.Unix(1_800_000_000, 0).UTC(),
 		Tasks: []Task{}, Campaigns: []Campaign{}, Runs: []Run{}, Peers: []Peer{},
-		Evidence: Evidence{Equivocations: []Exclusion{}, Disputed: []Exclusion{}, Refused: []Refusal{}}}
+		Evidence: Evidence{Equivocations: []Exclusion{}, Disputed: []Exclusion{}, Refused: []Refusal{}, Misconduct: []Misconduct{}}}
 	for t := 0; t < tasks; t++ {
 		name := fmt.Sprintf("Task%02dAccuracy", t)
 		infos = append(infos, scoring.TaskInfo{Name: name, Optimum: 1, SOTA: 0.95})
@@ -423,5 +423,26 @@ func TestProgressBarShowsSlotsAwaitingAKey(t *testing.T) {
 	}
 	if plain := string(progressSVG(Campaign{Status: protocol.CampaignStatus{Slots: 2, Done: 2}})); strings.Contains(plain, "awaiting") {
 		t.Errorf("no slot awaits a key, yet the bar says so: %s", plain)
+	}
+}
+
+// The evidence page says, per lab, what it is proven to have done and whether its results
+// are set aside for it.
+func TestEvidencePageShowsMisconductPerLab(t *testing.T) {
+	s := synthSnapshot(t, 2, 1, 1)
+	s.Evidence.Misconduct = []Misconduct{
+		{Principal: "lab:liar", LabName: "lab3", Kind: "re-score overruled by a majority of labs", Evidence: "bafyveto", Run: "bafyrun000001", SetAside: true},
+		{Principal: "lab:other", LabName: "lab4", Kind: "equivocation by one node", Evidence: "bafyeq", SetAside: false},
+	}
+	h := newTestHandler(t, s, Options{RatePerSecond: 1000, Burst: 1000})
+	body := get(t, h, "/evidence").Body.String()
+	for _, want := range []string{"lab3", "re-score overruled by a majority of labs", "its results are set aside", "lab4", "recorded (pardoned, or the network records only)"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/evidence lacks %q", want)
+		}
+	}
+	var ev Evidence
+	if err := json.Unmarshal(get(t, h, "/api/v1/evidence").Body.Bytes(), &ev); err != nil || len(ev.Misconduct) != 2 || !ev.Misconduct[0].SetAside {
+		t.Errorf("/api/v1/evidence misconduct %+v (%v)", ev.Misconduct, err)
 	}
 }

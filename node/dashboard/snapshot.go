@@ -112,6 +112,20 @@ type Evidence struct {
 	Equivocations []Exclusion `json:"equivocations"`
 	Disputed      []Exclusion `json:"disputed"`
 	Refused       []Refusal   `json:"refused"`
+	// Misconduct is proof against a lab (attest.ProvenMisconduct), per piece of evidence,
+	// and whether the network document's consequence (its results set aside) applies.
+	Misconduct []Misconduct `json:"misconduct"`
+}
+
+// Misconduct is one piece of proof that a lab misbehaved.
+type Misconduct struct {
+	Principal string `json:"principal"`
+	LabName   string `json:"lab_name"`
+	Kind      string `json:"kind"`
+	Evidence  string `json:"evidence"` // the offending envelope's ID
+	Run       string `json:"run,omitempty"`
+	Detail    string `json:"detail"`
+	SetAside  bool   `json:"set_aside"` // the lab's results are set aside for it
 }
 
 // Exclusion is one run the ledger does not count, and why.
