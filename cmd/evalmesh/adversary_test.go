@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/evalmesh/evalmesh/agentspec"
 	"github.com/evalmesh/evalmesh/attest"
@@ -26,11 +30,12 @@ import (
 
 // runInfo is what a node counts of one run attestation.
 type runInfo struct {
-	id, lab, agent string
-	seed           int
-	metric         string
-	valid          bool
-	score          *float64
+	id, lab, node, campaign, task, agent string
+	seed, attempt                        int
+	submission                           string
+	metric                               string
+	valid                                bool
+	score                                *float64
 }
 
 // ledgerView is one daemon's ledger: its root, the runs it counts and why it excludes the
@@ -38,15 +43,17 @@ type runInfo struct {
 type ledgerView struct {
 	root       string
 	counted    map[string]runInfo // by attestation ID
+	all        map[string]runInfo // every run attestation in the store
 	excluded   map[string]attest.ExcludeReason
 	misconduct []attest.Misconduct
 	agents     []string // leaderboard rows' names
+	envelopes  int      // attestations in the store
 }
 
 func (d *daemonProc) ledgerView() (ledgerView, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	v := ledgerView{counted: map[string]runInfo{}, excluded: map[string]attest.ExcludeReason{}}
+	v := ledgerView{counted: map[string]runInfo{}, all: map[string]runInfo{}, excluded: map[string]attest.ExcludeReason{}}
 	l, err := d.client.MeshLedger(ctx)
 	if err != nil || l == nil || l.Report == nil {
 		return v, fmt.Errorf("ledger: %v", err)
@@ -62,6 +69,7 @@ func (d *daemonProc) ledgerView() (ledgerView, error) {
 	if err != nil {
 		return v, err
 	}
+	v.envelopes = len(envs)
 	if l.Attestations != len(envs) || l.Report.Counted+len(l.Report.Excluded) != countRuns(envs) {
 		return v, fmt.Errorf("the ledger (%d attestations, %d counted, %d excluded) is older than the store (%d)", l.Attestations, l.Report.Counted, len(l.Report.Excluded), len(envs))
 	}
@@ -70,13 +78,16 @@ func (d *daemonProc) ledgerView() (ledgerView, error) {
 		if err != nil {
 			return v, err
 		}
-		_, run, _, err := attest.DecodeStatement(e.Payload)
+		st, run, _, err := attest.DecodeStatement(e.Payload)
 		if err != nil || run == nil {
 			continue
 		}
 		id := attest.EnvelopeID(env)
+		r := runInfo{id: id, lab: run.Lab, node: run.Node, campaign: run.Slot.Campaign, task: run.Slot.Task, agent: run.Slot.Agent,
+			seed: run.Slot.Seed, attempt: run.AttemptNumber(), submission: st.SubmissionDigest(), metric: run.Metric, valid: run.Valid, score: run.Score}
+		v.all[id] = r
 		if _, out := v.excluded[id]; !out {
-			v.counted[id] = runInfo{id: id, lab: run.Lab, agent: run.Slot.Agent, seed: run.Slot.Seed, metric: run.Metric, valid: run.Valid, score: run.Score}
+			v.counted[id] = r
 		}
 	}
 	return v, nil
@@ -146,6 +157,46 @@ func (c *cluster) settle(what string, within time.Duration, cond func(ledgerView
 // could with the CLI, and writes the envelope into dir.
 func (c *cluster) handSign(i int, statement []byte, dir string) string {
 	c.t.Helper()
+	key, cert := c.nodeKey(i)
+	env, id, err := attest.Sign(key, cert, statement)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, id+".json"), env, 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	return id
+}
+
+// signRun signs a run of slot by lab i's node with key and cert (the node's own, or a
+// second node's the lab certified), submission naming its submission, into dir.
+func (c *cluster) signRun(i int, key crypto.PrivKey, cert *attest.NodeCert, slot attest.Slot, attempt int, submission string, score float64, dir string) string {
+	c.t.Helper()
+	nodeID, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	pred := attest.RunPredicate{Slot: slot, Attempt: attempt, Node: nodeID.String(), Lab: c.labs.Nodes[i].Lab.ID,
+		Start: time.Now().Add(-time.Second), End: time.Now(), Valid: true, Score: &score, Metric: "accuracy", Evaluator: "builtin:accuracy",
+		Executor: &attest.ExecutorInfo{Name: "process", Isolation: attest.IsolationProcess, Limits: "none"}}
+	st, err := attest.NewStatement([]attest.Subject{{Name: "submission.csv", Digest: map[string]string{"sha256": fmt.Sprintf("%064x", sha256.Sum256([]byte(submission)))},
+		Annotations: map[string]any{attest.AnnotationRole: attest.RoleSubmission}}}, attest.PredicateRunV1, pred)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	env, id, err := attest.Sign(key, cert, st)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, id+".json"), env, 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	return id
+}
+
+// nodeKey is lab i's node's own key and certificate.
+func (c *cluster) nodeKey(i int) (crypto.PrivKey, *attest.NodeCert) {
+	c.t.Helper()
 	h := c.labs.Nodes[i].Home
 	key, err := h.Identity()
 	if err != nil {
@@ -155,14 +206,7 @@ func (c *cluster) handSign(i int, statement []byte, dir string) string {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	env, id, err := attest.Sign(key, cert, statement)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, id+".json"), env, 0o644); err != nil {
-		c.t.Fatal(err)
-	}
-	return id
+	return key, cert
 }
 
 func (c *cluster) importInto(d *daemonProc, dir string) {
@@ -223,6 +267,123 @@ func TestDishonestLabCannotSteerTheLedger(t *testing.T) {
 		before = views[0]
 	})
 
+	specs, err := c.labs.AgentSpecs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	solverCID := specs["solver"].CID()
+
+	// Grinding the tie-break: lab3 runs the honest campaign's solver cells again in a
+	// campaign of its own, then re-signs its runs of them with one field varied, over and
+	// over, for attestation IDs that sort low. The earlier campaign fills each cell (FillKey),
+	// whatever the IDs, so the honest campaign's solver results stay the ones counted.
+	t.Run("grinding the tie-break", func(t *testing.T) {
+		n, gid := c.campaignOf(2, "grinder", tasks, []*agentspec.Spec{specs["solver"]}, 2)
+		c.waitAllDone(c.nodes, gid, n)
+		key, cert := c.nodeKey(2)
+		dir := t.TempDir()
+		for seed := 0; seed < 2; seed++ {
+			for variant := 0; variant < 6; variant++ {
+				// One submission per seed, re-signed: duplicates of one run, IDs varied.
+				c.signRun(2, key, cert, attest.Slot{Campaign: gid, Task: tasks[0], Agent: solverCID, Seed: seed}, 9, fmt.Sprint("grind", seed), 1+float64(variant)*1e-12, dir)
+			}
+		}
+		c.importInto(c.nodes[2], dir)
+		views := c.settle("the grinder's campaign run and its re-signed runs stored", 120*time.Second, func(v ledgerView) bool {
+			return v.envelopes >= before.envelopes+n+12
+		})
+		for i, v := range views {
+			for _, id := range honestBefore {
+				if _, ok := v.counted[id]; !ok {
+					t.Errorf("%s: honest run %s no longer counts (%s)", c.nodes[i].lab.Name, id, v.excluded[id])
+				}
+			}
+			for _, r := range v.counted {
+				if r.campaign == gid {
+					t.Errorf("%s: run %s of the later campaign counts in a cell the earlier one fills", c.nodes[i].lab.Name, r.id)
+				}
+			}
+		}
+		before = views[0]
+	})
+
+	// Withdraw and re-fill: lab3 withdraws one of its counted results by signing another
+	// submission for the same slot and attempt from a second node it certifies (two nodes of
+	// one lab can collide without fault, so no consequence), then fills the cell again from a
+	// private campaign with a perfect score. The equivocated cell stays closed to lab3.
+	t.Run("withdraw and re-fill", func(t *testing.T) {
+		var mine *runInfo
+		for _, r := range before.counted {
+			if r.lab == liarLab && r.campaign == id {
+				mine = &r
+				break
+			}
+		}
+		if mine == nil {
+			t.Skip("lab3 ran no slot of the honest campaign in this run: nothing of its own to withdraw")
+		}
+		secondKey, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secondID, _ := peer.IDFromPrivateKey(secondKey)
+		secondCert, err := liar.Lab.Certify(secondID.String(), time.Now().Add(-time.Hour), 24*time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		slot := attest.Slot{Campaign: mine.campaign, Task: mine.task, Agent: mine.agent, Seed: mine.seed}
+		c.signRun(2, secondKey, secondCert, slot, mine.attempt, "withdraw", 0.5, dir)
+		privEnv, pid, err := c.labs.CampaignOfSpecs(2, "private", tasks, []*agentspec.Spec{mustSpec(t, specs, mine.agent)}, mine.seed+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The re-fill takes attempt 1 from the second node; if lab3's own node also runs that
+		// slot of the private campaign (every node runs every campaign), the two collide
+		// again. Either way every lab3 run of the cell from the private campaign is out, and
+		// the first of them by the withdrawal rule.
+		refill := c.signRun(2, secondKey, secondCert, attest.Slot{Campaign: pid, Task: mine.task, Agent: mine.agent, Seed: mine.seed}, 1, "perfect", 1, dir)
+		c.importInto(c.nodes[2], dir)
+		if _, err := c.nodes[2].client.PublishCampaign(context.Background(), privEnv); err != nil {
+			t.Fatal(err)
+		}
+		c.waitAllDone(c.nodes, pid, mine.seed+1)
+		views := c.settle("the withdrawal and the re-fill stored everywhere", 120*time.Second, func(v ledgerView) bool {
+			_, ok := v.excluded[refill]
+			return ok
+		})
+		for i, v := range views {
+			withdrawn := 0
+			for rid, r := range v.all {
+				if r.lab == liarLab && r.campaign == pid && r.seed == mine.seed {
+					if v.excluded[rid] == attest.ExcludeWithdrawn {
+						withdrawn++
+					}
+				}
+			}
+			if withdrawn == 0 {
+				t.Errorf("%s: no lab3 run of the cell from its private campaign is excluded as %q (re-fill %s: %q)", c.nodes[i].lab.Name, attest.ExcludeWithdrawn, refill, v.excluded[refill])
+			}
+			if got := v.excluded[mine.id]; got != attest.ExcludeEquivocation {
+				t.Errorf("%s: lab3's withdrawn run %s: %q, want %q", c.nodes[i].lab.Name, mine.id, got, attest.ExcludeEquivocation)
+			}
+			for _, r := range v.counted {
+				if r.lab == liarLab && r.task == mine.task && r.agent == mine.agent && r.seed == mine.seed {
+					t.Errorf("%s: lab3 fills the cell it withdrew again with %s", c.nodes[i].lab.Name, r.id)
+				}
+			}
+			for _, m := range v.misconduct {
+				t.Errorf("%s: misconduct %+v for two nodes of one lab colliding (no proof of a node's fault)", c.nodes[i].lab.Name, m)
+			}
+			for _, hid := range honestBefore {
+				if _, ok := v.counted[hid]; !ok {
+					t.Errorf("%s: honest run %s no longer counts (%s)", c.nodes[i].lab.Name, hid, v.excluded[hid])
+				}
+			}
+		}
+		before = views[0]
+	})
+
 	// Veto by dispute: lab3 contradicts, with hand-signed re-scores, every counted run of
 	// the strongest agent by the honest labs. The vote (one per lab, majority decides, a
 	// contradiction brings in more re-scorers) keeps them counted; lab3's re-scores are
@@ -230,9 +391,6 @@ func TestDishonestLabCannotSteerTheLedger(t *testing.T) {
 	t.Run("veto by dispute", func(t *testing.T) {
 		dir := t.TempDir()
 		n := 0
-		solverCID := ""
-		specs, _ := c.labs.AgentSpecs()
-		solverCID = specs["solver"].CID()
 		for _, r := range before.counted {
 			if r.lab == liarLab || r.agent != solverCID {
 				continue
@@ -427,4 +585,16 @@ func fullLog(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// mustSpec is the example spec whose CID is cid.
+func mustSpec(t *testing.T, specs map[string]*agentspec.Spec, cid string) *agentspec.Spec {
+	t.Helper()
+	for _, s := range specs {
+		if s.CID() == cid {
+			return s
+		}
+	}
+	t.Fatalf("no example agent spec has CID %s", cid)
+	return nil
 }
