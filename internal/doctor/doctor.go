@@ -275,14 +275,20 @@ func checkCertificate(h home.Home, n network, now time.Time) Check {
 	if err != nil {
 		return Check{Name: name, Status: Fail, Detail: err.Error(), Fix: "get the certificate again from your lab: evalmesh lab certify --dir LABDIR --node " + self + " --out " + h.CertPath()}
 	}
-	fix := fmt.Sprintf("ask lab %s for a new certificate (evalmesh lab certify --dir LABDIR --node %s --out %s), then restart the daemon", cert.Lab, cert.Node, h.CertPath())
+	lab := cert.Lab
+	if n.trust != nil {
+		if name, ok := n.trust.LabName(cert.Lab); ok && name != "" {
+			lab = name + " (" + cert.Lab + ")"
+		}
+	}
+	fix := fmt.Sprintf("ask lab %s for a new certificate (evalmesh lab certify --dir LABDIR --node %s --out %s), then restart the daemon", lab, cert.Node, h.CertPath())
 	switch {
 	case now.After(cert.NotAfter):
 		return Check{Name: name, Status: Fail, Fix: fix,
-			Detail: fmt.Sprintf("certificate %s of lab %s expired at %s (%s ago): the node refuses every run", cert.ID, cert.Lab, cert.NotAfter.UTC().Format(time.RFC3339), days(now.Sub(cert.NotAfter)))}
+			Detail: fmt.Sprintf("certificate %s of lab %s expired at %s (%s ago): the node refuses every run", cert.ID, lab, cert.NotAfter.UTC().Format(time.RFC3339), days(now.Sub(cert.NotAfter)))}
 	case now.Before(cert.NotBefore):
 		return Check{Name: name, Status: Fail, Fix: "check this machine's clock; if it is right, " + fix,
-			Detail: fmt.Sprintf("certificate %s of lab %s is not valid before %s (%s from now): the node refuses every run", cert.ID, cert.Lab, cert.NotBefore.UTC().Format(time.RFC3339), days(cert.NotBefore.Sub(now)))}
+			Detail: fmt.Sprintf("certificate %s of lab %s is not valid before %s (%s from now): the node refuses every run", cert.ID, lab, cert.NotBefore.UTC().Format(time.RFC3339), days(cert.NotBefore.Sub(now)))}
 	}
 	if key, err := h.Identity(); err == nil {
 		if err := attest.CheckSigningChain(key, cert, n.trust, now); err != nil {
@@ -290,7 +296,7 @@ func checkCertificate(h home.Home, n network, now time.Time) Check {
 		}
 	}
 	left := cert.NotAfter.Sub(now)
-	detail := fmt.Sprintf("certificate %s of lab %s, valid until %s (%s left)", cert.ID, cert.Lab, cert.NotAfter.UTC().Format(time.RFC3339), days(left))
+	detail := fmt.Sprintf("certificate %s of lab %s, valid until %s (%s left)", cert.ID, lab, cert.NotAfter.UTC().Format(time.RFC3339), days(left))
 	if left < CertWarnBefore {
 		return Check{Name: name, Status: Warn, Detail: detail + ": runs that would end after it expires are refused", Fix: fix}
 	}
