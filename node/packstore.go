@@ -570,16 +570,26 @@ var errReserve = fmt.Errorf("%w: the block store leaves the last %d MiB (or 5%%)
 // metadata write that fails is fatal to it while a refused block is only a failed request.
 // One statfs per block costs ~1 µs against the block's 256 KiB write.
 func checkSpace(dir string, need int64) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
+	avail, reserve, err := FreeSpace(dir)
+	if err != nil {
 		return nil // cannot tell: let the write itself report
 	}
-	total := int64(st.Blocks) * st.Bsize
-	avail := int64(st.Bavail) * st.Bsize
-	if avail-need < min(maxSpaceReserve, total/20) {
+	if avail-need < reserve {
 		return errReserve
 	}
 	return nil
+}
+
+// FreeSpace is the space left to unprivileged writers on dir's filesystem and the reserve
+// the block store leaves on it (min(64 MiB, 5% of the filesystem)): with avail under
+// reserve, the node refuses every block write (ErrDiskFull).
+func FreeSpace(dir string) (avail, reserve int64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	total := int64(st.Blocks) * st.Bsize
+	return int64(st.Bavail) * st.Bsize, min(maxSpaceReserve, total/20), nil
 }
 
 // compact rewrites the live blocks of every segment that holds dead bytes (blocks deleted,

@@ -1,0 +1,71 @@
+package doctor
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/protocol"
+	"github.com/evalmesh/evalmesh/runner/docker"
+)
+
+func byName(cs []Check) map[string]Check {
+	m := map[string]Check{}
+	for _, c := range cs {
+		m[c.Name] = c
+	}
+	return m
+}
+
+// The isolation checks grade what the engine reports; the machines this runs on have one
+// engine, so the other engines are given as reports.
+func TestEngineIsolationChecks(t *testing.T) {
+	dockerCfg, processCfg := home.DefaultConfig(), home.DefaultConfig()
+	processCfg.Runner.Executor = "process"
+	engine := func(info docker.EngineInfo) func(context.Context) (docker.EngineInfo, error) {
+		return func(context.Context) (docker.EngineInfo, error) { return info, nil }
+	}
+	hardened := docker.EngineInfo{Version: "28.0", CgroupVersion: "2", CgroupDriver: "systemd", Seccomp: "builtin", Rootless: true}
+	got := byName(checkEngine(t.Context(), dockerCfg, engine(hardened)))
+	for _, n := range []string{"engine", "cgroup", "seccomp", "userns"} {
+		if got[n].Status != OK {
+			t.Errorf("hardened engine: %s is %s (%s)", n, got[n].Status, got[n].Detail)
+		}
+	}
+	plain := docker.EngineInfo{Version: "20.10", CgroupVersion: "1", Seccomp: "unconfined"}
+	got = byName(checkEngine(t.Context(), dockerCfg, engine(plain)))
+	for _, n := range []string{"cgroup", "seccomp", "userns"} {
+		if got[n].Status != Warn || got[n].Fix == "" {
+			t.Errorf("docker executor on a plain engine: %s is %s, fix %q; want a warning with a fix", n, got[n].Status, got[n].Fix)
+		}
+	}
+	got = byName(checkEngine(t.Context(), processCfg, engine(plain)))
+	if got["userns"].Status != Info || !strings.Contains(got["userns"].Detail, "does not use the engine") {
+		t.Errorf("process executor on a plain engine: userns %s (%s), want info", got["userns"].Status, got["userns"].Detail)
+	}
+}
+
+func TestAgreementCheck(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	peer := func(s protocol.PeerStatus) protocol.PeerHead {
+		return protocol.PeerHead{PeerID: "12D3KooWpeer", Lab: "lab2", NetworkDoc: "bbbb", Status: s}
+	}
+	for _, tc := range []struct {
+		name string
+		st   node.LedgerStatus
+		want Status
+		in   string
+	}{
+		{"no heads", node.LedgerStatus{NetworkDoc: "aaaa"}, Info, "no peer head"},
+		{"agrees", node.LedgerStatus{NetworkDoc: "aaaa", Peers: []protocol.PeerHead{peer(protocol.StatusAgrees), peer(protocol.StatusOtherSet)}}, OK, "2 peer(s) heard"},
+		{"other document", node.LedgerStatus{NetworkDoc: "aaaa", Peers: []protocol.PeerHead{peer(protocol.StatusAgrees), peer(protocol.StatusOtherDocument)}}, Warn, "1 of 2 peer(s) run another network document than ours (aaaa): 12D3KooWpeer (lab lab2, document bbbb)"},
+		{"root mismatch", node.LedgerStatus{NetworkDoc: "aaaa", LedgerRoot: "r1", Peers: []protocol.PeerHead{peer(protocol.StatusRootMismatch)}}, Warn, "ROOT MISMATCH"},
+	} {
+		c := checkAgreement(h, nil, tc.st)
+		if c.Status != tc.want || !strings.Contains(c.Detail, tc.in) {
+			t.Errorf("%s: %s %q, want %s naming %q", tc.name, c.Status, c.Detail, tc.want, tc.in)
+		}
+	}
+}
