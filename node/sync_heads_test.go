@@ -164,3 +164,43 @@ func TestHeadThatDiffersStartsASync(t *testing.T) {
 	a.ObserveHead(hb, b.ID(), headsNow)
 	inSync(t, 30, a, b)
 }
+
+// A restarted node's heads are newer than those its peers kept from before the restart
+// (they keep the highest seq); a head not heard for 3 intervals is stale, never agreeing.
+func TestHeadsStayOrderedAcrossRestart(t *testing.T) {
+	ha := newHome(t)
+	a, err := New(context.Background(), ha, testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	b := startNode(t, testOptions())
+	t0 := time.Now()
+	for i := 0; i < 5; i++ {
+		raw, err := a.SignedHead("lab:a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := b.ObserveHead(raw, a.ID(), t0); v.Verdict != protocol.Accept {
+			t.Fatalf("head %d: %+v", i, v)
+		}
+	}
+	a.Close()
+	a2 := startNodeAt(t, ha, testOptions())
+	raw, err := a2.SignedHead("lab:a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1 := t0.Add(time.Minute)
+	b.ObserveHead(raw, a2.ID(), t1)
+	st := b.LedgerStatus()
+	if len(st.Peers) != 1 || !st.Peers[0].LastHeard.Equal(t1) {
+		t.Fatalf("after a's restart b holds %+v; want the head heard at %v", st.Peers, t1)
+	}
+
+	b.setHeadsClock(func() time.Time { return t1.Add(16 * time.Second) }, 5*time.Second)
+	st = b.LedgerStatus()
+	if p := st.Peers[0]; !p.Stale || p.Agrees || p.Status != protocol.StatusStale || p.AgeSeconds != 16 {
+		t.Fatalf("a head 16 s old with a 15 s bound: %+v", p)
+	}
+}
