@@ -8,6 +8,7 @@
 //	config.yaml       commented node config (see Config)
 //	node-cert.json    optional: this node's certificate from its lab (attest.NodeCert)
 //	api               while the daemon runs: its HTTP API address (host:port)
+//	peers.json        the peers the daemon re-dials (node package; rewritten atomically)
 //	blocks/           the blockstore (node package)
 //	datastore/        the datastore: pins, metadata (node package)
 //	runs/             one folder per run (runner package)
@@ -66,6 +67,7 @@ func (h Home) AttestationsDir() string {
 	return filepath.Join(h.Dir, "attestations")
 }
 func (h Home) ObjectsDir() string { return filepath.Join(h.Dir, "objects") }
+func (h Home) PeersPath() string  { return filepath.Join(h.Dir, "peers.json") }
 
 // ErrExists is returned by Init when the home already holds an identity.
 var ErrExists = errors.New("already initialised")
