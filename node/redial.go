@@ -19,6 +19,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	lp2pproto "github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
@@ -461,6 +462,11 @@ func (r *redialer) dialDue(ctx context.Context, first bool) time.Time {
 
 // dial dials one known peer and schedules the next try when it fails.
 func (r *redialer) dial(ctx context.Context, id peer.ID, addrs []ma.Multiaddr, first bool) {
+	// The swarm's own dial backoff (5 s plus 1 s × failures², up to 5 minutes) would refuse
+	// this dial for minutes after a long outage: our schedule replaces it for known peers.
+	if sw, ok := r.h.Network().(*swarm.Swarm); ok {
+		sw.Backoff().Clear(id)
+	}
 	dctx, cancel := context.WithTimeout(ctx, redialTimeout)
 	err := r.h.Connect(dctx, peer.AddrInfo{ID: id, Addrs: addrs})
 	cancel()

@@ -130,3 +130,33 @@ func TestJitteredBackoff(t *testing.T) {
 		}
 	}
 }
+
+// A bootstrap peer that is down when the node starts is dialled again until it is up (it
+// used to be dialled once, its failure logged and forgotten), and the warning says so.
+func TestBootstrapPeerDownAtStartIsRetried(t *testing.T) {
+	hb := newHome(t)
+	b, err := New(context.Background(), hb, testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := b.Addrs()[0]
+	b.Close()
+	cfg := DefaultTestConfig()
+	cfg.Bootstrap = []string{addr}
+	var warn lineLog
+	o := fastRedial()
+	o.Config, o.Warnf = &cfg, warn.logf
+	a := startNode(t, o)
+	if !warn.has("bootstrap peer " + addr + " unreachable") {
+		t.Fatalf("no warning for the bootstrap peer down at start: %q", warn.lines)
+	}
+	ob := testOptions()
+	ob.Listen = []string{strings.TrimSuffix(addr, "/p2p/"+b.ID().String())} // b again, same port
+	ob.Redial.Off = true
+	b = startNodeAt(t, hb, ob)
+	// Within 3 s, though the swarm's own dial backoff for b (5 s after a failed dial, more
+	// after each next one) has not run out: the redialer's schedule overrides it.
+	testutil.WaitFor(t, 3*time.Second, "a connected to its bootstrap peer once it is up", func() bool {
+		return len(a.host.Network().ConnsToPeer(b.ID())) > 0
+	})
+}
