@@ -65,6 +65,15 @@ func printLedgerStatus(stdout, stderr io.Writer, st node.LedgerStatus, asJSON bo
 				p.PeerID, orDash(p.Lab), p.LedgerRoot, p.Attestations, p.Fingerprint, st.LedgerRoot)
 		}
 	}
+	stale := 0
+	for _, p := range st.Peers {
+		if p.Stale {
+			stale++
+		}
+	}
+	if stale > 0 && stale == len(st.Peers) {
+		fmt.Fprintf(stderr, "every peer's head is stale (none heard for 3 head intervals): this node may be cut off; see `evalmesh peers`\n")
+	}
 	if asJSON {
 		if err := printJSON(stdout, st); err != nil {
 			return err
