@@ -78,6 +78,9 @@ type MeshOptions struct {
 	Now func() time.Time
 }
 
+// defaultHeadsInterval is MeshOptions.HeadsInterval's default.
+const defaultHeadsInterval = 5 * time.Second
+
 // Mesh is a running node's part in its network. Start it with StartMesh; Close stops it.
 type Mesh struct {
 	n     *Node
@@ -207,7 +210,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		opts.Now = time.Now
 	}
 	if opts.HeadsInterval <= 0 {
-		opts.HeadsInterval = 5 * time.Second
+		opts.HeadsInterval = defaultHeadsInterval
 	}
 	if opts.SyncInterval <= 0 {
 		opts.SyncInterval = 30 * time.Second
@@ -216,6 +219,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 	if st == nil {
 		return nil, errors.New("mesh: the node has no attestation store")
 	}
+	n.setHeadsClock(opts.Now, opts.HeadsInterval)
 	st.SetTrust(opts.Trust)
 	cert := opts.Runner.Cert
 	m := &Mesh{

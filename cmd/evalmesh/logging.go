@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,17 +25,20 @@ func newLogger(w io.Writer, format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
 
-// logLine logs one line of the node's printf-style log.
-func logLine(l *slog.Logger, line string) {
+// logLine logs one line of the node's printf-style log at INFO.
+func logLine(l *slog.Logger, line string) { logLineAt(l, slog.LevelInfo, line) }
+
+// logLineAt logs one line at level (the node's Warnf lines: WARN).
+func logLineAt(l *slog.Logger, level slog.Level, line string) {
 	line = strings.TrimRight(line, "\n")
 	if line == "" {
 		return
 	}
 	if comp, msg, ok := strings.Cut(line, ": "); ok && comp != "" && !strings.ContainsAny(comp, " \t/") {
-		l.Info(msg, "component", comp)
+		l.Log(context.Background(), level, msg, "component", comp)
 		return
 	}
-	l.Info(line)
+	l.Log(context.Background(), level, line)
 }
 
 // logWriter turns what is written to it into log records, one per line (for the parts of
