@@ -46,6 +46,10 @@ type AcceptPolicy struct {
 	// MaxRunsPerLab caps how many runs of one principal count: past the first MaxRunsPerLab
 	// by (task, agent, seed, ID), its runs do not count (ExcludeLabCap). 0 is no cap.
 	MaxRunsPerLab int
+	// RequireWitness counts a run only if it cites (RunPredicate.Witness) a witness record
+	// in the set of its campaign by a lab other than the campaign's (CampaignWindow.Lab):
+	// proof that it was signed after another lab had seen the campaign. Needs Campaigns.
+	RequireWitness bool
 	// AgentOwners maps an agent spec CID to the name of the lab that answers for it (the
 	// lab of the first campaign, by creation then ID, that lists it). It qualifies display
 	// names that collide (UniqueNames): results aggregate by spec CID, never by name.
@@ -64,6 +68,9 @@ type AcceptPolicy struct {
 type CampaignWindow struct {
 	Created  time.Time
 	Deadline time.Time
+	// Lab is the lab ID that signed the campaign: its own witness records do not count for
+	// its campaign (AcceptPolicy.RequireWitness).
+	Lab string
 }
 
 // ExcludeReason says why a run attestation does not count. The strings are stable: the CLI
@@ -89,6 +96,10 @@ const (
 	// ExcludeOutsideCampaign: the run's claimed start or end lies outside its campaign's
 	// window (created … deadline).
 	ExcludeOutsideCampaign ExcludeReason = "outside the campaign window"
+	// ExcludeUnwitnessed: the run cites no witness record of its campaign by a lab other
+	// than the campaign's (AcceptPolicy.RequireWitness): nothing shows it was signed after
+	// another lab had seen the campaign.
+	ExcludeUnwitnessed ExcludeReason = "its campaign was not witnessed by another lab when it was signed"
 	// ExcludeLabCap: the run's principal is over AcceptPolicy.MaxAgentsPerLab or
 	// MaxRunsPerLab.
 	ExcludeLabCap ExcludeReason = "over the lab's cap"
@@ -260,6 +271,12 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 				continue
 			}
 			window = &w
+			if p.RequireWitness {
+				if why := o.unwitnessed(v, w); why != "" {
+					exclude(v, rp.Slot, ExcludeUnwitnessed, why)
+					continue
+				}
+			}
 		}
 		if !p.AllowProcessRuns && (rp.Executor == nil || rp.Executor.Isolation != IsolationContainer) {
 			detail := "the attestation does not say how the run was isolated (signed before executor was recorded)"
@@ -492,4 +509,23 @@ func joinSorted(s []string) string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return strings.Join(s, ", ")
+}
+
+// unwitnessed says why run v does not cite a witness record of its campaign (window w) by a
+// lab other than the campaign's, or "" when it does.
+func (o Outcome) unwitnessed(v *Verified, w CampaignWindow) string {
+	id := v.Run.Witness
+	if id == "" {
+		return "the run cites no witness record"
+	}
+	wv, ok := o.Witnesses[id]
+	switch {
+	case !ok:
+		return "cites witness " + id + ", which is not in the set"
+	case wv.Witness.Campaign != v.Run.Slot.Campaign:
+		return fmt.Sprintf("cites witness %s of campaign %s, not of its own", id, wv.Witness.Campaign)
+	case wv.Principal() == w.Lab:
+		return fmt.Sprintf("cites witness %s by the campaign's own lab", id)
+	}
+	return ""
 }

@@ -645,3 +645,51 @@ func TestAcceptHedgingIsMisconduct(t *testing.T) {
 		t.Fatalf("misconduct %+v: want the hedge", mis)
 	}
 }
+
+// TestAcceptRequiresAWitness: in a network that requires witnesses, a run counts only if it
+// cites a witness record of its campaign by a lab other than the campaign's own.
+func TestAcceptRequiresAWitness(t *testing.T) {
+	w := newAcceptWorld(t, 3)
+	campaign, other := EnvelopeID([]byte("campaign")), EnvelopeID([]byte("other campaign"))
+	witness := func(name string, lab int, c string) {
+		env, _, err := NewWitness(w.labs[lab].node, w.labs[lab].cert, c, t0.Add(-3*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.put(name, env)
+	}
+	witness("w-other-lab", 1, campaign)
+	witness("w-own-lab", 0, campaign)
+	witness("w-wrong-campaign", 1, other)
+	run := func(name, cites string, seed int) {
+		p := runPredicate(w.labs[0].nodeID, w.labs[0].lab.ID, seed, 0.5)
+		p.Slot.Campaign = campaign
+		if cites != "" {
+			p.Witness = w.ids[cites]
+		}
+		w.putRun(name, 0, p, name)
+	}
+	run("witnessed", "w-other-lab", 0)
+	run("own-witness", "w-own-lab", 1)
+	run("wrong-campaign", "w-wrong-campaign", 2)
+	run("none", "", 3)
+	p := AcceptPolicy{RequireWitness: true, Campaigns: map[string]CampaignWindow{
+		campaign: {Created: t0.Add(-4 * time.Hour), Deadline: t0, Lab: w.labs[0].lab.ID},
+	}}
+	results, excluded := Accept(Reconcile(w.verified(), Agree), p)
+	if len(results) != 1 || w.nameOf(results[0].AttestationID) != "witnessed" {
+		t.Errorf("results %+v: want the witnessed run alone", results)
+	}
+	for _, e := range excluded {
+		if e.Reason != ExcludeUnwitnessed {
+			t.Errorf("%s: %q, want %q", w.nameOf(e.ID), e.Reason, ExcludeUnwitnessed)
+		}
+	}
+	if len(excluded) != 3 {
+		t.Errorf("excluded %+v: want 3 unwitnessed runs", excluded)
+	}
+	// Without the requirement every run counts.
+	if results, _ := Accept(Reconcile(w.verified(), Agree), AcceptPolicy{Campaigns: p.Campaigns}); len(results) != 4 {
+		t.Errorf("without RequireWitness: %d results, want 4", len(results))
+	}
+}
