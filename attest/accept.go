@@ -308,7 +308,11 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 			exclude(v, rp.Slot, ExcludeTooFewReplicators, fmt.Sprintf("%d of %d other labs agree", reps, p.Replication))
 			continue
 		}
-		passed = append(passed, candidate{r: toResult(v, task, agent), v: v, order: fillKey(v, window)})
+		order := fillKey(v, window)
+		if p.RequireWitness && window != nil {
+			order.Created = o.witnessedAt(rp.Slot.Campaign, window.Lab, window.Created)
+		}
+		passed = append(passed, candidate{r: toResult(v, task, agent), v: v, order: order})
 	}
 	// The caps apply before the cells are filled, so a capped run never displaces another
 	// lab's run of the same cell.
@@ -357,9 +361,9 @@ type cellKey struct {
 // FillKey orders the runs that could fill one (task, agent, seed) cell; the least fills it.
 // Nothing in it can be chosen by the lab that signed the run once its campaign exists: not
 // its attestation ID (a runner re-signs until an ID sorts low) and not how many labs chose
-// to re-score it. A campaign's creation time is signed by the campaign's lab, so a lab can
-// backdate a campaign of its own; witness records by other labs (docs/design.md §9) are what
-// close that.
+// to re-score it. Created is the campaign's creation as its own lab signed it, or, where
+// witnesses are required, when other labs witnessed it (Outcome.witnessedAt), which the
+// campaign's lab cannot backdate.
 type FillKey struct {
 	Created  time.Time // the campaign's creation (zero when the ledger has no windows)
 	Campaign string
@@ -528,4 +532,35 @@ func (o Outcome) unwitnessed(v *Verified, w CampaignWindow) string {
 		return fmt.Sprintf("cites witness %s by the campaign's own lab", id)
 	}
 	return ""
+}
+
+// witnessedAt is when campaign (of lab campaignLab) counts as having existed, for the fill
+// order: each other lab's earliest witness time, and of those the second earliest (the
+// earliest when one other lab witnessed it), so no single lab can move it — not the
+// campaign's own lab by backdating the campaign, and not a witnessing lab by backdating or
+// post-dating its own record. Never earlier than created, which the campaign's lab signed;
+// created when no other lab has witnessed it.
+func (o Outcome) witnessedAt(campaign, campaignLab string, created time.Time) time.Time {
+	first := map[string]time.Time{}
+	for _, w := range o.Witnesses {
+		if w.Witness.Campaign != campaign || w.Principal() == campaignLab {
+			continue
+		}
+		if t, ok := first[w.Principal()]; !ok || w.Witness.Time.Before(t) {
+			first[w.Principal()] = w.Witness.Time
+		}
+	}
+	if len(first) == 0 {
+		return created
+	}
+	times := make([]time.Time, 0, len(first))
+	for _, t := range first {
+		times = append(times, t)
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	at := times[min(1, len(times)-1)]
+	if at.Before(created) {
+		return created
+	}
+	return at
 }

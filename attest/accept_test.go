@@ -693,3 +693,44 @@ func TestAcceptRequiresAWitness(t *testing.T) {
 		t.Errorf("without RequireWitness: %d results, want 4", len(results))
 	}
 }
+
+// TestAcceptWitnessedCampaignFillsFirst: where witnesses are required, the campaign other
+// labs witnessed first fills a cell, not the one whose own lab dated it earlier; one
+// witnessing lab alone cannot move that order by backdating its record.
+func TestAcceptWitnessedCampaignFillsFirst(t *testing.T) {
+	w := newAcceptWorld(t, 4)
+	early, backdated := EnvelopeID([]byte("witnessed early")), EnvelopeID([]byte("backdated"))
+	witness := func(name string, lab int, c string, at time.Time) {
+		env, _, err := NewWitness(w.labs[lab].node, w.labs[lab].cert, c, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.put(name, env)
+	}
+	// Campaign "backdated" (lab 0's) claims to be older, but labs 1 and 2 saw it after
+	// "witnessed early" (lab 3's); lab 1 backdates its witness of "backdated", alone.
+	witness("e1", 1, early, t0.Add(-150*time.Minute))
+	witness("e2", 2, early, t0.Add(-149*time.Minute))
+	witness("b1", 1, backdated, t0.Add(-10*time.Hour))
+	witness("b2", 2, backdated, t0.Add(-130*time.Minute))
+	run := func(name string, lab int, c, cites string) {
+		p := runPredicate(w.labs[lab].nodeID, w.labs[lab].lab.ID, 0, 0.5)
+		p.Slot.Campaign, p.Witness = c, w.ids[cites]
+		w.putRun(name, lab, p, name)
+	}
+	run("from-early", 3, early, "e1")
+	run("from-backdated", 0, backdated, "b2")
+	p := AcceptPolicy{RequireWitness: true, Campaigns: map[string]CampaignWindow{
+		early:     {Created: t0.Add(-160 * time.Minute), Deadline: t0, Lab: w.labs[3].lab.ID},
+		backdated: {Created: t0.Add(-20 * time.Hour), Deadline: t0, Lab: w.labs[0].lab.ID},
+	}}
+	results, excluded := Accept(Reconcile(w.verified(), Agree), p)
+	if len(results) != 1 || w.nameOf(results[0].AttestationID) != "from-early" {
+		t.Fatalf("results %+v excluded %+v: want the run of the campaign witnessed first", results, excluded)
+	}
+	// Without witnesses the signed creation times decide.
+	p.RequireWitness = false
+	if results, _ := Accept(Reconcile(w.verified(), Agree), p); len(results) != 1 || w.nameOf(results[0].AttestationID) != "from-backdated" {
+		t.Fatalf("without witnesses: %+v, want the campaign created first", results)
+	}
+}
