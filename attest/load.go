@@ -53,6 +53,7 @@ type LedgerReport struct {
 	Rescores      int        `json:"rescores"`
 	Orphans       int        `json:"orphan_rescores"` // re-scores of runs not in the set (or equivocating)
 	Other         int        `json:"other"`
+	Witnesses     int        `json:"witnesses"` // witness records (witness.go)
 	Equivocations int        `json:"equivocations"` // evidence pairs
 	Disagreements int        `json:"disagreements"`
 	Duplicates    int        `json:"duplicate_ids"` // the same bytes given more than once
@@ -185,7 +186,7 @@ func ledgerOf(ok []*Verified, rep *LedgerReport, in LedgerInput) (*scoring.Ledge
 		rep.Rescores += len(rs)
 	}
 	rep.Rescores += len(o.Disagreements)
-	rep.Orphans, rep.Other = len(o.Orphans), len(o.Other)
+	rep.Orphans, rep.Other, rep.Witnesses = len(o.Orphans), len(o.Other), len(o.Witnesses)
 	rep.Equivocations, rep.Disagreements = len(o.Equivocations), len(o.Disagreements)
 	rep.Misconduct = []Misconduct{} // JSON [] when none
 	for _, m := range ProvenMisconduct(o) {

@@ -353,8 +353,8 @@ func printLedgerReport(stdout, stderr io.Writer, l *scoring.Ledger, rep *attest.
 	if err := l.WriteTable(stdout); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nattestations: %d read, %d refused, %d excluded, %d counted (%d re-scores, %d of other types)\n",
-		rep.Read, len(rep.Refused), len(rep.Excluded), rep.Counted, rep.Rescores+rep.Orphans, rep.Other)
+	fmt.Fprintf(stdout, "\nattestations: %d read, %d refused, %d excluded, %d counted (%d re-scores, %d witness records, %d of other types)\n",
+		rep.Read, len(rep.Refused), len(rep.Excluded), rep.Counted, rep.Rescores+rep.Orphans, rep.Witnesses, rep.Other)
 	for _, r := range rep.Refused {
 		fmt.Fprintf(stderr, "refused %s\n", r)
 	}
