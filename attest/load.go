@@ -53,7 +53,7 @@ type LedgerReport struct {
 	Rescores      int        `json:"rescores"`
 	Orphans       int        `json:"orphan_rescores"` // re-scores of runs not in the set (or equivocating)
 	Other         int        `json:"other"`
-	Witnesses     int        `json:"witnesses"` // witness records (witness.go)
+	Witnesses     int        `json:"witnesses"`     // witness records (witness.go)
 	Equivocations int        `json:"equivocations"` // evidence pairs
 	Disagreements int        `json:"disagreements"`
 	Duplicates    int        `json:"duplicate_ids"` // the same bytes given more than once
