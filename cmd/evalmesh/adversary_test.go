@@ -117,6 +117,16 @@ func (v ledgerView) honestCounted(dishonestLab string) []string {
 	return ids
 }
 
+// stillCounted reports each of ids that node i's view v no longer counts.
+func (c *cluster) stillCounted(t *testing.T, i int, v ledgerView, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		if _, ok := v.counted[id]; !ok {
+			t.Errorf("%s: honest run %s no longer counts (%s)", c.nodes[i].lab.Name, id, v.excluded[id])
+		}
+	}
+}
+
 // settle waits until every node has the same root and cond holds on each; it returns the
 // views.
 func (c *cluster) settle(what string, within time.Duration, cond func(ledgerView) bool) []ledgerView {
@@ -276,11 +286,7 @@ func TestDishonestLabCannotSteerTheLedger(t *testing.T) {
 			return len(v.counted) == slots+2
 		})
 		for i, v := range views {
-			for _, id := range honestBefore {
-				if _, ok := v.counted[id]; !ok {
-					t.Errorf("%s: honest run %s no longer counts (%s)", c.nodes[i].lab.Name, id, v.excluded[id])
-				}
-			}
+			c.stillCounted(t, i, v, honestBefore)
 			var solvers []string
 			for _, a := range v.agents {
 				if strings.HasPrefix(a, "solver") {
@@ -321,11 +327,7 @@ func TestDishonestLabCannotSteerTheLedger(t *testing.T) {
 			return v.envelopes >= before.envelopes+n+12
 		})
 		for i, v := range views {
-			for _, id := range honestBefore {
-				if _, ok := v.counted[id]; !ok {
-					t.Errorf("%s: honest run %s no longer counts (%s)", c.nodes[i].lab.Name, id, v.excluded[id])
-				}
-			}
+			c.stillCounted(t, i, v, honestBefore)
 			for _, r := range v.counted {
 				if r.campaign == gid {
 					t.Errorf("%s: run %s of the later campaign counts in a cell the earlier one fills", c.nodes[i].lab.Name, r.id)
@@ -404,11 +406,7 @@ func TestDishonestLabCannotSteerTheLedger(t *testing.T) {
 			for _, m := range v.misconduct {
 				t.Errorf("%s: misconduct %+v for two nodes of one lab colliding (no proof of a node's fault)", c.nodes[i].lab.Name, m)
 			}
-			for _, hid := range honestBefore {
-				if _, ok := v.counted[hid]; !ok {
-					t.Errorf("%s: honest run %s no longer counts (%s)", c.nodes[i].lab.Name, hid, v.excluded[hid])
-				}
-			}
+			c.stillCounted(t, i, v, honestBefore)
 		}
 		before = views[0]
 	})
@@ -457,11 +455,7 @@ func TestDishonestLabCannotSteerTheLedger(t *testing.T) {
 					t.Errorf("%s: pre-signed run %s: %q, want %q", c.nodes[i].lab.Name, id, got, attest.ExcludeUnwitnessed)
 				}
 			}
-			for _, id := range honestBefore {
-				if _, ok := v.counted[id]; !ok {
-					t.Errorf("%s: honest run %s no longer counts (%s)", c.nodes[i].lab.Name, id, v.excluded[id])
-				}
-			}
+			c.stillCounted(t, i, v, honestBefore)
 		}
 		before = views[0]
 	})
