@@ -73,6 +73,9 @@ type labEntry struct {
 	name      string
 	pub       ed25519.PublicKey
 	recipient string
+	// retired, when set, is when the lab left the network (protocol's network document):
+	// its certificates vouch for nothing at or after it.
+	retired time.Time
 }
 
 type revKey struct{ lab, subject string }
@@ -236,6 +239,23 @@ func (t *TrustStore) SetAgeRecipient(labID, recipient string) error {
 		}
 	}
 	return nil
+}
+
+// RetireLab records that the trusted lab labID retired at: what its nodes signed claiming
+// an earlier time still counts (AtClaimedTime); nothing it signs at or after it does, and
+// live messages (at now) from its nodes are refused once now reaches it. Unknown labs are
+// ignored.
+func (t *TrustStore) RetireLab(labID string, at time.Time) {
+	if e, ok := t.labs[labID]; ok {
+		e.retired = at
+		t.labs[labID] = e
+	}
+}
+
+// LabRetired is when the trusted lab labID retired, if it did.
+func (t *TrustStore) LabRetired(labID string) (time.Time, bool) {
+	e := t.labs[labID]
+	return e.retired, !e.retired.IsZero()
 }
 
 // LabRecipient is the age recipient of the trusted lab labID ("" when it lists none).

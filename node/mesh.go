@@ -601,6 +601,11 @@ func (m *Mesh) onCampaign(env []byte) {
 			return
 		}
 	}
+	if r, ok := m.opts.Trust.LabRetired(v.Lab); ok && !m.opts.Now().Before(r) {
+		// Its lab retired from the network: what was run for it before still counts
+		// (the ledger reads the stored campaign), nothing more is claimed.
+		return
+	}
 	if _, ok := m.campaigns[v.ID]; ok || m.pending[v.ID] {
 		return
 	}
