@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,11 +31,18 @@ func logLine(l *slog.Logger, line string) {
 	if line == "" {
 		return
 	}
+	level := slog.LevelInfo
 	if comp, msg, ok := strings.Cut(line, ": "); ok && comp != "" && !strings.ContainsAny(comp, " \t/") {
-		l.Info(msg, "component", comp)
+		if rest, warn := strings.CutPrefix(msg, "WARN "); warn {
+			level, msg = slog.LevelWarn, rest
+		}
+		l.Log(context.Background(), level, msg, "component", comp)
 		return
 	}
-	l.Info(line)
+	if rest, warn := strings.CutPrefix(line, "WARN "); warn {
+		level, line = slog.LevelWarn, rest
+	}
+	l.Log(context.Background(), level, line)
 }
 
 // logWriter turns what is written to it into log records, one per line (for the parts of

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/protocol"
+)
+
+// create → add-lab → two of three labs sign → show says a majority signed, the hash is
+// the document's, signing leaves the hash alone, an edit clears the signatures; the
+// daemon's loader takes the document only once a majority signed it.
+func TestNetworkCLI(t *testing.T) {
+	dir := t.TempDir()
+	labDir := func(n string) string { return filepath.Join(dir, n) }
+	for _, n := range []string{"acme", "beta", "gamma"} {
+		mustCLI(t, "lab", "init", "--dir", labDir(n), "--name", n)
+	}
+	doc := filepath.Join(dir, "network.json")
+	mustCLI(t, "network", "create", "--network", "airs", "--out", doc, "--replication", "1", "--lab", labDir("acme"), "--lab", labDir("beta"))
+	if code, _, stderr := cliRun(t, "network", "create", "--network", "airs", "--out", doc); code == 0 || !strings.Contains(stderr, "exists") {
+		t.Fatalf("create over an existing file: exit %d, %s", code, stderr)
+	}
+	mustCLI(t, "network", "add-lab", doc, "--lab", labDir("gamma"))
+	show := func() networkShowOut {
+		t.Helper()
+		var s networkShowOut
+		if err := json.Unmarshal([]byte(mustCLI(t, "network", "show", doc, "--json")), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	unsigned := show()
+	if len(unsigned.Labs) != 3 || unsigned.Signatures.Majority || !unsigned.SignaturesField || unsigned.Ledger.Replication != 1 {
+		t.Fatalf("after create and add-lab: %+v", unsigned)
+	}
+	h, err := home.Resolve(filepath.Join(dir, "node"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(h.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	install := func() (networkPolicy, error) {
+		t.Helper()
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(h.NetworkDocPath(), raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return loadNetworkPolicy(h, "airs")
+	}
+	mustCLI(t, "network", "sign", doc, "--lab", labDir("acme"))
+	_, err = install()
+	if err == nil || !strings.Contains(err.Error(), "signed by acme, not by beta, gamma") || !strings.Contains(err.Error(), "evalmesh network sign") {
+		t.Fatalf("one of three signed: loader said %v", err)
+	}
+	mustCLI(t, "network", "sign", doc, "--lab", labDir("beta"))
+	signed := show()
+	if !signed.Signatures.Majority || strings.Join(signed.Signatures.Signers, ",") != "acme,beta" || signed.Hash != unsigned.Hash {
+		t.Fatalf("two of three signed: %+v (hash before signing %s)", signed, unsigned.Hash)
+	}
+	if got := strings.TrimSpace(mustCLI(t, "network", "hash", doc)); got != signed.Hash {
+		t.Fatalf("network hash %s, show %s", got, signed.Hash)
+	}
+	np, err := install()
+	if err != nil || np.Doc.Hash() != signed.Hash || np.Warn != "" {
+		t.Fatalf("two of three signed: loader %v, %+v", err, np)
+	}
+	// Retiring gamma changes the document: the signatures go, the loader refuses it again.
+	mustCLI(t, "network", "retire-lab", doc, "--name", "gamma", "--at", "2026-06-01T00:00:00Z")
+	retired := show()
+	if retired.Hash == signed.Hash || len(retired.Signatures.Signers) != 0 || retired.Labs[2].Retired == nil {
+		t.Fatalf("after retire-lab: %+v", retired)
+	}
+	if _, err := install(); err == nil {
+		t.Fatal("the loader took a document nobody signed since its last edit")
+	}
+	// The document from before signatures still runs, with the warning.
+	var legacy map[string]any
+	raw, _ := os.ReadFile(doc)
+	if err := json.Unmarshal(raw, &legacy); err != nil {
+		t.Fatal(err)
+	}
+	delete(legacy, "signatures")
+	raw, _ = json.Marshal(legacy)
+	if err := os.WriteFile(doc, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	np, err = install()
+	if err != nil || !strings.Contains(np.Warn, "network document is not signed by a majority of its labs (see evalmesh network sign)") {
+		t.Fatalf("document without signatures: %v, warn %q", err, np.Warn)
+	}
+}
+
+// A real daemon refuses to start on a document that a majority of its labs has not signed,
+// and one started on a signed document announces its hash in its heads.
+func TestDaemonNetworkDocumentSignatures(t *testing.T) {
+	c := newCluster(t, 3)
+	l := c.labs.Nodes[0]
+	d, err := protocol.ParseNetworkDoc(c.labs.Doc.File())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.SignedByMajority(); !ok {
+		t.Fatal("demo.NewLabs wrote a document its labs did not sign")
+	}
+	d.Signatures = d.Signatures[:1]
+	if err := home.WriteFileAtomic(l.Home.NetworkDocPath(), d.File(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "daemon", "--home", l.Home.Dir)
+	cmd.Env = append(os.Environ(), "EVALMESH_TEST_CLI=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || ctx.Err() != nil || !strings.Contains(string(out), "not in effect") || !strings.Contains(string(out), "signed by lab1, not by lab2, lab3") {
+		t.Fatalf("daemon on a document signed by one of three labs: %v\n%s", err, out)
+	}
+	if err := home.WriteFileAtomic(l.Home.NetworkDocPath(), c.labs.Doc.File(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := c.start(0)
+	st, err := p.client.LedgerStatus(ctx)
+	if err != nil || st.NetworkDoc != c.labs.Doc.Hash() {
+		t.Fatalf("daemon on the signed document announces %q (%v), want %s", st.NetworkDoc, err, c.labs.Doc.Hash())
+	}
+}
