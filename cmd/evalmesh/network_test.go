@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/protocol"
 )
@@ -133,5 +134,85 @@ func TestDaemonNetworkDocumentSignatures(t *testing.T) {
 	st, err := p.client.LedgerStatus(ctx)
 	if err != nil || st.NetworkDoc != c.labs.Doc.Hash() {
 		t.Fatalf("daemon on the signed document announces %q (%v), want %s", st.NetworkDoc, err, c.labs.Doc.Hash())
+	}
+}
+
+// A retired lab against an honest daemon: lab3 retired half an hour ago, in a document the
+// other two signed. It hand-signs two runs with its own node key under a certificate of
+// its own: one claiming a time before the retirement (kept, as the network document says a
+// retired lab keeps its earlier results), one claiming now (refused: lab retired). Its
+// node's certificate is refused live (claims, heads' certificates) from the retirement on.
+func TestRetiredLabAgainstHonestDaemon(t *testing.T) {
+	skipShortFaults(t)
+	c := newCluster(t, 3)
+	now := time.Now().UTC().Truncate(time.Second)
+	retired := now.Add(-30 * time.Minute)
+	d, err := protocol.ParseNetworkDoc(c.labs.Doc.File())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.RetireLab("lab3", retired); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 1} {
+		if err := d.Sign(c.labs.Nodes[i].Name, c.labs.Nodes[i].Lab); err != nil {
+			t.Fatal(err)
+		}
+	}
+	honest := c.labs.Nodes[0]
+	if err := home.WriteFileAtomic(honest.Home.NetworkDocPath(), d.File(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := c.start(0)
+
+	// lab3's own key re-certifies its node from two hours ago: the earlier run lies in it.
+	liar := c.labs.Nodes[2]
+	key, err := liar.Home.Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := liar.Lab.Certify(liar.PeerID, now.Add(-2*time.Hour), 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sign := func(seed int, start, end time.Time) string {
+		t.Helper()
+		score := 0.9
+		pred := attest.RunPredicate{Slot: attest.Slot{Campaign: "bafycampaign", Task: "bafytask", Agent: "bafyagent", Seed: seed},
+			Node: liar.PeerID, Lab: liar.Lab.ID, Start: start, End: end, Valid: true, Score: &score, Metric: "accuracy", Evaluator: "builtin:accuracy",
+			Executor: &attest.ExecutorInfo{Name: "process", Isolation: attest.IsolationProcess, Limits: "none"}}
+		st, err := attest.NewStatement([]attest.Subject{{Name: "submission.csv", Digest: map[string]string{"sha256": strings.Repeat("ab", 32)},
+			Annotations: map[string]any{attest.AnnotationRole: attest.RoleSubmission}}}, attest.PredicateRunV1, pred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, id, err := attest.Sign(key, cert, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, id+".json"), env, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	before := sign(0, now.Add(-time.Hour), now.Add(-50*time.Minute))
+	after := sign(1, now.Add(-time.Minute), now)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := importAttestations(ctx, p.client, []string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.New != 1 || rep.Refused != 1 || rep.Refusals[0].ID != after || rep.Refusals[0].Reason != string(attest.ReasonLabRetired) {
+		t.Fatalf("import of the retired lab's runs: %+v; want %s kept and %s refused as %q", rep, before, after, attest.ReasonLabRetired)
+	}
+	// Live, its node's certificate no longer vouches for anything.
+	ts, err := d.TrustStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.CheckNodeCert(cert.Raw(), now); attest.ReasonOf(err) != attest.ReasonLabRetired {
+		t.Fatalf("live certificate check of the retired lab's node: %v", err)
 	}
 }
