@@ -167,3 +167,27 @@ func TestNetworkDocMajorityWithRetiredLabs(t *testing.T) {
 		t.Fatalf("trust store: delta retired %v %v", at, ok)
 	}
 }
+
+// A campaign of a retired lab counts when it was created before the retirement (its runs
+// stay in the ledger), not when created at or after it.
+func TestCampaignOfRetiredLab(t *testing.T) {
+	lab := newCampaignLab(t)
+	trust := trustStoreOf(t, lab)
+	trust.RetireLab(lab.ID, campaignT0.Add(time.Hour))
+	early, _, err := SignCampaign(lab, campaignFixture(1, 1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyCampaign(early, trust, campaignOpts(campaignT0.Add(time.Minute))); err != nil {
+		t.Fatalf("campaign created before the retirement: %v", err)
+	}
+	late := campaignFixture(1, 1, 1)
+	late.Created = campaignT0.Add(time.Hour)
+	env, _, err := SignCampaign(lab, late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyCampaign(env, trust, campaignOpts(late.Created)); CampaignReasonOf(err) != CampaignUnknownLab || !strings.Contains(err.Error(), "retired") {
+		t.Fatalf("campaign created at the retirement: %v", err)
+	}
+}
