@@ -243,8 +243,8 @@ func (t *TrustStore) SetAgeRecipient(labID, recipient string) error {
 
 // RetireLab records that the trusted lab labID retired at: what its nodes signed claiming
 // an earlier time still counts (AtClaimedTime); nothing it signs at or after it does, and
-// live messages (at now) from its nodes are refused once now reaches it. Unknown labs are
-// ignored.
+// live messages (at now) from its nodes are refused once now reaches it. The zero time
+// clears it; unknown labs are ignored.
 func (t *TrustStore) RetireLab(labID string, at time.Time) {
 	if e, ok := t.labs[labID]; ok {
 		e.retired = at
