@@ -60,3 +60,20 @@ func TestRetiredLabKeepsEarlierRuns(t *testing.T) {
 		t.Fatalf("after the revocation: %+v, want nothing counted", rep)
 	}
 }
+
+// A retired lab is granted no new bundle keys: LabRecipients leaves it out.
+func TestRetiredLabGetsNoNewGrants(t *testing.T) {
+	f := newFixture(t)
+	id, _ := f.trust.LabByName(f.labName)
+	const recip = "age1z4vzkn9d4wr34cx8nxt6fqxfaa9qvptt9n4chvevrrdky6z7dcqsf633ap"
+	if err := f.trust.SetAgeRecipient(id, recip); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.trust.LabRecipients(); got[id] != recip {
+		t.Fatalf("active lab's recipient: %v", got)
+	}
+	f.trust.RetireLab(id, t0)
+	if got := f.trust.LabRecipients(); len(got) != 0 {
+		t.Fatalf("retired lab still granted: %v", got)
+	}
+}

@@ -261,11 +261,12 @@ func (t *TrustStore) LabRetired(labID string) (time.Time, bool) {
 // LabRecipient is the age recipient of the trusted lab labID ("" when it lists none).
 func (t *TrustStore) LabRecipient(labID string) string { return t.labs[labID].recipient }
 
-// LabRecipients maps every trusted lab that lists an age recipient to it.
+// LabRecipients maps every trusted lab that lists an age recipient to it, except the labs
+// retired from the network (RetireLab): those are granted no new bundle keys.
 func (t *TrustStore) LabRecipients() map[string]string {
 	out := map[string]string{}
 	for id, e := range t.labs {
-		if e.recipient != "" {
+		if e.recipient != "" && e.retired.IsZero() {
 			out[id] = e.recipient
 		}
 	}
