@@ -113,6 +113,12 @@ type Mesh struct {
 	early   map[string][]*protocol.ClaimMessage
 	clock   claimClock // claim→start per run (mesh_claimclock.go)
 	capOpen bool       // openCapacity has given the claim machine its capacity
+	// peerLab: the lab of each peer whose claims passed the validator (its node certificate
+	// checked against the trust store): the only peers whose heads vote on the network
+	// document (mesh_netdoc.go). docHalt: a majority of the labs announce another document,
+	// so this node claims nothing.
+	peerLab map[string]string
+	docHalt bool
 	// awaitingKey: slot IDs whose run here waits for a sealed bundle's key, to the attempt
 	// that run signed (mesh_sealed.go).
 	awaitingKey map[string]int
@@ -225,6 +231,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		runs: map[string]*runRecord{}, bySlot: map[string][]string{}, rescores: map[string][]rescoreRecord{},
 		rescoring: map[string]bool{}, labPeers: map[string]time.Time{}, pending: map[string]bool{}, early: map[string][]*protocol.ClaimMessage{},
 		bundles: map[string]*sync.Mutex{}, awaitingKey: awaitingKeySlots(opts.Runner, n.opts.Logf),
+		peerLab: map[string]string{},
 	}
 
 	cc := opts.Claims
@@ -317,6 +324,10 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		m.wg.Add(1)
 		go m.followCapacity()
 	}
+	if opts.NetworkDoc != nil {
+		m.wg.Add(1)
+		go m.watchDocument()
+	}
 	return m, nil
 }
 
@@ -351,7 +362,7 @@ func (m *Mesh) openCapacity() {
 		now := m.opts.Now()
 		m.clock.reset(m.opts.Capacity, now)
 		m.capOpen = true
-		m.apply(m.cm.SetCapacity(m.opts.Capacity, now))
+		m.apply(m.cm.SetCapacity(m.claimCapacity(), now))
 	})
 }
 
@@ -467,6 +478,9 @@ func (m *Mesh) consume(kind string, msgs <-chan Message, cancel func()) {
 				m.do(func() {
 					if c.Lab == m.lab {
 						m.labPeers[c.PeerID] = m.opts.Now()
+					}
+					if len(m.peerLab) < maxVotingPeers || m.peerLab[c.PeerID] != "" {
+						m.peerLab[c.PeerID] = c.Lab
 					}
 					if m.pending[c.Campaign] {
 						if len(m.early[c.Campaign]) < maxEarlyClaims {

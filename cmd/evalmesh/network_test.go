@@ -12,6 +12,8 @@ import (
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/internal/testutil"
+	"github.com/evalmesh/evalmesh/node"
 	"github.com/evalmesh/evalmesh/protocol"
 )
 
@@ -214,5 +216,77 @@ func TestRetiredLabAgainstHonestDaemon(t *testing.T) {
 	}
 	if _, err := ts.CheckNodeCert(cert.Raw(), now); attest.ReasonOf(err) != attest.ReasonLabRetired {
 		t.Fatalf("live certificate check of the retired lab's node: %v", err)
+	}
+}
+
+// Two of three labs run a newer document (all three signed it); the third lab's node still
+// runs the old one. Once it has heard the others' certified nodes claim and announce the
+// newer document, it says so at WARN and in its ledger status (doctor), and claims
+// nothing; the two others, the majority, go on and finish the campaign.
+func TestNetworkDocumentMismatchStopsClaims(t *testing.T) {
+	skipShortFaults(t)
+	c := newCluster(t, 3)
+	newer, err := protocol.ParseNetworkDoc(c.labs.Doc.File())
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer.Ledger.BootstrapRounds = 50
+	newer.Signatures = []protocol.NetworkSignature{}
+	for _, l := range c.labs.Nodes {
+		if err := newer.Sign(l.Name, l.Lab); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if newer.Hash() == c.labs.Doc.Hash() {
+		t.Fatal("fixture: the newer document has the old hash")
+	}
+	for _, i := range []int{1, 2} {
+		if err := home.WriteFileAtomic(c.labs.Nodes[i].Home.NetworkDocPath(), newer.File(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		c.start(i)
+	}
+	c.connectAll()
+	tasks := c.addTasks("arithmetic")
+	// The first campaign's claims tell lab1's node who the others' nodes are.
+	first, slots := c.publish(c.nodes[1], tasks, faultAgents, 2)
+	old := c.nodes[0]
+	testutil.WaitFor(t, 60*time.Second, "lab1's node sees the majority's other document", func() bool {
+		st, err := old.client.LedgerStatus(t.Context())
+		return err == nil && st.DocumentMajority != nil && st.DocumentMajority.Mismatch && st.DocumentMajority.Majority == newer.Hash()
+	})
+	testutil.WaitFor(t, 10*time.Second, "the WARN line", func() bool {
+		return strings.Contains(readLog(old.log), "level=WARN") && strings.Contains(readLog(old.log), "network document mismatch")
+	})
+	for _, i := range []int{1, 2} {
+		st, err := c.nodes[i].client.LedgerStatus(t.Context())
+		if err != nil || (st.DocumentMajority != nil && st.DocumentMajority.Mismatch) {
+			t.Fatalf("%s (majority) halted: %+v %v", c.labs.Nodes[i].Name, st.DocumentMajority, err)
+		}
+	}
+	c.waitAllDone(c.nodes[1:], first, slots)
+	// A campaign published once it halted: the majority runs all of it, lab1's node none.
+	env, second, err := c.labs.Campaign(1, "after the halt", tasks, faultAgents, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.nodes[1].client.PublishCampaign(t.Context(), env); err != nil {
+		t.Fatal(err)
+	}
+	c.waitAllDone(c.nodes[1:], second, len(tasks)*len(faultAgents)*4)
+	envs, err := c.nodes[1].client.StoredEnvelopes(t.Context(), node.SetAttestations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, env := range envs {
+		e, err := attest.DecodeEnvelope(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, run, _, err := attest.DecodeStatement(e.Payload); err == nil && run != nil && run.Node == old.peerID && run.Slot.Campaign == second {
+			t.Fatalf("lab1's node ran slot %v of the campaign published after it halted", run.Slot)
+		}
 	}
 }

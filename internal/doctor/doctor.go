@@ -524,6 +524,11 @@ func checkAgreement(h home.Home, doc *protocol.NetworkDoc, st node.LedgerStatus)
 			Detail: fmt.Sprintf("the daemon runs network document %s, but %s is %s", st.NetworkDoc, h.NetworkDocPath(), doc.Hash()),
 			Fix:    "restart the daemon so it reads the document on disk"}
 	}
+	if v := st.DocumentMajority; v != nil && v.Mismatch {
+		return Check{Name: name, Status: Fail,
+			Detail: fmt.Sprintf("network document mismatch: labs %s (a majority, by their certified nodes' heads) announce document %s, this node runs %s: it claims nothing until it runs the same", strings.Join(v.Labs, ", "), v.Majority, st.NetworkDoc),
+			Fix:    "get the network document the labs signed (evalmesh network show FILE says its hash and signatures), put it in " + h.NetworkDocPath() + " and restart the daemon"}
+	}
 	if len(st.Peers) == 0 {
 		return Check{Name: name, Status: Info, Detail: "no peer head heard yet (heads come every few seconds from connected peers of the network)"}
 	}
