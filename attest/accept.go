@@ -46,6 +46,10 @@ type AcceptPolicy struct {
 	// MaxRunsPerLab caps how many runs of one principal count: past the first MaxRunsPerLab
 	// by (task, agent, seed, ID), its runs do not count (ExcludeLabCap). 0 is no cap.
 	MaxRunsPerLab int
+	// RequireWitness counts a run only if it cites (RunPredicate.Witness) a witness record
+	// in the set of its campaign by a lab other than the campaign's (CampaignWindow.Lab):
+	// proof that it was signed after another lab had seen the campaign. Needs Campaigns.
+	RequireWitness bool
 	// AgentOwners maps an agent spec CID to the name of the lab that answers for it (the
 	// lab of the first campaign, by creation then ID, that lists it). It qualifies display
 	// names that collide (UniqueNames): results aggregate by spec CID, never by name.
@@ -64,6 +68,9 @@ type AcceptPolicy struct {
 type CampaignWindow struct {
 	Created  time.Time
 	Deadline time.Time
+	// Lab is the lab ID that signed the campaign: its own witness records do not count for
+	// its campaign (AcceptPolicy.RequireWitness).
+	Lab string
 }
 
 // ExcludeReason says why a run attestation does not count. The strings are stable: the CLI
@@ -89,6 +96,10 @@ const (
 	// ExcludeOutsideCampaign: the run's claimed start or end lies outside its campaign's
 	// window (created … deadline).
 	ExcludeOutsideCampaign ExcludeReason = "outside the campaign window"
+	// ExcludeUnwitnessed: the run cites no witness record of its campaign by a lab other
+	// than the campaign's (AcceptPolicy.RequireWitness): nothing shows it was signed after
+	// another lab had seen the campaign.
+	ExcludeUnwitnessed ExcludeReason = "its campaign was not witnessed by another lab when it was signed"
 	// ExcludeLabCap: the run's principal is over AcceptPolicy.MaxAgentsPerLab or
 	// MaxRunsPerLab.
 	ExcludeLabCap ExcludeReason = "over the lab's cap"
@@ -260,6 +271,12 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 				continue
 			}
 			window = &w
+			if p.RequireWitness {
+				if why := o.unwitnessed(v, w); why != "" {
+					exclude(v, rp.Slot, ExcludeUnwitnessed, why)
+					continue
+				}
+			}
 		}
 		if !p.AllowProcessRuns && (rp.Executor == nil || rp.Executor.Isolation != IsolationContainer) {
 			detail := "the attestation does not say how the run was isolated (signed before executor was recorded)"
@@ -291,7 +308,11 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 			exclude(v, rp.Slot, ExcludeTooFewReplicators, fmt.Sprintf("%d of %d other labs agree", reps, p.Replication))
 			continue
 		}
-		passed = append(passed, candidate{r: toResult(v, task, agent), v: v, order: fillKey(v, window)})
+		order := fillKey(v, window)
+		if p.RequireWitness && window != nil {
+			order.Created = o.witnessedAt(rp.Slot.Campaign, window.Lab, window.Created)
+		}
+		passed = append(passed, candidate{r: toResult(v, task, agent), v: v, order: order})
 	}
 	// The caps apply before the cells are filled, so a capped run never displaces another
 	// lab's run of the same cell.
@@ -340,9 +361,9 @@ type cellKey struct {
 // FillKey orders the runs that could fill one (task, agent, seed) cell; the least fills it.
 // Nothing in it can be chosen by the lab that signed the run once its campaign exists: not
 // its attestation ID (a runner re-signs until an ID sorts low) and not how many labs chose
-// to re-score it. A campaign's creation time is signed by the campaign's lab, so a lab can
-// backdate a campaign of its own; witness records by other labs (docs/design.md §9) are what
-// close that.
+// to re-score it. Created is the campaign's creation as its own lab signed it, or, where
+// witnesses are required, when other labs witnessed it (Outcome.witnessedAt), which the
+// campaign's lab cannot backdate.
 type FillKey struct {
 	Created  time.Time // the campaign's creation (zero when the ledger has no windows)
 	Campaign string
@@ -492,4 +513,54 @@ func joinSorted(s []string) string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return strings.Join(s, ", ")
+}
+
+// unwitnessed says why run v does not cite a witness record of its campaign (window w) by a
+// lab other than the campaign's, or "" when it does.
+func (o Outcome) unwitnessed(v *Verified, w CampaignWindow) string {
+	id := v.Run.Witness
+	if id == "" {
+		return "the run cites no witness record"
+	}
+	wv, ok := o.Witnesses[id]
+	switch {
+	case !ok:
+		return "cites witness " + id + ", which is not in the set"
+	case wv.Witness.Campaign != v.Run.Slot.Campaign:
+		return fmt.Sprintf("cites witness %s of campaign %s, not of its own", id, wv.Witness.Campaign)
+	case wv.Principal() == w.Lab:
+		return fmt.Sprintf("cites witness %s by the campaign's own lab", id)
+	}
+	return ""
+}
+
+// witnessedAt is when campaign (of lab campaignLab) counts as having existed, for the fill
+// order: each other lab's earliest witness time, and of those the second earliest (the
+// earliest when one other lab witnessed it), so no single lab can move it — not the
+// campaign's own lab by backdating the campaign, and not a witnessing lab by backdating or
+// post-dating its own record. Never earlier than created, which the campaign's lab signed;
+// created when no other lab has witnessed it.
+func (o Outcome) witnessedAt(campaign, campaignLab string, created time.Time) time.Time {
+	first := map[string]time.Time{}
+	for _, w := range o.Witnesses {
+		if w.Witness.Campaign != campaign || w.Principal() == campaignLab {
+			continue
+		}
+		if t, ok := first[w.Principal()]; !ok || w.Witness.Time.Before(t) {
+			first[w.Principal()] = w.Witness.Time
+		}
+	}
+	if len(first) == 0 {
+		return created
+	}
+	times := make([]time.Time, 0, len(first))
+	for _, t := range first {
+		times = append(times, t)
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	at := times[min(1, len(times)-1)]
+	if at.Before(created) {
+		return created
+	}
+	return at
 }

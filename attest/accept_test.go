@@ -645,3 +645,92 @@ func TestAcceptHedgingIsMisconduct(t *testing.T) {
 		t.Fatalf("misconduct %+v: want the hedge", mis)
 	}
 }
+
+// TestAcceptRequiresAWitness: in a network that requires witnesses, a run counts only if it
+// cites a witness record of its campaign by a lab other than the campaign's own.
+func TestAcceptRequiresAWitness(t *testing.T) {
+	w := newAcceptWorld(t, 3)
+	campaign, other := EnvelopeID([]byte("campaign")), EnvelopeID([]byte("other campaign"))
+	witness := func(name string, lab int, c string) {
+		env, _, err := NewWitness(w.labs[lab].node, w.labs[lab].cert, c, t0.Add(-3*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.put(name, env)
+	}
+	witness("w-other-lab", 1, campaign)
+	witness("w-own-lab", 0, campaign)
+	witness("w-wrong-campaign", 1, other)
+	run := func(name, cites string, seed int) {
+		p := runPredicate(w.labs[0].nodeID, w.labs[0].lab.ID, seed, 0.5)
+		p.Slot.Campaign = campaign
+		if cites != "" {
+			p.Witness = w.ids[cites]
+		}
+		w.putRun(name, 0, p, name)
+	}
+	run("witnessed", "w-other-lab", 0)
+	run("own-witness", "w-own-lab", 1)
+	run("wrong-campaign", "w-wrong-campaign", 2)
+	run("none", "", 3)
+	p := AcceptPolicy{RequireWitness: true, Campaigns: map[string]CampaignWindow{
+		campaign: {Created: t0.Add(-4 * time.Hour), Deadline: t0, Lab: w.labs[0].lab.ID},
+	}}
+	results, excluded := Accept(Reconcile(w.verified(), Agree), p)
+	if len(results) != 1 || w.nameOf(results[0].AttestationID) != "witnessed" {
+		t.Errorf("results %+v: want the witnessed run alone", results)
+	}
+	for _, e := range excluded {
+		if e.Reason != ExcludeUnwitnessed {
+			t.Errorf("%s: %q, want %q", w.nameOf(e.ID), e.Reason, ExcludeUnwitnessed)
+		}
+	}
+	if len(excluded) != 3 {
+		t.Errorf("excluded %+v: want 3 unwitnessed runs", excluded)
+	}
+	// Without the requirement every run counts.
+	if results, _ := Accept(Reconcile(w.verified(), Agree), AcceptPolicy{Campaigns: p.Campaigns}); len(results) != 4 {
+		t.Errorf("without RequireWitness: %d results, want 4", len(results))
+	}
+}
+
+// TestAcceptWitnessedCampaignFillsFirst: where witnesses are required, the campaign other
+// labs witnessed first fills a cell, not the one whose own lab dated it earlier; one
+// witnessing lab alone cannot move that order by backdating its record.
+func TestAcceptWitnessedCampaignFillsFirst(t *testing.T) {
+	w := newAcceptWorld(t, 4)
+	early, backdated := EnvelopeID([]byte("witnessed early")), EnvelopeID([]byte("backdated"))
+	witness := func(name string, lab int, c string, at time.Time) {
+		env, _, err := NewWitness(w.labs[lab].node, w.labs[lab].cert, c, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.put(name, env)
+	}
+	// Campaign "backdated" (lab 0's) claims to be older, but labs 1 and 2 saw it after
+	// "witnessed early" (lab 3's); lab 1 backdates its witness of "backdated", alone.
+	witness("e1", 1, early, t0.Add(-150*time.Minute))
+	witness("e2", 2, early, t0.Add(-149*time.Minute))
+	witness("b1", 1, backdated, t0.Add(-10*time.Hour))
+	witness("b2", 2, backdated, t0.Add(-130*time.Minute))
+	run := func(name string, lab int, c, cites string) {
+		p := runPredicate(w.labs[lab].nodeID, w.labs[lab].lab.ID, 0, 0.5)
+		p.Slot.Campaign, p.Witness = c, w.ids[cites]
+		w.putRun(name, lab, p, name)
+	}
+	run("from-early", 3, early, "e1")
+	run("from-backdated", 0, backdated, "b2")
+	p := AcceptPolicy{RequireWitness: true, Campaigns: map[string]CampaignWindow{
+		early:     {Created: t0.Add(-160 * time.Minute), Deadline: t0, Lab: w.labs[3].lab.ID},
+		backdated: {Created: t0.Add(-20 * time.Hour), Deadline: t0, Lab: w.labs[0].lab.ID},
+	}}
+	results, excluded := Accept(Reconcile(w.verified(), Agree), p)
+	if len(results) != 1 || w.nameOf(results[0].AttestationID) != "from-early" {
+		t.Fatalf("results %+v excluded %+v: want the run of the campaign witnessed first", results, excluded)
+	}
+	// Without witnesses the signed creation times decide.
+	p.RequireWitness = false
+	if results, _ := Accept(Reconcile(w.verified(), Agree), p); len(results) != 1 || w.nameOf(results[0].AttestationID) != "from-backdated" {
+		t.Fatalf("without witnesses: %+v, want the campaign created first", results)
+	}
+}

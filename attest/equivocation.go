@@ -71,6 +71,8 @@ type Outcome struct {
 	Orphans []*Verified
 	// Other holds statements that verified but do not count for the ledger.
 	Other []*Verified
+	// Witnesses are the witness records (witness.go) by ID; runs cite them.
+	Witnesses map[string]*Verified
 }
 
 // Reconcile sorts verified envelopes into counted runs, agreeing re-scores, equivocation
@@ -89,7 +91,7 @@ func Reconcile(vs []*Verified, agree AgreeFunc) Outcome {
 	slices.SortFunc(vs, func(a, b *Verified) int { return cmp.Compare(a.ID, b.ID) })
 	vs = slices.CompactFunc(vs, func(a, b *Verified) bool { return a.ID == b.ID })
 
-	out := Outcome{Rescores: map[string][]*Verified{}}
+	out := Outcome{Rescores: map[string][]*Verified{}, Witnesses: map[string]*Verified{}}
 	type slotKey struct {
 		slot      Slot
 		principal string
@@ -107,6 +109,8 @@ func Reconcile(vs []*Verified, agree AgreeFunc) Outcome {
 			groups[k] = append(groups[k], v)
 		case v.Rescore != nil:
 			rescores = append(rescores, v)
+		case v.Witness != nil:
+			out.Witnesses[v.ID] = v
 		default:
 			out.Other = append(out.Other, v)
 		}

@@ -117,6 +117,10 @@ type RunPredicate struct {
 	Model *ModelRun `json:"model,omitempty"`
 	// Heureka is set on HeurekaBench runs (heureka.go): the judge and per-question outcome.
 	Heureka *HeurekaRunInfo `json:"heureka,omitempty"`
+	// Witness is the ID of a witness record (witness.go) of the run's campaign by a lab other
+	// than the campaign's, known when the run was signed; a network that requires witnesses
+	// counts no run without one (AcceptPolicy.RequireWitness).
+	Witness string `json:"witness,omitempty"`
 }
 
 // ModelRun is what a run attests of the model served beside its agent: which model (image

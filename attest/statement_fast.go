@@ -336,12 +336,17 @@ func fastRun(b []byte) (*RunPredicate, bool) {
 			}
 			r.Build = &BuildInfo{}
 			return p.build(r.Build)
-		case "heureka":
-			return false // HeurekaBench runs are rare: encoding/json decodes them
+		case "heureka", "model":
+			return false // HeurekaBench runs and runs with a model are rare: encoding/json decodes them
+		case "witness":
+			if !once32(&seen, 1<<19) {
+				return false
+			}
+			r.Witness, ok = p.str()
 		default:
 			return !foldsTo(key, "slot", "node", "lab", "hardware", "start", "end", "wall_seconds", "gpu_seconds",
 				"energy_joules", "exit", "valid", "invalid_reason", "score", "metric", "evaluator", "telemetry",
-				"attempt", "executor", "build", "heureka") && p.skip(0)
+				"attempt", "executor", "build", "heureka", "model", "witness") && p.skip(0)
 		}
 		return ok
 	})

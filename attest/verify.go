@@ -103,6 +103,9 @@ type Verified struct {
 	// Grant is set for a grant (grant.go): signed by a certified node of the lab it says
 	// granted it; it never counts.
 	Grant *GrantPredicate
+	// Witness is set for a witness record (witness.go), signed by the node and lab it names;
+	// it never counts by itself, runs cite it.
+	Witness *WitnessPredicate
 }
 
 // Principal is who answers for the envelope: its lab, or the node when trusted directly.
@@ -181,6 +184,8 @@ func (v *Verified) ClaimedTime() (t time.Time, ok bool) {
 		return v.Rescore.Time, true
 	case v.Grant != nil:
 		return v.Grant.Time, true
+	case v.Witness != nil:
+		return v.Witness.Time, true
 	}
 	return time.Time{}, false
 }
@@ -288,6 +293,16 @@ func finish(p *prepared) (*Verified, error) {
 			return nil, refuse(ReasonPredicateSigner, "grant says node %s lab %q, but the signer is node %s lab %q", g.Node, g.GrantedBy, v.Node, v.Lab)
 		}
 		v.Grant = g
+	}
+	if st.PredicateType == PredicateWitnessV1 {
+		w, err := decodeWitnessPredicate(st)
+		if err != nil {
+			return nil, err
+		}
+		if w.Node != v.Node || w.Lab != v.Lab {
+			return nil, refuse(ReasonPredicateSigner, "witness says node %s lab %q, but the signer is node %s lab %q", w.Node, w.Lab, v.Node, v.Lab)
+		}
+		v.Witness = w
 	}
 	return v, nil
 }
@@ -409,7 +424,7 @@ func certWindow(c *NodeCert, at time.Time, what string) error {
 // authenticated: the certificate's window at the time it claims. Nothing at now (the
 // window was checked by certStanding) or for a directly trusted node (no window).
 func (t *TrustStore) claimedPolicy(v *Verified, o VerifyOptions) error {
-	if !o.AtClaimedTime || v.Cert == nil || (!v.Counts && v.Grant == nil) {
+	if !o.AtClaimedTime || v.Cert == nil || (!v.Counts && v.Grant == nil && v.Witness == nil) {
 		return nil
 	}
 	// A run claims an interval: both ends must lie in the window, or a node could date a

@@ -33,6 +33,7 @@ import (
 //
 //	POST /api/v0/id                          → IDInfo
 //	POST /api/v0/peers                       → []PeerInfo
+//	POST /api/v0/peers/known                 → []KnownPeer
 //	POST /api/v0/connect    {addr}           → {}
 //	POST /api/v0/pin/ls                      → []PinInfo
 //	POST /api/v0/pin/add    {cid, name}      → Event stream (fetch progress)
@@ -122,6 +123,9 @@ func (n *Node) Handler() http.Handler {
 	})
 	mux.HandleFunc("POST "+apiPrefix+"peers", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, orEmpty(n.Peers()))
+	})
+	mux.HandleFunc("POST "+apiPrefix+"peers/known", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, orEmpty(n.KnownPeers()))
 	})
 	mux.HandleFunc("POST "+apiPrefix+"connect", func(w http.ResponseWriter, r *http.Request) {
 		var req connectReq

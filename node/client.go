@@ -215,6 +215,12 @@ func (c *Client) Pins(ctx context.Context) ([]PinInfo, error) {
 	return out, c.call(ctx, "pin/ls", struct{}{}, &out)
 }
 
+// KnownPeers lists the peers the daemon re-dials, connected or not.
+func (c *Client) KnownPeers(ctx context.Context) ([]KnownPeer, error) {
+	var out []KnownPeer
+	return out, c.call(ctx, "peers/known", struct{}{}, &out)
+}
+
 // Pin fetches root's DAG from peers if needed and pins it.
 func (c *Client) Pin(ctx context.Context, root cid.Cid, name string, progress func(done, total int64)) error {
 	_, err := c.PinFetch(ctx, root, name, progress)

@@ -22,6 +22,9 @@
 // Network: the host listens where the config says (127.0.0.1 by default) and never turns
 // on NAT port mapping, relays, hole punching or AutoNAT probes; mDNS and bootstrap peers only
 // when configured; with a private-network key it runs TCP only (QUIC cannot carry a PSK).
+// Peers it has been connected to are kept in HOME/peers.json and re-dialled with backoff
+// while not connected (redial.go: one goroutine owns the schedule); connects, disconnects
+// and running alone go to Options.Warnf.
 //
 // Verified store and anti-entropy: Store (HOME/store, its own pebble database) keeps the
 // attestation and campaign sets, each envelope verified once on arrival and refusals kept

@@ -78,6 +78,9 @@ type MeshOptions struct {
 	Now func() time.Time
 }
 
+// defaultHeadsInterval is MeshOptions.HeadsInterval's default.
+const defaultHeadsInterval = 5 * time.Second
+
 // Mesh is a running node's part in its network. Start it with StartMesh; Close stops it.
 type Mesh struct {
 	n     *Node
@@ -129,6 +132,11 @@ type Mesh struct {
 
 	grants *grantIndex // sealed bundles' key grants (mesh_sealed.go)
 
+	// witnesses: the witness records held, by campaign; witnessed: the campaigns this node
+	// has signed one of (mesh_witness.go).
+	witnesses map[string][]witnessRef
+	witnessed map[string]bool
+
 	ledgerMu    sync.Mutex
 	ledgerDirty bool
 	ledgerTimer *time.Timer
@@ -138,6 +146,7 @@ type Mesh struct {
 
 type meshCampaign struct {
 	v      *protocol.VerifiedCampaign
+	spec   protocol.CampaignSpec // its slots, as handed to the claim machine
 	tasks  map[string]tasks.Meta // bundle CID -> metadata (after fetching it)
 	agents map[string]*agentspec.Spec
 	added  bool // handed to the claim machine
@@ -146,6 +155,9 @@ type meshCampaign struct {
 	// noKey: sealed bundles of the campaign whose key this node cannot open yet; their
 	// slots are left to key holders first (protocol.SlotSpec.NoKey, mesh_sealed.go).
 	noKey map[string]bool
+	// awaitingWitness: this node's lab's campaign, held back from the claim machine until
+	// another lab witnesses it (mesh_witness.go).
+	awaitingWitness bool
 }
 
 type slotRef struct {
@@ -162,6 +174,7 @@ type activeRun struct {
 type runRecord struct {
 	ID, Node, Lab string
 	Metric        string
+	Witness       string // the witness record the run cites
 	Slot          attest.Slot
 	SlotID        string
 	Attempt       int
@@ -213,7 +226,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		opts.Now = time.Now
 	}
 	if opts.HeadsInterval <= 0 {
-		opts.HeadsInterval = 5 * time.Second
+		opts.HeadsInterval = defaultHeadsInterval
 	}
 	if opts.SyncInterval <= 0 {
 		opts.SyncInterval = 30 * time.Second
@@ -222,6 +235,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 	if st == nil {
 		return nil, errors.New("mesh: the node has no attestation store")
 	}
+	n.setHeadsClock(opts.Now, opts.HeadsInterval)
 	st.SetTrust(opts.Trust)
 	cert := opts.Runner.Cert
 	m := &Mesh{
@@ -231,6 +245,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		runs: map[string]*runRecord{}, bySlot: map[string][]string{}, rescores: map[string][]rescoreRecord{},
 		rescoring: map[string]bool{}, labPeers: map[string]time.Time{}, pending: map[string]bool{}, early: map[string][]*protocol.ClaimMessage{},
 		bundles: map[string]*sync.Mutex{}, awaitingKey: awaitingKeySlots(opts.Runner, n.opts.Logf),
+		witnesses: map[string][]witnessRef{}, witnessed: map[string]bool{},
 		peerLab: map[string]string{},
 	}
 
@@ -686,7 +701,6 @@ func (m *Mesh) prepareCampaign(v *protocol.VerifiedCampaign, try int) {
 const maxEarlyClaims = 1 << 16
 
 func (m *Mesh) addCampaign(mc *meshCampaign) {
-	delete(m.pending, mc.v.ID)
 	c := mc.v.Campaign
 	m.campaigns[mc.v.ID] = mc
 	spec := protocol.CampaignSpec{ID: mc.v.ID, Created: c.Created, Deadline: c.Deadline}
@@ -712,6 +726,27 @@ func (m *Mesh) addCampaign(mc *meshCampaign) {
 		}
 		spec.Slots = append(spec.Slots, protocol.SlotSpec{ID: id, Slot: s, HardLimit: limit, AwaitingKey: m.awaitingKey[id] > 0, AwaitingKeyAttempt: m.awaitingKey[id], NoKey: mc.noKey[s.Task]})
 	}
+	mc.spec = spec
+	if m.opts.Policy.RequireWitness && mc.v.Lab != m.lab {
+		m.witness(mc)
+	}
+	if m.needsWitness(mc) {
+		// Runs signed before another lab has seen the campaign would not count: claim
+		// nothing until a witness comes (the claims heard meanwhile are kept, as while the
+		// bundles were fetched).
+		mc.awaitingWitness = true
+		m.n.opts.Logf("mesh: campaign %s %q: waiting for another lab to witness it before claiming its slots", mc.v.ID, c.Title)
+		m.ledgerChanged()
+		return
+	}
+	m.handToMachine(mc)
+}
+
+// handToMachine gives a prepared campaign's slots to the claim machine.
+func (m *Mesh) handToMachine(mc *meshCampaign) {
+	delete(m.pending, mc.v.ID)
+	mc.awaitingWitness = false
+	spec := mc.spec
 	mc.added = true
 	now := m.opts.Now()
 	m.apply(m.cm.AddCampaign(spec, now))
@@ -723,11 +758,11 @@ func (m *Mesh) addCampaign(mc *meshCampaign) {
 	delete(m.early, mc.v.ID)
 	// Runs that arrived before the campaign finish their slots now.
 	for id, refs := range m.bySlot {
-		if _, ok := m.slots[id]; ok && len(refs) > 0 {
+		if _, ok := m.slots[id]; ok && slices.ContainsFunc(refs, func(r string) bool { return m.finishesSlot(m.runs[r]) }) {
 			m.apply(m.cm.SlotFinished(id, "", now)) // heard before the campaign: no claim could be
 		}
 	}
-	m.n.opts.Logf("mesh: campaign %s %q: %d slots", mc.v.ID, c.Title, len(spec.Slots))
+	m.n.opts.Logf("mesh: campaign %s %q: %d slots", mc.v.ID, mc.v.Campaign.Title, len(spec.Slots))
 	m.ledgerChanged()
 }
 
@@ -744,11 +779,12 @@ func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 	m.running[s.Slot.ID] = ar
 	m.apply(m.cm.RunStarted(s.Slot.ID, now))
 	spec := mc.agents[s.Slot.Slot.Agent]
+	witness := m.witnessFor(s.Campaign)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		defer cancel()
-		outcome := m.execute(ctx, s, spec)
+		outcome := m.execute(ctx, s, spec, witness)
 		m.do(func() {
 			m.n.metrics.runEnded(outcome, ar.aborted)
 			if ar.aborted || m.running[s.Slot.ID] != ar {
@@ -767,13 +803,21 @@ func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 // execute runs one slot: bundle, agent, evaluation, signature; then the submission and log
 // archive go into the blockstore (peers fetch them by the CIDs in the attestation) and the
 // attestation into the store, which gossips it.
-func (m *Mesh) execute(ctx context.Context, s protocol.StartRun, spec *agentspec.Spec) protocol.RunOutcome {
+func (m *Mesh) execute(ctx context.Context, s protocol.StartRun, spec *agentspec.Spec, witness string) protocol.RunOutcome {
 	infra := func(err error) protocol.RunOutcome {
 		m.n.opts.Logf("mesh: run of slot %s failed (infrastructure): %v", s.Slot.ID, err)
 		return protocol.RunOutcome{Kind: protocol.RunInfraFailed, Detail: err.Error()}
 	}
 	if spec == nil {
 		return infra(fmt.Errorf("agent %s is not in campaign %s", s.Slot.Slot.Agent, s.Campaign))
+	}
+	if witness == "" && m.opts.Policy.RequireWitness {
+		// This node's own witness of another lab's campaign is still being stored: a run
+		// signed without one would not count (mesh_witness.go).
+		var err error
+		if witness, err = m.awaitWitness(ctx, s.Campaign); err != nil {
+			return infra(err)
+		}
 	}
 	dir, err := m.BundleDir(ctx, s.Slot.Slot.Task)
 	if err != nil {
@@ -784,7 +828,7 @@ func (m *Mesh) execute(ctx context.Context, s protocol.StartRun, spec *agentspec
 	}
 	o, err := m.opts.Runner.Run(ctx, runner.Request{
 		TaskDir: dir, TaskCID: s.Slot.Slot.Task, Agent: spec, Seed: s.Slot.Slot.Seed,
-		Campaign: s.Campaign, Attempt: s.Attempt,
+		Campaign: s.Campaign, Attempt: s.Attempt, Witness: witness,
 	})
 	if d, ok := m.sealedRunOutcome(err); ok {
 		return protocol.RunOutcome{Kind: protocol.RunAwaitingKey, Detail: d}
@@ -917,10 +961,10 @@ func (m *Mesh) onAttestation(env []byte) {
 			return
 		}
 		slotID := protocol.SlotID(run.Slot)
-		m.runs[id] = &runRecord{ID: id, Node: run.Node, Lab: run.Lab, Metric: run.Metric, Slot: run.Slot, SlotID: slotID,
+		m.runs[id] = &runRecord{ID: id, Node: run.Node, Lab: run.Lab, Metric: run.Metric, Witness: run.Witness, Slot: run.Slot, SlotID: slotID,
 			Attempt: max(run.Attempt, 1), Valid: run.Valid, Score: run.Score, Envelope: env, FirstSeen: now, Detail: runDetailOf(st, run)}
 		m.bySlot[slotID] = append(m.bySlot[slotID], id)
-		if _, ok := m.slots[slotID]; ok {
+		if _, ok := m.slots[slotID]; ok && m.finishesSlot(m.runs[id]) {
 			m.apply(m.cm.SlotFinished(slotID, run.Node, now))
 		}
 		m.rescoreDuty(m.runs[id], now)
@@ -933,6 +977,10 @@ func (m *Mesh) onAttestation(env []byte) {
 		m.rescores[rs.Run] = append(m.rescores[rs.Run], rescoreRecord{ID: id, Node: rs.Node, Lab: rs.Lab, Metric: rs.Metric, Score: rs.Score, Valid: rs.Valid})
 		if r, ok := m.runs[rs.Run]; ok {
 			m.rescoreDuty(r, now) // a contradiction may bring this lab in (protocol.EscalatedReplication)
+		}
+	default:
+		if w := witnessOf(st, e.Payload); w != nil {
+			m.onWitness(id, w)
 		}
 	}
 }
@@ -1171,7 +1219,7 @@ func (m *Mesh) ledgerInput() (attest.LedgerInput, bool) {
 func (m *Mesh) ledgerCampaigns() []protocol.LedgerCampaign {
 	cs := make([]protocol.LedgerCampaign, 0, len(m.campaigns))
 	for id, mc := range m.campaigns {
-		c := protocol.LedgerCampaign{ID: id, LabName: mc.v.LabName, Created: mc.v.Campaign.Created, Deadline: mc.v.Campaign.Deadline,
+		c := protocol.LedgerCampaign{ID: id, Lab: mc.v.Lab, LabName: mc.v.LabName, Created: mc.v.Campaign.Created, Deadline: mc.v.Campaign.Deadline,
 			Tasks: map[string]scoring.TaskInfo{}, Agents: map[string]string{}}
 		for cid, meta := range mc.tasks {
 			c.Tasks[cid] = scoring.TaskInfo{Name: meta.Name, LowerIsBetter: meta.Metric.LowerIsBetter,

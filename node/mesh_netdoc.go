@@ -68,7 +68,7 @@ func (m *Mesh) setDocHalt(v protocol.DocumentVerdict, ours string) {
 	}
 	m.docHalt = v.Mismatch
 	if v.Mismatch {
-		m.n.opts.Logf("mesh: WARN network document mismatch: labs %s announce document %s, this node runs %s: claiming nothing until it runs the same (evalmesh network show; get the signed document from the labs)",
+		m.n.opts.Warnf("mesh: network document mismatch: labs %s announce document %s, this node runs %s: claiming nothing until it runs the same (evalmesh network show; get the signed document from the labs)",
 			strings.Join(v.Labs, ", "), v.Majority, ours)
 	} else {
 		m.n.opts.Logf("mesh: the network document matches a majority of the labs again (%s): claiming resumes", ours)

@@ -127,7 +127,10 @@ func (n *Node) Metrics() *prometheus.Registry {
 }
 
 var (
-	headsDesc = prometheus.NewDesc("evalmesh_heads", "Peers' last heads, by whether they agree with ours (agree, disagree: another root or set under our network document, other_document, no_root).", []string{"state"}, nil)
+	headsDesc = prometheus.NewDesc("evalmesh_heads", "Peers' last heads, by whether they agree with ours (agree, disagree: another root or set under our network document, other_document, no_root, stale: older than the staleness bound).", []string{"state"}, nil)
+	peersDesc = prometheus.NewDesc("evalmesh_peers", "Peers connected now.", nil, nil)
+	knownDesc = prometheus.NewDesc("evalmesh_known_peers", "Peers this node re-dials while not connected (HOME/peers.json and bootstrap).", nil, nil)
+	headAge   = prometheus.NewDesc("evalmesh_head_age_seconds", "Seconds since the last head heard from the connected peer heard from longest ago (absent when no connected peer has sent one).", nil, nil)
 	storeDesc = prometheus.NewDesc("evalmesh_store_envelopes", "Envelopes in the verified store, by set and status (accepted, refused).", []string{"set", "status"}, nil)
 	gpuUtil   = prometheus.NewDesc("evalmesh_gpu_utilization_ratio", "GPU utilisation (0-1) sampled at scrape, by the GPU's index on this machine.", []string{"gpu"}, nil)
 	gpuEnergy = prometheus.NewDesc("evalmesh_gpu_energy_joules_total", "The GPU's energy counter since its driver loaded, by index.", []string{"gpu"}, nil)
@@ -144,11 +147,13 @@ func (nodeStateCollector) Describe(chan<- *prometheus.Desc) {}
 func (c nodeStateCollector) Collect(ch chan<- prometheus.Metric) {
 	n := c.n
 	st := n.LedgerStatus()
-	counts := map[string]int{"agree": 0, "disagree": 0, "other_document": 0, "no_root": 0}
+	counts := map[string]int{"agree": 0, "disagree": 0, "other_document": 0, "no_root": 0, "stale": 0}
 	for _, p := range st.Peers {
 		switch {
 		case p.Agrees:
 			counts["agree"]++
+		case p.Status == protocol.StatusStale:
+			counts["stale"]++
 		case p.Status == protocol.StatusOtherDocument:
 			counts["other_document"]++
 		case p.Status == protocol.StatusNoRoot:
@@ -159,6 +164,18 @@ func (c nodeStateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for state, k := range counts {
 		ch <- prometheus.MustNewConstMetric(headsDesc, prometheus.GaugeValue, float64(k), state)
+	}
+	connected := n.Peers()
+	ch <- prometheus.MustNewConstMetric(peersDesc, prometheus.GaugeValue, float64(len(connected)))
+	ch <- prometheus.MustNewConstMetric(knownDesc, prometheus.GaugeValue, float64(len(n.KnownPeers())))
+	oldest, heard := 0.0, false
+	for _, p := range connected {
+		if p.HeadAgeSeconds != nil {
+			oldest, heard = max(oldest, *p.HeadAgeSeconds), true
+		}
+	}
+	if heard {
+		ch <- prometheus.MustNewConstMetric(headAge, prometheus.GaugeValue, oldest)
 	}
 	if s := n.vstore; s != nil {
 		for _, set := range []*Set{s.Attestations(), s.Campaigns()} {

@@ -62,6 +62,11 @@ type Options struct {
 	BitswapOnly bool
 	// Logf receives the node's log lines (default: discard).
 	Logf func(format string, args ...any)
+	// Warnf receives the lines an operator must see: peers connecting and leaving, the
+	// node running alone, bootstrap peers it cannot reach (default: Logf).
+	Warnf func(format string, args ...any)
+	// Redial tunes re-dialling known peers (redial.go; zero value: on, 1 s to 60 s).
+	Redial RedialOptions
 	// Trust is what the attestation store verifies under; nil loads HOME/trust.yaml when
 	// it exists, else an empty trust store (every attestation refused as from an unknown
 	// lab).
@@ -110,6 +115,7 @@ type Node struct {
 	cancel  context.CancelFunc
 	vstore  *Store
 	syncer  *Syncer
+	redial  *redialer
 	meshMu  sync.Mutex
 	mesh    *Mesh // nil while the node runs alone
 	gater   *partitionGater
@@ -147,6 +153,9 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
+	}
+	if opts.Warnf == nil {
+		opts.Warnf = opts.Logf
 	}
 	n = &Node{home: h, cfg: cfg, opts: opts, metrics: newNodeMetrics()}
 	started := n // n is nil on the error returns below
@@ -230,11 +239,23 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	n.syncer = NewSyncer(n.host, n.vstore, n.networkName(), opts.Sync)
 	n.syncer.onSession = n.metrics.syncSession
 
+	if n.redial, err = newRedialer(n.host, h, n.syncer.proto, opts.Redial, opts.Logf, opts.Warnf); err != nil {
+		return nil, err
+	}
 	for _, a := range cfg.Bootstrap {
+		pi, perr := n.parsePeerAddr(a)
+		if perr != nil {
+			opts.Warnf("net: config bootstrap: %v", perr)
+			continue
+		}
 		if err := n.Connect(ctx, a); err != nil {
-			opts.Logf("bootstrap %s: %v", a, err)
+			opts.Warnf("net: bootstrap peer %s unreachable, re-dialling with backoff: %v", a, err)
+			n.redial.addBootstrap(pi, err)
+		} else {
+			n.redial.learn(pi, true)
 		}
 	}
+	n.redial.start()
 	if cfg.MDNS {
 		n.mdnsSvc = mdns.NewMdnsService(n.host, "_evalmesh-"+cfg.Network+"._udp", mdnsNotifee{n})
 		if err := n.mdnsSvc.Start(); err != nil {
@@ -262,6 +283,10 @@ func (n *Node) Close() error {
 
 func (n *Node) close() error {
 	var errs []error
+	// Before the host: its disconnects are not news to log or re-dial.
+	if n.redial != nil {
+		n.redial.close()
+	}
 	// The host first: closing it resets open streams, so transfer handlers blocked on a
 	// slow reader return and the servers can stop.
 	if n.host != nil {
@@ -332,39 +357,61 @@ func (n *Node) Addrs() []string {
 	return out
 }
 
-// Connect dials a peer given as a multiaddr ending in /p2p/PEER_ID.
+// Connect dials a peer given as a multiaddr ending in /p2p/PEER_ID. Once connected the
+// peer is a known peer: re-dialled whenever the connection drops, also after a restart.
 func (n *Node) Connect(ctx context.Context, addr string) error {
-	m, err := ma.NewMultiaddr(addr)
+	pi, err := n.parsePeerAddr(addr)
 	if err != nil {
-		return fmt.Errorf("address %q is not a multiaddr: %w (example: /ip4/127.0.0.1/tcp/4201/p2p/12D3Koo...)", addr, err)
+		return err
 	}
-	pi, err := peer.AddrInfoFromP2pAddr(m)
-	if err != nil {
-		return fmt.Errorf("address %q has no /p2p/PEER_ID part: %w (get it from `evalmesh id` on that node)", addr, err)
-	}
-	if pi.ID == n.host.ID() {
-		return fmt.Errorf("address %q is this node itself", addr)
-	}
-	if err := n.host.Connect(ctx, *pi); err != nil {
+	if err := n.host.Connect(ctx, pi); err != nil {
 		return fmt.Errorf("connect %s: %w", addr, err)
 	}
 	// Keep it: bundle transfers can be long and the connection manager should not trim it.
 	n.host.ConnManager().Protect(pi.ID, "evalmesh-connect")
+	if n.redial != nil {
+		n.redial.learn(pi, false)
+	}
 	return nil
+}
+
+// parsePeerAddr parses a multiaddr ending in /p2p/PEER_ID of another node.
+func (n *Node) parsePeerAddr(addr string) (peer.AddrInfo, error) {
+	m, err := ma.NewMultiaddr(addr)
+	if err != nil {
+		return peer.AddrInfo{}, fmt.Errorf("address %q is not a multiaddr: %w (example: /ip4/127.0.0.1/tcp/4201/p2p/12D3Koo...)", addr, err)
+	}
+	pi, err := peer.AddrInfoFromP2pAddr(m)
+	if err != nil {
+		return peer.AddrInfo{}, fmt.Errorf("address %q has no /p2p/PEER_ID part: %w (get it from `evalmesh id` on that node)", addr, err)
+	}
+	if pi.ID == n.host.ID() {
+		return peer.AddrInfo{}, fmt.Errorf("address %q is this node itself", addr)
+	}
+	return *pi, nil
 }
 
 // PeerInfo describes one connected peer.
 type PeerInfo struct {
 	ID   string `json:"peer_id"`
 	Addr string `json:"addr"`
+	// HeadAgeSeconds is how long ago the peer's last head was heard (nil: none heard);
+	// HeadStale says it is older than the staleness bound (docs/protocol-sync.md §5).
+	HeadAgeSeconds *float64 `json:"head_age_seconds,omitempty"`
+	HeadStale      bool     `json:"head_stale,omitempty"`
 }
 
 // Peers lists connected peers, sorted by ID.
 func (n *Node) Peers() []PeerInfo {
 	var out []PeerInfo
+	ages, staleAfter := n.headAges()
 	for _, p := range n.host.Network().Peers() {
 		conns := n.host.Network().ConnsToPeer(p)
 		info := PeerInfo{ID: p.String()}
+		if age, ok := ages[p.String()]; ok {
+			s := max(age.Seconds(), 0)
+			info.HeadAgeSeconds, info.HeadStale = &s, age > staleAfter
+		}
 		for _, c := range conns {
 			if c.Stat().Direction == network.DirOutbound || info.Addr == "" {
 				info.Addr = c.RemoteMultiaddr().String()
@@ -375,6 +422,9 @@ func (n *Node) Peers() []PeerInfo {
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
+
+// KnownPeers lists the peers this node re-dials (connected or not), sorted by ID.
+func (n *Node) KnownPeers() []KnownPeer { return n.redial.known() }
 
 // PinInfo is one recursive pin.
 type PinInfo struct {

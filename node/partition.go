@@ -17,7 +17,8 @@ import (
 
 // Partitions for fault tests are made inside evalmesh, never with firewall rules or other
 // addresses: a connection gater refuses every connection to or from a cut-off peer, and
-// Partition closes the connections already open. Heal lifts the cut; the caller reconnects.
+// Partition closes the connections already open. Heal lifts the cut; known peers are then
+// re-dialled as after any dropped connection.
 
 // partitionGater is the host's connection gater; with no peer cut off it admits everything.
 type partitionGater struct {
@@ -55,8 +56,8 @@ func (n *Node) Partition(peers []peer.ID) {
 	}
 }
 
-// Heal lifts every cut made by Partition. Connections are not re-dialled here: the caller
-// (a test) connects again, as an operator would.
+// Heal lifts every cut made by Partition. Nothing is dialled here: the redialer reconnects
+// the known peers at its next try (redial.go), as after a real partition.
 func (n *Node) Heal() {
 	n.gater.mu.Lock()
 	n.gater.cut = map[peer.ID]bool{}

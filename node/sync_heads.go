@@ -36,14 +36,23 @@ func LoadNetworkDoc(h home.Home) (*protocol.NetworkDoc, error) {
 	return d, nil
 }
 
+// HeadsStaleAfter is how many head intervals may pass without a head from a peer before
+// its last one is reported stale (protocol.StatusStale): two lost announcements are
+// tolerated, a third means the peer is gone or its heads no longer reach us.
+const HeadsStaleAfter = 3
+
 type headsState struct {
 	once    sync.Once
 	mu      sync.Mutex
 	tracker *protocol.HeadsTracker
 	seq     uint64
-	doc     *protocol.NetworkDoc
-	docErr  error
-	verdict *protocol.DocumentVerdict // the mesh's network-document vote, nil before it ran
+	// now is the clock heads are recorded and aged by; staleAfter the bound past which a
+	// peer's head is stale (HeadsStaleAfter × the heads interval; the mesh sets both).
+	now        func() time.Time
+	staleAfter time.Duration
+	doc        *protocol.NetworkDoc
+	docErr     error
+	verdict    *protocol.DocumentVerdict // the mesh's network-document vote, nil before it ran
 	// root is the ledger root computed for the set whose fingerprint is rootFP.
 	root   string
 	rootFP recon.Fingerprint
@@ -53,6 +62,7 @@ type headsState struct {
 func (n *Node) headsInit() *headsState {
 	n.heads.once.Do(func() {
 		n.heads.tracker = protocol.NewHeadsTracker()
+		n.heads.now, n.heads.staleAfter = time.Now, HeadsStaleAfter*defaultHeadsInterval
 		if n.opts.Network != nil {
 			n.heads.doc = n.opts.Network
 		} else {
@@ -113,7 +123,10 @@ func (n *Node) SignedHead(lab string) ([]byte, error) {
 	o := n.OurHead()
 	hs := n.headsInit()
 	hs.mu.Lock()
-	hs.seq++
+	// Seq starts from the wall clock, not 0: a restarted node's heads must be newer than
+	// the ones its peers kept from before (they keep the highest), or they are dropped
+	// until the count catches up. Microseconds stay exact in any JSON reader (< 2^53).
+	hs.seq = max(hs.seq+1, uint64(hs.now().UnixMicro()))
 	seq := hs.seq
 	hs.mu.Unlock()
 	key, err := n.home.Identity()
@@ -171,24 +184,26 @@ type LedgerStatus struct {
 	DocumentMajority *protocol.DocumentVerdict `json:"network_doc_majority,omitempty"`
 }
 
-// LedgerStatus compares our head with every peer's latest.
+// LedgerStatus compares our head with every peer's latest; heads older than the staleness
+// bound are reported stale, never as agreeing.
 func (n *Node) LedgerStatus() LedgerStatus {
 	o := n.OurHead()
 	hs := n.headsInit()
 	hs.mu.Lock()
-	peers := hs.tracker.Compare(o)
+	peers := hs.tracker.Compare(o, hs.now(), hs.staleAfter)
 	hs.mu.Unlock()
 	return LedgerStatus{Network: o.Network, NetworkDoc: o.NetworkDoc, LedgerRoot: o.LedgerRoot,
 		Attestations: o.Attestations, Fingerprint: o.Fingerprint, Refused: n.vstore.Attestations().RefusedLen(),
 		Campaigns: n.vstore.Campaigns().Len(), Peers: orEmpty(peers), DocumentMajority: n.documentVerdict()}
 }
 
-// peerHeads is every peer's latest head (the statuses compare with nothing: unused).
+// peerHeads is every peer's latest head, stale ones marked (the statuses compare with
+// nothing: unused).
 func (n *Node) peerHeads() []protocol.PeerHead {
 	hs := n.headsInit()
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	return hs.tracker.Compare(protocol.OurHead{})
+	return hs.tracker.Compare(protocol.OurHead{}, hs.now(), hs.staleAfter)
 }
 
 func (n *Node) setDocumentVerdict(v protocol.DocumentVerdict) {
@@ -203,6 +218,29 @@ func (n *Node) documentVerdict() *protocol.DocumentVerdict {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	return hs.verdict
+}
+
+// setHeadsClock sets the clock heads are aged by and the heads interval they are
+// announced at (the mesh's), which the staleness bound is a multiple of.
+func (n *Node) setHeadsClock(now func() time.Time, interval time.Duration) {
+	hs := n.headsInit()
+	hs.mu.Lock()
+	hs.now, hs.staleAfter = now, HeadsStaleAfter*interval
+	hs.mu.Unlock()
+}
+
+// headAges returns, for each peer whose head we hold, how long ago it was heard, and the
+// staleness bound.
+func (n *Node) headAges() (map[string]time.Duration, time.Duration) {
+	hs := n.headsInit()
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	now := hs.now()
+	out := map[string]time.Duration{}
+	for id, at := range hs.tracker.HeardAt() {
+		out[id] = now.Sub(at)
+	}
+	return out, hs.staleAfter
 }
 
 // setHeadRoot records a ledger root computed elsewhere (the mesh's debounced ledger) for

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/testutil"
 	"github.com/evalmesh/evalmesh/protocol"
@@ -99,6 +101,8 @@ func TestHeadsAgreementOtherDocumentAndRootMismatch(t *testing.T) {
 	}
 	a, b := startNode(t, opts(doc)), startNode(t, opts(doc))
 	other := startNode(t, opts(networkDoc(t, "evalmesh", 2)))
+	// Heads are heard at headsNow (and a minute later): a reads them at that time, fresh.
+	a.setHeadsClock(func() time.Time { return headsNow.Add(time.Minute) }, time.Minute)
 	addLocal(t, a, signRuns(t, l.a, 0, 20))
 	addLocal(t, b, signRuns(t, l.a, 0, 20))
 	addLocal(t, other, signRuns(t, l.a, 0, 20))
@@ -119,8 +123,12 @@ func TestHeadsAgreementOtherDocumentAndRootMismatch(t *testing.T) {
 	key, _ := b.home.Identity()
 	ours := a.OurHead()
 	forgedRoot := strings.Repeat("0", 64)
+	prev, err := protocol.DecodeHead(hb)
+	if err != nil {
+		t.Fatal(err)
+	}
 	lie, err := protocol.SignHead(protocol.Head{Version: protocol.Version, Network: ours.Network, NetworkDoc: ours.NetworkDoc,
-		PeerID: b.ID().String(), LedgerRoot: forgedRoot, Attestations: ours.Attestations, Fingerprint: ours.Fingerprint, Seq: 99}, key)
+		PeerID: b.ID().String(), LedgerRoot: forgedRoot, Attestations: ours.Attestations, Fingerprint: ours.Fingerprint, Seq: prev.Seq + 1}, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,4 +171,61 @@ func TestHeadThatDiffersStartsASync(t *testing.T) {
 	hb, _ := b.SignedHead("")
 	a.ObserveHead(hb, b.ID(), headsNow)
 	inSync(t, 30, a, b)
+}
+
+// A restarted node's heads are newer than those its peers kept from before the restart
+// (they keep the highest seq); a head not heard for 3 intervals is stale, never agreeing.
+func TestHeadsStayOrderedAcrossRestart(t *testing.T) {
+	ha := newHome(t)
+	a, err := New(context.Background(), ha, testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	b := startNode(t, testOptions())
+	t0 := time.Now()
+	for i := 0; i < 5; i++ {
+		raw, err := a.SignedHead("lab:a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := b.ObserveHead(raw, a.ID(), t0); v.Verdict != protocol.Accept {
+			t.Fatalf("head %d: %+v", i, v)
+		}
+	}
+	a.Close()
+	a2 := startNodeAt(t, ha, testOptions())
+	raw, err := a2.SignedHead("lab:a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1 := t0.Add(time.Minute)
+	b.ObserveHead(raw, a2.ID(), t1)
+	st := b.LedgerStatus()
+	if len(st.Peers) != 1 || !st.Peers[0].LastHeard.Equal(t1) {
+		t.Fatalf("after a's restart b holds %+v; want the head heard at %v", st.Peers, t1)
+	}
+
+	b.setHeadsClock(func() time.Time { return t1.Add(16 * time.Second) }, 5*time.Second)
+	st = b.LedgerStatus()
+	if p := st.Peers[0]; !p.Stale || p.Agrees || p.Status != protocol.StatusStale || p.AgeSeconds != 16 {
+		t.Fatalf("a head 16 s old with a 15 s bound: %+v", p)
+	}
+	// Connected, the peer is listed with its head's age, and /metrics counts it.
+	connect(t, a2, b)
+	ps := b.Peers()
+	if len(ps) != 1 || ps[0].HeadAgeSeconds == nil || *ps[0].HeadAgeSeconds != 16 || !ps[0].HeadStale {
+		t.Fatalf("peers of b: %+v", ps)
+	}
+	want := `
+# HELP evalmesh_head_age_seconds Seconds since the last head heard from the connected peer heard from longest ago (absent when no connected peer has sent one).
+# TYPE evalmesh_head_age_seconds gauge
+evalmesh_head_age_seconds 16
+# HELP evalmesh_peers Peers connected now.
+# TYPE evalmesh_peers gauge
+evalmesh_peers 1
+`
+	if err := promtest.GatherAndCompare(b.Metrics(), strings.NewReader(want), "evalmesh_peers", "evalmesh_head_age_seconds"); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -94,7 +94,10 @@ func TestSyncLateJoinerGetsEverything(t *testing.T) {
 
 func TestSyncHealedPartitionWithNewAttestationsOnBothSides(t *testing.T) {
 	l := newSyncLabs(t)
-	a, b := startNode(t, l.options(SyncOptions{})), startNode(t, l.options(SyncOptions{}))
+	// Re-dialling off: the test heals by hand, from the other side.
+	o := l.options(SyncOptions{})
+	o.Redial.Off = true
+	a, b := startNode(t, o), startNode(t, o)
 	addLocal(t, a, signRuns(t, l.a, 0, 100))
 	connect(t, a, b)
 	inSync(t, 100, a, b)
@@ -153,9 +156,12 @@ func TestSyncRefusesAForgedEnvelopeAndCompletesTheRest(t *testing.T) {
 
 func TestSyncInterruptedHalfWayResumesWithoutDuplicates(t *testing.T) {
 	l := newSyncLabs(t)
-	a := startNode(t, l.options(SyncOptions{FetchBatch: 25, Logf: t.Logf}))
+	// Re-dialling off: the restarted b would dial a itself and run a session of its own
+	// beside the one this test counts.
+	noRedial := func(o Options) Options { o.Redial.Off = true; return o }
+	a := startNode(t, noRedial(l.options(SyncOptions{FetchBatch: 25, Logf: t.Logf})))
 	bHome := newHome(t)
-	b := startNodeAt(t, bHome, l.options(SyncOptions{}))
+	b := startNodeAt(t, bHome, noRedial(l.options(SyncOptions{})))
 	addLocal(t, b, signRuns(t, l.b, 0, 400))
 	var killed, closed atomic.Bool
 	a.Store().Attestations().OnNew(func(Source, [][]byte) {
@@ -174,7 +180,7 @@ func TestSyncInterruptedHalfWayResumesWithoutDuplicates(t *testing.T) {
 		t.Fatalf("after the kill %d stored; want part of 400", first)
 	}
 
-	b = startNodeAt(t, bHome, l.options(SyncOptions{})) // restarted: same home, new port
+	b = startNodeAt(t, bHome, noRedial(l.options(SyncOptions{}))) // restarted: same home, new port
 	if err := a.Connect(context.Background(), b.Addrs()[0]); err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ type DocumentVerdict struct {
 // where labOf maps the peer to the lab its node certificate (checked against our trust
 // store, as a claim's is) names. A head from a peer labOf does not know, or of a lab not in
 // active (unknown, retired), has no vote: unauthenticated heads cannot stop a node, and a
-// lab with many nodes counts once.
+// lab with many nodes counts once. Stale heads (a node gone) have no vote either.
 func DocumentMajority(ours, ourLab string, active []string, heads []PeerHead, labOf map[string]string) DocumentVerdict {
 	isActive := map[string]bool{}
 	for _, l := range active {
@@ -36,7 +36,7 @@ func DocumentMajority(ours, ourLab string, active []string, heads []PeerHead, la
 	votes := map[string]vote{}
 	for _, h := range heads {
 		lab, ok := labOf[h.PeerID]
-		if !ok || !isActive[lab] || lab == ourLab {
+		if !ok || !isActive[lab] || lab == ourLab || h.Stale {
 			continue
 		}
 		if v, ok := votes[lab]; ok && !h.LastHeard.After(v.head.LastHeard) {

@@ -28,6 +28,7 @@ func TestDocumentMajority(t *testing.T) {
 		{"one lab, latest head wins", []PeerHead{head("b1", "new", 2), head("b2", "ours", 1), head("c1", "new", 0)}, active, "new", true},
 		// A lab not active (retired, unknown) has no vote; the majority is of the active labs.
 		{"retired lab", []PeerHead{head("r1", "new", 0), head("b1", "new", 0)}, active, "", false},
+		{"stale heads", []PeerHead{{PeerID: "b1", NetworkDoc: "new", Stale: true}, {PeerID: "c1", NetworkDoc: "new", Stale: true}}, active, "", false},
 		{"two active labs", []PeerHead{head("b1", "new", 0)}, []string{"labA", "labB"}, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

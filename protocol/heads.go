@@ -25,7 +25,8 @@ type Head struct {
 	LedgerRoot   string `json:"ledger_root"`   // hex sha256, "" when not computed yet
 	Attestations int    `json:"attestations"`
 	Fingerprint  string `json:"fingerprint"` // hex, 16 bytes: the whole set's recon fingerprint
-	// Seq grows with each announcement of a node: a reader keeps the highest it saw.
+	// Seq grows with each announcement of a node, across its restarts too (the node starts
+	// it from its wall clock in microseconds): a reader keeps the highest it saw.
 	Seq uint64 `json:"seq"`
 }
 
@@ -156,6 +157,9 @@ const (
 	StatusRootMismatch PeerStatus = "ROOT MISMATCH with equal sets"
 	// StatusNoRoot: one side has not computed a root yet.
 	StatusNoRoot PeerStatus = "no root yet"
+	// StatusStale: the peer's last head is older than the staleness bound (it left, or its
+	// heads stopped reaching us): what it said is not evidence of agreement now.
+	StatusStale PeerStatus = "stale head"
 )
 
 // PeerHead is the latest head heard from one peer and how it compares with ours.
@@ -170,6 +174,11 @@ type PeerHead struct {
 	Agrees       bool       `json:"agrees"`
 	Status       PeerStatus `json:"status"`
 	LastHeard    time.Time  `json:"last_heard"`
+	// AgeSeconds is how long ago LastHeard was; Stale says it is past the bound, and then
+	// Status is StatusStale and Agrees false whatever the head said (a root mismatch
+	// excepted: it stays reported).
+	AgeSeconds float64 `json:"head_age_seconds"`
+	Stale      bool    `json:"stale"`
 }
 
 // HeadsTracker records the latest head of each peer. Pure: the caller passes the time a
@@ -197,17 +206,32 @@ func (t *HeadsTracker) Observe(h Head, at time.Time) bool {
 	return !ok || old.h != h
 }
 
+// HeardAt says when each peer's recorded head was heard, by peer ID.
+func (t *HeadsTracker) HeardAt() map[string]time.Time {
+	out := make(map[string]time.Time, len(t.heads))
+	for id, e := range t.heads {
+		out[id] = e.at
+	}
+	return out
+}
+
 // Forget drops a peer's head.
 func (t *HeadsTracker) Forget(peerID string) { delete(t.heads, peerID) }
 
-// Compare lists every peer's latest head against ours, sorted by peer ID.
-func (t *HeadsTracker) Compare(ours OurHead) []PeerHead {
+// Compare lists every peer's latest head against ours at time now, sorted by peer ID. A
+// head heard more than staleAfter before now is stale (staleAfter <= 0: none is).
+func (t *HeadsTracker) Compare(ours OurHead, now time.Time, staleAfter time.Duration) []PeerHead {
 	out := make([]PeerHead, 0, len(t.heads))
 	for _, e := range t.heads {
 		h := e.h
 		p := PeerHead{PeerID: h.PeerID, Lab: h.Lab, Network: h.Network, NetworkDoc: h.NetworkDoc,
-			LedgerRoot: h.LedgerRoot, Attestations: h.Attestations, Fingerprint: h.Fingerprint, LastHeard: e.at}
+			LedgerRoot: h.LedgerRoot, Attestations: h.Attestations, Fingerprint: h.Fingerprint, LastHeard: e.at,
+			AgeSeconds: max(now.Sub(e.at).Seconds(), 0)}
 		p.Status = compareHead(ours, h)
+		// A root mismatch stays one: the signed head is evidence however old it is.
+		if p.Stale = staleAfter > 0 && now.Sub(e.at) > staleAfter; p.Stale && p.Status != StatusRootMismatch {
+			p.Status = StatusStale
+		}
 		p.Agrees = p.Status == StatusAgrees
 		out = append(out, p)
 	}

@@ -74,7 +74,7 @@ func FuzzDecodeHead(f *testing.F) {
 }
 
 // The tracker, as a datadriven state machine: ours sets our head; observe records a peer's
-// head at a time; compare prints every peer's status.
+// head at a time; compare prints every peer's status (at now=T with stale=S: with ages).
 func TestHeadsTrackerDatadriven(t *testing.T) {
 	var tr *HeadsTracker
 	var ours OurHead
@@ -102,8 +102,14 @@ func TestHeadsTrackerDatadriven(t *testing.T) {
 			return fmt.Sprintf("changed=%v needs_sync=%v\n", changed, tr.NeedsSync(ours, args["peer"]))
 		case "compare":
 			var b strings.Builder
-			for _, p := range tr.Compare(ours) {
-				fmt.Fprintf(&b, "%s agrees=%v status=%q root=%s last_heard=+%ds\n", p.PeerID, p.Agrees, p.Status, p.LedgerRoot, int(p.LastHeard.Sub(base).Seconds()))
+			now, _ := strconv.Atoi(args["now"])
+			stale, _ := strconv.Atoi(args["stale"])
+			for _, p := range tr.Compare(ours, base.Add(time.Duration(now)*time.Second), time.Duration(stale)*time.Second) {
+				fmt.Fprintf(&b, "%s agrees=%v status=%q root=%s last_heard=+%ds", p.PeerID, p.Agrees, p.Status, p.LedgerRoot, int(p.LastHeard.Sub(base).Seconds()))
+				if stale > 0 {
+					fmt.Fprintf(&b, " age=%gs stale=%v", p.AgeSeconds, p.Stale)
+				}
+				b.WriteString("\n")
 			}
 			return b.String()
 		}

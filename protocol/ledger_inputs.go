@@ -13,6 +13,7 @@ import (
 // bundles fetched, its agent specs read).
 type LedgerCampaign struct {
 	ID       string
+	Lab      string // the lab ID that signed the campaign
 	LabName  string // the name the trust store knows the campaign's lab by
 	Created  time.Time
 	Deadline time.Time
@@ -47,7 +48,7 @@ func NamesOf(campaigns []LedgerCampaign) LedgerNames {
 	infos := map[string]scoring.TaskInfo{}
 	bundleNames := map[string]string{}
 	for _, c := range cs {
-		out.Windows[c.ID] = attest.CampaignWindow{Created: c.Created, Deadline: c.Deadline}
+		out.Windows[c.ID] = attest.CampaignWindow{Created: c.Created, Deadline: c.Deadline, Lab: c.Lab}
 		for cid, t := range c.Tasks {
 			if _, ok := infos[cid]; !ok {
 				infos[cid], bundleNames[cid] = t, t.Name

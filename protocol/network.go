@@ -82,6 +82,11 @@ type LedgerPolicy struct {
 	// from the canonical form) sets aside every result of the offending lab; "record" keeps
 	// the evidence and changes nothing else.
 	Misconduct string `json:"misconduct,omitempty"`
+	// Witnesses: "required" (the default, absent from the canonical form) counts a run only
+	// if it cites a witness record of its campaign by a lab other than the campaign's
+	// (attest.AcceptPolicy.RequireWitness); "off" counts runs without one. A network of one
+	// lab has no one to witness and never requires them.
+	Witnesses string `json:"witnesses,omitempty"`
 	// Pardons lists offending envelope IDs (attest.Misconduct.Evidence) whose consequence the
 	// labs have lifted: adding one is a document change like any other.
 	Pardons []string `json:"pardons,omitempty"`
@@ -92,6 +97,17 @@ const (
 	MisconductSetAside = "set_aside"
 	MisconductRecord   = "record"
 )
+
+// Witness policies of LedgerPolicy.Witnesses.
+const (
+	WitnessesRequired = "required"
+	WitnessesOff      = "off"
+)
+
+// RequiresWitness says whether runs must cite another lab's witness of their campaign.
+func (d *NetworkDoc) RequiresWitness() bool {
+	return d.Ledger.Witnesses != WitnessesOff && len(d.Labs) >= 2
+}
 
 // NetworkDocVersion is the document version this build writes and reads.
 const NetworkDocVersion = 1
@@ -220,6 +236,13 @@ func (d *NetworkDoc) normalize() error {
 	default:
 		return fmt.Errorf("network document: ledger.misconduct %q: use %s (the default) or %s", p.Misconduct, MisconductSetAside, MisconductRecord)
 	}
+	switch p.Witnesses {
+	case "", WitnessesRequired:
+		p.Witnesses = ""
+	case WitnessesOff:
+	default:
+		return fmt.Errorf("network document: ledger.witnesses %q: use %s (the default) or %s", p.Witnesses, WitnessesRequired, WitnessesOff)
+	}
 	slices.Sort(p.Pardons)
 	p.Pardons = slices.Compact(p.Pardons)
 	for _, id := range p.Pardons {
@@ -240,6 +263,7 @@ func (d *NetworkDoc) AcceptPolicy() attest.AcceptPolicy {
 		Replication:       d.Ledger.Replication,
 		AllowProcessRuns:  d.CountsExecutor(attest.IsolationProcess),
 		SetAsideOffenders: d.Ledger.Misconduct != MisconductRecord,
+		RequireWitness:    d.RequiresWitness(),
 	}
 	if len(d.Ledger.Pardons) > 0 {
 		p.Pardoned = map[string]bool{}

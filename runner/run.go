@@ -102,6 +102,9 @@ type Request struct {
 	// Attempt is the attempt number signed into the attestation (0 means 1): the claim
 	// machine numbers a slot's runs so a retry is never read as equivocation.
 	Attempt int
+	// Witness is the ID of another lab's witness record of the campaign, signed into the
+	// attestation (attest.RunPredicate.Witness); "" for none.
+	Witness string
 }
 
 // Outcome is a finished run.
@@ -218,7 +221,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Outcome, error) {
 		ID: newRunID(start), Phase: PhaseStarting, Executor: r.Executor,
 		TaskDir: taskDir, TaskCID: taskCID, Campaign: campaign,
 		Agent: *req.Agent, AgentCID: req.Agent.CID(), Seed: req.Seed, Start: start,
-		Attempt: req.Attempt,
+		Attempt: req.Attempt, Witness: req.Witness,
 	}
 	// Allocate under the home's lock, and record the GPUs before releasing it.
 	unlock, err := lockRuns(r.Home)
@@ -659,6 +662,7 @@ func (r *Runner) runPredicate(ex Executor, st *RunState, b *tasks.Bundle, ev *ev
 		Evaluator:     ev.evaluator,
 		Telemetry:     telemetryView(st),
 		Attempt:       st.Attempt,
+		Witness:       st.Witness,
 		Executor:      executorInfo(ex, st.AgentHandle),
 		Build:         &build,
 		Model:         modelRun(st, wall),

@@ -54,7 +54,10 @@ type RunState struct {
 	// Attempt is the attempt number the run signs: the caller's (Request.Attempt, from the
 	// claim machine) or, when higher, one more than this node's earlier runs of the slot
 	// (nextAttempt). 0 in states of an older evalmesh, attested as absent (read as 1).
-	Attempt int       `json:"attempt,omitempty"`
+	Attempt int `json:"attempt,omitempty"`
+	// Witness is the witness record the run cites (Request.Witness), kept so a run recovered
+	// after a crash signs the same one.
+	Witness string    `json:"witness,omitempty"`
 	GPUs    []string  `json:"gpus,omitempty"`
 	Start   time.Time `json:"start"`
 	// AgentHandle is saved right after Start, before waiting, so Recover can re-attach.

@@ -170,7 +170,7 @@ func (c *cluster) handSign(i int, statement []byte, dir string) string {
 
 // signRun signs a run of slot by lab i's node with key and cert (the node's own, or a
 // second node's the lab certified), submission naming its submission, into dir.
-func (c *cluster) signRun(i int, key crypto.PrivKey, cert *attest.NodeCert, slot attest.Slot, attempt int, submission string, score float64, dir string) string {
+func (c *cluster) signRun(i int, key crypto.PrivKey, cert *attest.NodeCert, slot attest.Slot, attempt int, submission string, score float64, witness, dir string) string {
 	c.t.Helper()
 	nodeID, err := peer.IDFromPrivateKey(key)
 	if err != nil {
@@ -178,7 +178,7 @@ func (c *cluster) signRun(i int, key crypto.PrivKey, cert *attest.NodeCert, slot
 	}
 	pred := attest.RunPredicate{Slot: slot, Attempt: attempt, Node: nodeID.String(), Lab: c.labs.Nodes[i].Lab.ID,
 		Start: time.Now().Add(-time.Second), End: time.Now(), Valid: true, Score: &score, Metric: "accuracy", Evaluator: "builtin:accuracy",
-		Executor: &attest.ExecutorInfo{Name: "process", Isolation: attest.IsolationProcess, Limits: "none"}}
+		Executor: &attest.ExecutorInfo{Name: "process", Isolation: attest.IsolationProcess, Limits: "none"}, Witness: witness}
 	st, err := attest.NewStatement([]attest.Subject{{Name: "submission.csv", Digest: map[string]string{"sha256": fmt.Sprintf("%064x", sha256.Sum256([]byte(submission)))},
 		Annotations: map[string]any{attest.AnnotationRole: attest.RoleSubmission}}}, attest.PredicateRunV1, pred)
 	if err != nil {
@@ -191,6 +191,32 @@ func (c *cluster) signRun(i int, key crypto.PrivKey, cert *attest.NodeCert, slot
 	if err := os.WriteFile(filepath.Join(dir, id+".json"), env, 0o644); err != nil {
 		c.t.Fatal(err)
 	}
+	return id
+}
+
+// witnessOf waits until node d holds a witness record of campaign by a lab other than
+// notLab (the campaign's), as a dishonest lab reads one from its own store to cite it, and
+// returns its ID.
+func (c *cluster) witnessOf(d *daemonProc, campaign, notLab string) string {
+	c.t.Helper()
+	var id string
+	testutil.WaitFor(c.t, 60*time.Second, "a witness of "+campaign+" on "+d.lab.Name, func() bool {
+		envs, err := d.client.StoredEnvelopes(context.Background(), node.SetAttestations)
+		if err != nil {
+			return false
+		}
+		for _, env := range envs {
+			e, err := attest.DecodeEnvelope(env)
+			if err != nil {
+				continue
+			}
+			if w, err := attest.DecodeWitness(e.Payload); err == nil && w.Campaign == campaign && w.Lab != notLab {
+				id = attest.EnvelopeID(env)
+				return true
+			}
+		}
+		return false
+	})
 	return id
 }
 
@@ -222,8 +248,9 @@ func TestDishonestLabCannotSteerTheLedger(t *testing.T) {
 	c, tasks := runningCluster(t, "arithmetic")
 	id, slots := c.publish(c.nodes[1], tasks, faultAgents, 2)
 	c.waitAllDone(c.nodes, id, slots)
-	liar := c.labs.Nodes[2]
-	liarLab := liar.Lab.ID
+	liarNode := c.labs.Nodes[2]
+	liarLab := liarNode.Lab.ID
+	liar := c.nodes[2]
 	before := c.settle("the honest campaign counted everywhere", 120*time.Second, func(v ledgerView) bool {
 		return len(v.counted) == slots
 	})[0]
@@ -282,10 +309,11 @@ func TestDishonestLabCannotSteerTheLedger(t *testing.T) {
 		c.waitAllDone(c.nodes, gid, n)
 		key, cert := c.nodeKey(2)
 		dir := t.TempDir()
+		gw := c.witnessOf(c.nodes[2], gid, liarLab)
 		for seed := 0; seed < 2; seed++ {
 			for variant := 0; variant < 6; variant++ {
 				// One submission per seed, re-signed: duplicates of one run, IDs varied.
-				c.signRun(2, key, cert, attest.Slot{Campaign: gid, Task: tasks[0], Agent: solverCID, Seed: seed}, 9, fmt.Sprint("grind", seed), 1+float64(variant)*1e-12, dir)
+				c.signRun(2, key, cert, attest.Slot{Campaign: gid, Task: tasks[0], Agent: solverCID, Seed: seed}, 9, fmt.Sprint("grind", seed), 1+float64(variant)*1e-12, gw, dir)
 			}
 		}
 		c.importInto(c.nodes[2], dir)
@@ -327,13 +355,13 @@ func TestDishonestLabCannotSteerTheLedger(t *testing.T) {
 			t.Fatal(err)
 		}
 		secondID, _ := peer.IDFromPrivateKey(secondKey)
-		secondCert, err := liar.Lab.Certify(secondID.String(), time.Now().Add(-time.Hour), 24*time.Hour)
+		secondCert, err := liarNode.Lab.Certify(secondID.String(), time.Now().Add(-time.Hour), 24*time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
 		dir := t.TempDir()
 		slot := attest.Slot{Campaign: mine.campaign, Task: mine.task, Agent: mine.agent, Seed: mine.seed}
-		c.signRun(2, secondKey, secondCert, slot, mine.attempt, "withdraw", 0.5, dir)
+		c.signRun(2, secondKey, secondCert, slot, mine.attempt, "withdraw", 0.5, c.witnessOf(c.nodes[2], mine.campaign, c.labs.Nodes[1].Lab.ID), dir)
 		privEnv, pid, err := c.labs.CampaignOfSpecs(2, "private", tasks, []*agentspec.Spec{mustSpec(t, specs, mine.agent)}, mine.seed+1)
 		if err != nil {
 			t.Fatal(err)
@@ -342,11 +370,12 @@ func TestDishonestLabCannotSteerTheLedger(t *testing.T) {
 		// slot of the private campaign (every node runs every campaign), the two collide
 		// again. Either way every lab3 run of the cell from the private campaign is out, and
 		// the first of them by the withdrawal rule.
-		refill := c.signRun(2, secondKey, secondCert, attest.Slot{Campaign: pid, Task: mine.task, Agent: mine.agent, Seed: mine.seed}, 1, "perfect", 1, dir)
-		c.importInto(c.nodes[2], dir)
 		if _, err := c.nodes[2].client.PublishCampaign(context.Background(), privEnv); err != nil {
 			t.Fatal(err)
 		}
+		refill := c.signRun(2, secondKey, secondCert, attest.Slot{Campaign: pid, Task: mine.task, Agent: mine.agent, Seed: mine.seed}, 1, "perfect", 1,
+			c.witnessOf(c.nodes[2], pid, liarLab), dir)
+		c.importInto(c.nodes[2], dir)
 		c.waitAllDone(c.nodes, pid, mine.seed+1)
 		views := c.settle("the withdrawal and the re-fill stored everywhere", 120*time.Second, func(v ledgerView) bool {
 			_, ok := v.excluded[refill]
@@ -384,6 +413,59 @@ func TestDishonestLabCannotSteerTheLedger(t *testing.T) {
 		before = views[0]
 	})
 
+	// Runs before their campaign: lab3, cut off from the others, signs perfect runs of every
+	// slot of a campaign of its own before anyone has seen the campaign, then hands both to
+	// the network (the runs reach lab1 by sync; lab1 relays the campaign). No other lab had
+	// seen the campaign when the runs were signed, so they cite no witness: they neither
+	// count nor finish the slots, which the other labs run.
+	t.Run("runs before their campaign", func(t *testing.T) {
+		ctx := context.Background()
+		if err := liar.client.Partition(ctx, []string{c.nodes[0].peerID, c.nodes[1].peerID}); err != nil {
+			t.Fatal(err)
+		}
+		env, qid, err := c.labs.CampaignOfSpecs(2, "pre-run", tasks, []*agentspec.Spec{specs["flaky"]}, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, cert := c.nodeKey(2)
+		dir := t.TempDir()
+		var pre []string
+		for seed := 0; seed < 2; seed++ {
+			pre = append(pre, c.signRun(2, key, cert, attest.Slot{Campaign: qid, Task: tasks[0], Agent: specs["flaky"].CID(), Seed: seed}, 1, fmt.Sprint("pre", seed), 1, "", dir))
+		}
+		c.importInto(c.nodes[0], dir)
+		if _, err := c.nodes[0].client.PublishCampaign(ctx, env); err != nil {
+			t.Fatal(err)
+		}
+		c.waitAllDone(c.nodes[:2], qid, 2)
+		if err := liar.client.Heal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c.connect(liar, c.nodes[0])
+		views := c.settle("the pre-signed runs set aside and the campaign run by the labs", 120*time.Second, func(v ledgerView) bool {
+			cells := 0
+			for _, r := range v.counted {
+				if r.campaign == qid {
+					cells++
+				}
+			}
+			return cells == 2
+		})
+		for i, v := range views {
+			for _, id := range pre {
+				if got := v.excluded[id]; got != attest.ExcludeUnwitnessed {
+					t.Errorf("%s: pre-signed run %s: %q, want %q", c.nodes[i].lab.Name, id, got, attest.ExcludeUnwitnessed)
+				}
+			}
+			for _, id := range honestBefore {
+				if _, ok := v.counted[id]; !ok {
+					t.Errorf("%s: honest run %s no longer counts (%s)", c.nodes[i].lab.Name, id, v.excluded[id])
+				}
+			}
+		}
+		before = views[0]
+	})
+
 	// Veto by dispute: lab3 contradicts, with hand-signed re-scores, every counted run of
 	// the strongest agent by the honest labs. The vote (one per lab, majority decides, a
 	// contradiction brings in more re-scorers) keeps them counted; lab3's re-scores are
@@ -398,7 +480,7 @@ func TestDishonestLabCannotSteerTheLedger(t *testing.T) {
 			zero := 0.0
 			st, err := attest.NewStatement([]attest.Subject{{Name: "submission.csv", Digest: map[string]string{"sha256": strings.Repeat("00", 32)}}},
 				attest.PredicateRescoreV1, attest.RescorePredicate{Run: r.id, Valid: true, Score: &zero, Metric: r.metric,
-					Evaluator: "builtin:" + r.metric, Node: liar.PeerID, Lab: liarLab, Time: time.Now()})
+					Evaluator: "builtin:" + r.metric, Node: liarNode.PeerID, Lab: liarLab, Time: time.Now()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -415,7 +497,14 @@ func TestDishonestLabCannotSteerTheLedger(t *testing.T) {
 					return false
 				}
 			}
-			return len(v.misconduct) > 0 && slices.Equal(v.honestCounted(liarLab), before.honestCounted(liarLab))
+			// Every honest run that counted still does; an honest run that lab3's result had
+			// shadowed in its cell may now count too.
+			for _, id := range before.honestCounted(liarLab) {
+				if _, ok := v.counted[id]; !ok {
+					return false
+				}
+			}
+			return len(v.misconduct) > 0
 		})
 		for i, v := range views {
 			for _, m := range v.misconduct {
@@ -506,6 +595,7 @@ func TestDishonestLabCannotStarveOrAbort(t *testing.T) {
 		Node: liar.peerID, Lab: liar.lab.Lab.ID, Start: time.Now().Add(-time.Second), End: time.Now(),
 		Valid: true, Score: &perfect, Metric: "accuracy", Evaluator: "builtin:accuracy",
 		Executor: &attest.ExecutorInfo{Name: "process", Isolation: attest.IsolationProcess, Limits: "none"},
+		Witness:  c.witnessOf(liar, busyID, c.labs.Nodes[1].Lab.ID),
 	}
 	st, err := attest.NewStatement([]attest.Subject{{Name: "submission.csv", Digest: map[string]string{"sha256": strings.Repeat("ab", 32)},
 		Annotations: map[string]any{attest.AnnotationRole: attest.RoleSubmission}}}, attest.PredicateRunV1, pred)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -32,7 +33,7 @@ func newDaemonCmd(g *globals) *cobra.Command {
 	var claims protocol.ClaimConfig
 	var testControls bool
 	var dashboardListen, logFormat string
-	var rescoreTimeout time.Duration
+	var rescoreTimeout, redialMax time.Duration
 	cmd := &cobra.Command{
 		Use:   "daemon [--listen MULTIADDR]... [--api HOST:PORT]",
 		Short: "Run this node: hold, pin and exchange task bundles with other labs",
@@ -64,6 +65,11 @@ on a CPU-only node), fetches their bundles from peers, runs them, gossips the si
 attestations, re-scores the runs of other labs it is chosen for, and recomputes the ledger
 as attestations arrive. See evalmesh campaign --help.
 
+Peers it has been connected to (bootstrap, evalmesh connect, or peers of the network that
+connected to it) are kept in HOME/peers.json and dialled again, with backoff up to
+--redial-max, whenever the connection drops, also across restarts. Peers connecting and
+leaving, and the node running alone, are logged at WARN.
+
 Stopping it (Ctrl-C) finishes running requests for a few seconds, then closes the stores:
 nothing written is lost. Re-attached agents keep running and are recovered again at the
 next start.
@@ -93,10 +99,13 @@ Example:
 			}
 			errw := &logWriter{l: logger}
 			logf := func(format string, args ...any) { logLine(logger, fmt.Sprintf(format, args...)) }
+			warnf := func(format string, args ...any) { logLineAt(logger, slog.LevelWarn, fmt.Sprintf(format, args...)) }
 			opts := node.Options{
 				Listen:          listen,
 				API:             api,
 				Logf:            logf,
+				Warnf:           warnf,
+				Redial:          node.RedialOptions{Max: redialMax},
 				TestControls:    testControls,
 				DashboardListen: dashboardListen,
 				Mesh: func(n *node.Node) (*node.MeshOptions, error) {
@@ -145,6 +154,7 @@ Example:
 	cmd.Flags().StringVar(&api, "api", "", "HTTP API host:port (default: config api; port 0 picks one)")
 	cmd.Flags().DurationVar(&claims.Lease, "lease", protocol.DefaultLease, "how long other nodes hold a slot for this node after each claim or renewal (pick it with `evalmesh sim`)")
 	cmd.Flags().DurationVar(&rescoreTimeout, "rescore-timeout", 2*time.Minute, "how long a lab chosen to re-score a run may stay silent before the next lab in the order steps in")
+	cmd.Flags().DurationVar(&redialMax, "redial-max", time.Minute, "longest wait between dials of a known peer that is not connected (the wait starts at 1s and doubles per failed dial)")
 	cmd.Flags().BoolVar(&testControls, "test-controls", false, "serve the fault-test partition controls on the API (tests only)")
 	_ = cmd.Flags().MarkHidden("test-controls")
 	cmd.Flags().StringVar(&dashboardListen, "dashboard-listen", "", "serve the read-only web dashboard, its JSON API and /metrics on this host:port (e.g. 127.0.0.1:5280; port 0 picks one; default off). It needs no token and serves no control endpoint: safe to expose (docs/api.md)")

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
 	"github.com/evalmesh/evalmesh/internal/testutil"
 	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/protocol"
 )
 
 // Fault tests with real daemon processes (this test binary re-executed as `evalmesh
@@ -43,8 +45,9 @@ type cluster struct {
 	nodes []*daemonProc
 }
 
-// Short leases so a killed or stopped node's slots pass to others within seconds.
-var faultDaemonArgs = []string{"--lease", "3s", "--heartbeat", "1s", "--rescore-timeout", "3s", "--test-controls"}
+// Short leases so a killed or stopped node's slots pass to others within seconds; known
+// peers re-dialled at least every 2 s, so a healed partition reconnects within seconds.
+var faultDaemonArgs = []string{"--lease", "3s", "--heartbeat", "1s", "--rescore-timeout", "3s", "--redial-max", "2s", "--test-controls"}
 
 func newCluster(t *testing.T, n int) *cluster {
 	t.Helper()
@@ -109,6 +112,39 @@ func readLog(path string) string {
 		b = b[len(b)-4000:]
 	}
 	return string(b)
+}
+
+// logHas reports whether the daemon's whole log contains sub.
+func (d *daemonProc) logHas(sub string) bool {
+	b, _ := os.ReadFile(d.log)
+	return strings.Contains(string(b), sub)
+}
+
+// waitWarned waits until the daemon has logged a warning whose message starts with msg.
+func (d *daemonProc) waitWarned(msg string) {
+	d.t.Helper()
+	testutil.WaitFor(d.t, 20*time.Second, d.lab.Name+" logging WARN "+msg, func() bool {
+		return d.logHas(`level=WARN msg="` + msg)
+	})
+}
+
+// waitConnected waits until d is connected to each of peers, with no `evalmesh connect`.
+func (d *daemonProc) waitConnected(peers ...*daemonProc) {
+	d.t.Helper()
+	testutil.WaitFor(d.t, 30*time.Second, d.lab.Name+" connected again by itself", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		got, err := d.client.Peers(ctx)
+		if err != nil {
+			return false
+		}
+		for _, p := range peers {
+			if !slices.ContainsFunc(got, func(i node.PeerInfo) bool { return i.ID == p.peerID }) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func (d *daemonProc) kill() {
@@ -341,7 +377,8 @@ func TestFaultStoppedNodeResumes(t *testing.T) {
 }
 
 // One lab partitioned from the others (inside evalmesh) while both sides make new results,
-// then healed: every node ends with the union and the same root.
+// then healed with no `evalmesh connect`: the nodes dial each other again by themselves,
+// say so in their logs, and every node ends with the union and the same root.
 func TestFaultPartitionHeals(t *testing.T) {
 	skipShortFaults(t)
 	c, tasks := runningCluster(t, "arithmetic", "sentiment")
@@ -367,6 +404,8 @@ func TestFaultPartitionHeals(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	cut.waitWarned("peer disconnected " + c.nodes[0].peerID)
+	cut.waitWarned("running alone: no peers connected")
 	// The campaign reaches both sides: published on each (same envelope, same ID).
 	id, slots := c.publishOn([]*daemonProc{c.nodes[1], cut}, tasks, faultAgents, 3)
 	c.waitDone(cut, id, 2)
@@ -376,10 +415,84 @@ func TestFaultPartitionHeals(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c.connect(cut, c.nodes[0])
-	c.connect(cut, c.nodes[1])
+	healed := time.Now()
+	cut.waitConnected(c.nodes[0], c.nodes[1])
+	t.Logf("the cut node reconnected by itself %.1fs after the heal", time.Since(healed).Seconds())
+	cut.waitWarned("peer connected " + c.nodes[0].peerID)
 	v := c.converged(id, slots, 120*time.Second)
 	t.Logf("converged after a healed partition: root %s, %d attestations, excluded %v", v.root, v.attestations, v.excluded)
+}
+
+// A node killed with SIGKILL and started again dials the peers it knew (HOME/peers.json, no
+// bootstrap, no `evalmesh connect`), and its heads, numbered again after the restart, are
+// taken as newer: the others report it agreeing, not stale, once the roots are equal.
+func TestFaultRestartRedialsAndHeadsAgree(t *testing.T) {
+	skipShortFaults(t)
+	// One slot: roots are computed only over attestations.
+	c, tasks := runningCluster(t, "arithmetic")
+	id, slots := c.publish(c.nodes[1], tasks, faultAgents[:1], 1)
+	c.converged(id, slots, 60*time.Second)
+	c.waitAgreeing(c.nodes[2], time.Time{}, 60*time.Second)
+	victim := c.nodes[2]
+	// Two more periodic heads before the kill: a restart that numbered its heads from 0
+	// again would have them dropped as old for two more intervals.
+	heard := map[time.Time]bool{}
+	testutil.WaitFor(t, 30*time.Second, "two more heads of "+victim.lab.Name, func() bool {
+		st, err := c.nodes[0].client.LedgerStatus(context.Background())
+		if err != nil {
+			return false
+		}
+		for _, p := range st.Peers {
+			if p.PeerID == victim.peerID {
+				heard[p.LastHeard] = true
+			}
+		}
+		return len(heard) >= 3
+	})
+	victim.signal(syscall.SIGKILL)
+	<-victim.exited
+	restarted := time.Now()
+	d := c.start(2)
+	d.waitConnected(c.nodes[0], c.nodes[1])
+	t.Logf("the restarted node reconnected by itself %.1fs after its start", time.Since(restarted).Seconds())
+	// Within two head intervals: heads dropped as old would take one interval for each head
+	// announced before the kill (here four or more).
+	c.waitAgreeing(d, restarted, 10*time.Second)
+	t.Logf("its heads were taken as agreeing %.1fs after its start", time.Since(restarted).Seconds())
+}
+
+// waitAgreeing waits until every other node's ledger status shows d's head, heard after
+// since, agreeing with theirs (and so not stale).
+func (c *cluster) waitAgreeing(d *daemonProc, since time.Time, within time.Duration) {
+	c.t.Helper()
+	var last []string
+	err := testutil.Poll(within, func() bool {
+		last = nil
+		for _, o := range c.nodes {
+			if o == d {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			st, err := o.client.LedgerStatus(ctx)
+			cancel()
+			if err != nil {
+				last = append(last, fmt.Sprintf("%s: %v", o.lab.Name, err))
+				continue
+			}
+			i := slices.IndexFunc(st.Peers, func(p protocol.PeerHead) bool { return p.PeerID == d.peerID })
+			if i < 0 {
+				last = append(last, o.lab.Name+": no head of "+d.lab.Name)
+				continue
+			}
+			if p := st.Peers[i]; !p.Agrees || p.Stale || p.LastHeard.Before(since) {
+				last = append(last, fmt.Sprintf("%s: %s's head %s, heard %s", o.lab.Name, d.lab.Name, p.Status, p.LastHeard.Format(time.RFC3339Nano)))
+			}
+		}
+		return len(last) == 0
+	})
+	if err != nil {
+		c.t.Fatalf("%s's head not agreeing everywhere within %s: %v", d.lab.Name, within, last)
+	}
 }
 
 // A node that joins after the campaign ended everywhere else gets every attestation and the

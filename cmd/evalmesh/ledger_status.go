@@ -31,6 +31,8 @@ whether it agrees with ours:
   other network document         the peer runs another network policy: roots not compared
   no root yet                    one side has not computed its root
   ROOT MISMATCH with equal sets  same document and set, another root: a bug or a cheat
+  stale head                     no head from the peer for 3 head intervals: it left, or its
+                                 heads stop reaching us; what it said last is not current
 
 A root mismatch is printed on stderr with both roots and makes the command exit with
 status 2.
@@ -63,6 +65,15 @@ func printLedgerStatus(stdout, stderr io.Writer, st node.LedgerStatus, asJSON bo
 				p.PeerID, orDash(p.Lab), p.LedgerRoot, p.Attestations, p.Fingerprint, st.LedgerRoot)
 		}
 	}
+	stale := 0
+	for _, p := range st.Peers {
+		if p.Stale {
+			stale++
+		}
+	}
+	if stale > 0 && stale == len(st.Peers) {
+		fmt.Fprintf(stderr, "every peer's head is stale (none heard for 3 head intervals): this node may be cut off; see `evalmesh peers`\n")
+	}
 	if asJSON {
 		if err := printJSON(stdout, st); err != nil {
 			return err
@@ -74,8 +85,9 @@ func printLedgerStatus(stdout, stderr io.Writer, st node.LedgerStatus, asJSON bo
 			fmt.Fprintln(stdout, "no peer heads heard yet")
 		}
 		for _, p := range st.Peers {
-			fmt.Fprintf(stdout, "peer %s lab %s: %s (root %s, %d attestations, heard %s)\n",
-				p.PeerID, orDash(p.Lab), p.Status, orDash(p.LedgerRoot), p.Attestations, p.LastHeard.UTC().Format(time.RFC3339))
+			fmt.Fprintf(stdout, "peer %s lab %s: %s (root %s, %d attestations, heard %s, %s ago)\n",
+				p.PeerID, orDash(p.Lab), p.Status, orDash(p.LedgerRoot), p.Attestations, p.LastHeard.UTC().Format(time.RFC3339),
+				time.Duration(p.AgeSeconds*float64(time.Second)).Round(time.Second))
 		}
 	}
 	if mismatch > 0 {

@@ -103,3 +103,20 @@ func TestLedgerStatusReportsARootMismatchLoudly(t *testing.T) {
 		t.Fatalf("stdout: %s", out.String())
 	}
 }
+
+// Stale heads are printed as such with their age, and a node whose every peer head is
+// stale is told it may be cut off.
+func TestLedgerStatusSaysWhenHeadsAreStale(t *testing.T) {
+	st := node.LedgerStatus{Network: "n", LedgerRoot: "r1", Attestations: 3, Fingerprint: "f",
+		Peers: []protocol.PeerHead{{PeerID: "A", Status: protocol.StatusStale, Stale: true, LedgerRoot: "r1", AgeSeconds: 47}}}
+	var out, errOut bytes.Buffer
+	if err := printLedgerStatus(&out, &errOut, st, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "peer A lab -: stale head (root r1") || !strings.Contains(out.String(), "47s ago") || strings.Contains(out.String(), "agrees") {
+		t.Fatalf("stdout: %s", out.String())
+	}
+	if !strings.Contains(errOut.String(), "every peer's head is stale") {
+		t.Fatalf("stderr: %q", errOut.String())
+	}
+}

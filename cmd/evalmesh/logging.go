@@ -25,14 +25,17 @@ func newLogger(w io.Writer, format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
 
-// logLine logs one line of the node's printf-style log.
-func logLine(l *slog.Logger, line string) {
+// logLine logs one line of the node's printf-style log at INFO.
+func logLine(l *slog.Logger, line string) { logLineAt(l, slog.LevelInfo, line) }
+
+// logLineAt logs one line at level (the node's Warnf lines: WARN).
+func logLineAt(l *slog.Logger, level slog.Level, line string) {
 	line = strings.TrimRight(line, "\n")
 	if line == "" {
 		return
 	}
-	level := slog.LevelInfo
 	if comp, msg, ok := strings.Cut(line, ": "); ok && comp != "" && !strings.ContainsAny(comp, " \t/") {
+		// A line written to the daemon's io.Writer as "component: WARN message" is at WARN.
 		if rest, warn := strings.CutPrefix(msg, "WARN "); warn {
 			level, msg = slog.LevelWarn, rest
 		}

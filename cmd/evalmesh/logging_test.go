@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -44,6 +45,11 @@ func TestLogFormats(t *testing.T) {
 	logLine(l, "datastore: compaction slow")
 	if out := buf.String(); !strings.Contains(out, `msg="compaction slow" component=datastore`) || !strings.HasPrefix(out, "time=") {
 		t.Errorf("text record %q", out)
+	}
+	buf.Reset()
+	logLineAt(l, slog.LevelWarn, "net: running alone: no peers connected")
+	if out := buf.String(); !strings.Contains(out, `level=WARN msg="running alone: no peers connected" component=net`) {
+		t.Errorf("warning record %q", out)
 	}
 	if _, err := newLogger(&buf, "xml"); err == nil || !strings.Contains(err.Error(), "text or json") {
 		t.Errorf("--log-format xml: %v", err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -360,7 +361,13 @@ func newPeersCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "peers",
 		Short: "List the peers the running node is connected to",
-		Long: `List connected peers with the address of the connection.
+		Long: `List connected peers with the address of the connection and how long ago each one's
+last head (/heads) was heard; "head stale" means none came within the staleness bound
+(3 head intervals), so its ledger status is not current.
+
+On stderr: each known peer that is not connected (the daemon re-dials it with backoff)
+with its failed dials, next dial and last error, and a line saying so when no peer is
+connected at all.
 
 Example:
   evalmesh peers --json`,
@@ -374,14 +381,46 @@ Example:
 			if err != nil {
 				return err
 			}
+			known, err := c.KnownPeers(cmd.Context())
+			if err != nil {
+				return err
+			}
+			printPeersNotConnected(cmd.ErrOrStderr(), peers, known, time.Now())
 			if g.jsonOut {
 				return printJSON(cmd.OutOrStdout(), peers)
 			}
 			for _, p := range peers {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s  %s\n", p.ID, p.Addr)
+				head := "no head heard"
+				if p.HeadAgeSeconds != nil {
+					head = fmt.Sprintf("head %s ago", time.Duration(*p.HeadAgeSeconds*float64(time.Second)).Round(time.Second))
+					if p.HeadStale {
+						head = "head stale: last " + strings.TrimPrefix(head, "head ")
+					}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s  %s  %s\n", p.ID, p.Addr, head)
 			}
 			return nil
 		},
+	}
+}
+
+// printPeersNotConnected says on w which known peers are not connected and whether the
+// node runs alone.
+func printPeersNotConnected(w io.Writer, peers []node.PeerInfo, known []node.KnownPeer, now time.Time) {
+	down := 0
+	for _, k := range known {
+		if k.Connected {
+			continue
+		}
+		down++
+		line := fmt.Sprintf("not connected: %s (%d failed dial(s) in a row, next in %s)", k.ID, k.Failures, max(k.NextDial.Sub(now), 0).Round(time.Second))
+		if k.LastError != "" {
+			line += ": " + k.LastError
+		}
+		fmt.Fprintln(w, line)
+	}
+	if len(peers) == 0 {
+		fmt.Fprintf(w, "no peers connected: this node is running alone (%d known peer(s) being re-dialled; `evalmesh connect ADDR` adds one)\n", down)
 	}
 }
 

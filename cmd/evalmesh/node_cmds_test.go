@@ -77,6 +77,11 @@ func TestNodeCommandsAddConnectGet(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &id); err != nil || len(id.Addrs) == 0 || !strings.Contains(id.Addrs[0], "/p2p/") {
 		t.Fatalf("id --json while the daemon runs: %s", out)
 	}
+	// No peer yet: said on stderr, not an empty answer.
+	code, out, errOut = nodeCLI(t, "peers", "--home", hb)
+	if code != 0 || out != "" || !strings.Contains(errOut, "no peers connected: this node is running alone") {
+		t.Fatalf("peers of a node alone: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
 	if code, _, errOut := nodeCLI(t, "connect", id.Addrs[0], "--home", hb); code != 0 {
 		t.Fatalf("connect: %s", errOut)
 	}

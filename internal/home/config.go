@@ -20,7 +20,8 @@ type Config struct {
 	Listen []string `yaml:"listen"`
 	// API is the host:port of the local HTTP API.
 	API string `yaml:"api"`
-	// Bootstrap holds multiaddrs (with /p2p/) of peers to connect to at start.
+	// Bootstrap holds multiaddrs (with /p2p/) of peers to connect to at start, and again
+	// whenever not connected (node/redial.go).
 	Bootstrap []string `yaml:"bootstrap"`
 	// MDNS turns on LAN discovery.
 	MDNS bool `yaml:"mdns"`
@@ -95,6 +96,7 @@ listen:
 api: 127.0.0.1:0
 
 # Peers to dial at start, as multiaddrs ending in /p2p/PEER_ID. Empty: talk to nobody.
+# They, and peers connected to since, are dialled again while not connected (HOME/peers.json).
 bootstrap: []
 
 # Find peers on the local network with mDNS (multicast; off by default).

@@ -15,6 +15,7 @@
 //	lab-age.key       optional: the lab's age identity, to open sealed bundles' grants (the operator; attest)
 //	api               while the daemon runs: its HTTP API address (host:port) [node]
 //	api.token         while the daemon runs: the API's bearer token, mode 0600 [node]
+//	peers.json        the peers the daemon re-dials, rewritten atomically [node]
 //	blocks/           the flat blockstore, one file per block [node]
 //	blocks-pack/      the pack blockstore's segments and index [node]
 //	datastore/        the datastore: pins, metadata [node]
@@ -86,6 +87,7 @@ const (
 	RescoresFolder     = "rescores"
 	AttestationsFolder = "attestations"
 	ObjectsFolder      = "objects"
+	PeersFile          = "peers.json"
 )
 
 func (h Home) IdentityPath() string { return filepath.Join(h.Dir, IdentityFile) }
@@ -121,6 +123,9 @@ func (h Home) AttestationsDir() string {
 	return filepath.Join(h.Dir, AttestationsFolder)
 }
 func (h Home) ObjectsDir() string { return filepath.Join(h.Dir, ObjectsFolder) }
+
+// PeersPath is the peers the daemon re-dials (node/redial.go).
+func (h Home) PeersPath() string { return filepath.Join(h.Dir, PeersFile) }
 
 // ErrExists is returned by Init when the home already holds an identity.
 var ErrExists = errors.New("already initialised")

@@ -98,10 +98,10 @@ func TestLayoutSpellsEachEntryOnce(t *testing.T) {
 		h.APIPath(): "api", h.APITokenPath(): "api.token",
 		h.BlocksDir(): "blocks", h.PackBlocksDir(): "blocks-pack", h.DatastoreDir(): "datastore",
 		h.StoreDir(): "store", h.BundlesDir(): "bundles", h.RunsDir(): "runs", h.RescoresDir(): "rescores",
-		h.AttestationsDir(): "attestations", h.ObjectsDir(): "objects",
+		h.AttestationsDir(): "attestations", h.ObjectsDir(): "objects", h.PeersPath(): "peers.json",
 	}
-	if len(want) != 17 {
-		t.Fatalf("%d distinct paths for 17 entries: two entries share a name", len(want))
+	if len(want) != 18 {
+		t.Fatalf("%d distinct paths for 18 entries: two entries share a name", len(want))
 	}
 	for path, name := range want {
 		if path != filepath.Join(h.Dir, name) {
