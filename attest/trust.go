@@ -73,6 +73,9 @@ type labEntry struct {
 	name      string
 	pub       ed25519.PublicKey
 	recipient string
+	// retired, when set, is when the lab left the network (protocol's network document):
+	// its certificates vouch for nothing at or after it.
+	retired time.Time
 }
 
 type revKey struct{ lab, subject string }
@@ -238,14 +241,32 @@ func (t *TrustStore) SetAgeRecipient(labID, recipient string) error {
 	return nil
 }
 
+// RetireLab records that the trusted lab labID retired at: what its nodes signed claiming
+// an earlier time still counts (AtClaimedTime); nothing it signs at or after it does, and
+// live messages (at now) from its nodes are refused once now reaches it. The zero time
+// clears it; unknown labs are ignored.
+func (t *TrustStore) RetireLab(labID string, at time.Time) {
+	if e, ok := t.labs[labID]; ok {
+		e.retired = at
+		t.labs[labID] = e
+	}
+}
+
+// LabRetired is when the trusted lab labID retired, if it did.
+func (t *TrustStore) LabRetired(labID string) (time.Time, bool) {
+	e := t.labs[labID]
+	return e.retired, !e.retired.IsZero()
+}
+
 // LabRecipient is the age recipient of the trusted lab labID ("" when it lists none).
 func (t *TrustStore) LabRecipient(labID string) string { return t.labs[labID].recipient }
 
-// LabRecipients maps every trusted lab that lists an age recipient to it.
+// LabRecipients maps every trusted lab that lists an age recipient to it, except the labs
+// retired from the network (RetireLab): those are granted no new bundle keys.
 func (t *TrustStore) LabRecipients() map[string]string {
 	out := map[string]string{}
 	for id, e := range t.labs {
-		if e.recipient != "" {
+		if e.recipient != "" && e.retired.IsZero() {
 			out[id] = e.recipient
 		}
 	}

@@ -37,6 +37,9 @@ const (
 	// certified run or re-score statement that claims no time cannot be placed in its
 	// certificate's window (a re-score signed without its "time" field).
 	ReasonNoClaimedTime Reason = "no claimed time"
+	// ReasonLabRetired: the certifying lab retired from the network before the time the
+	// statement claims (or, live, before now).
+	ReasonLabRetired Reason = "lab retired"
 )
 
 // VerifyError is a refusal with its reason and the detail that names the bad input.
@@ -395,6 +398,9 @@ func (t *TrustStore) certPolicy(c *NodeCert, now time.Time) error {
 	if err := certWindow(c, now, "now"); err != nil {
 		return err
 	}
+	if err := t.retiredAt(c, now, "now"); err != nil {
+		return err
+	}
 	for _, s := range [2]string{c.Node, c.ID} {
 		if at, ok := t.revoked[revKey{c.Lab, s}]; ok && !now.Before(at) {
 			return refuse(ReasonCertRevoked, "lab %s revoked %s at %s", c.Lab, s, at.Format(time.RFC3339))
@@ -427,13 +433,30 @@ func (t *TrustStore) claimedPolicy(v *Verified, o VerifyOptions) error {
 		if err := certWindow(v.Cert, v.Run.Start, "claimed start"); err != nil {
 			return err
 		}
-		return certWindow(v.Cert, v.Run.End, "claimed end")
+		if err := certWindow(v.Cert, v.Run.End, "claimed end"); err != nil {
+			return err
+		}
+		if err := t.retiredAt(v.Cert, v.Run.Start, "claimed start"); err != nil {
+			return err
+		}
+		return t.retiredAt(v.Cert, v.Run.End, "claimed end")
 	}
 	at, ok := v.ClaimedTime()
 	if !ok {
 		return refuse(ReasonNoClaimedTime, "statement %s by node %s claims no time to check certificate %s at; re-scores must set \"time\"", v.ID, v.Node, v.Cert.ID)
 	}
-	return certWindow(v.Cert, at, "claimed")
+	if err := certWindow(v.Cert, at, "claimed"); err != nil {
+		return err
+	}
+	return t.retiredAt(v.Cert, at, "claimed")
+}
+
+// retiredAt refuses a time (named what) at or after the certifying lab's retirement.
+func (t *TrustStore) retiredAt(c *NodeCert, at time.Time, what string) error {
+	if r := t.labs[c.Lab].retired; !r.IsZero() && !at.Before(r) {
+		return refuse(ReasonLabRetired, "lab %s (certifying node %s) retired from the network at %s (%s %s): what it signs from then on does not count", c.Lab, c.Node, r.UTC().Format(time.RFC3339), what, at.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // policy re-applies the trust store to an envelope verified earlier (the cache's hit path),

@@ -116,6 +116,12 @@ type Mesh struct {
 	early   map[string][]*protocol.ClaimMessage
 	clock   claimClock // claim→start per run (mesh_claimclock.go)
 	capOpen bool       // openCapacity has given the claim machine its capacity
+	// peerLab: the lab of each peer whose claims passed the validator (its node certificate
+	// checked against the trust store): the only peers whose heads vote on the network
+	// document (mesh_netdoc.go). docHalt: a majority of the labs announce another document,
+	// so this node claims nothing.
+	peerLab map[string]string
+	docHalt bool
 	// awaitingKey: slot IDs whose run here waits for a sealed bundle's key, to the attempt
 	// that run signed (mesh_sealed.go).
 	awaitingKey map[string]int
@@ -240,6 +246,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		rescoring: map[string]bool{}, labPeers: map[string]time.Time{}, pending: map[string]bool{}, early: map[string][]*protocol.ClaimMessage{},
 		bundles: map[string]*sync.Mutex{}, awaitingKey: awaitingKeySlots(opts.Runner, n.opts.Logf),
 		witnesses: map[string][]witnessRef{}, witnessed: map[string]bool{},
+		peerLab: map[string]string{},
 	}
 
 	cc := opts.Claims
@@ -332,6 +339,10 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		m.wg.Add(1)
 		go m.followCapacity()
 	}
+	if opts.NetworkDoc != nil {
+		m.wg.Add(1)
+		go m.watchDocument()
+	}
 	return m, nil
 }
 
@@ -366,7 +377,7 @@ func (m *Mesh) openCapacity() {
 		now := m.opts.Now()
 		m.clock.reset(m.opts.Capacity, now)
 		m.capOpen = true
-		m.apply(m.cm.SetCapacity(m.opts.Capacity, now))
+		m.apply(m.cm.SetCapacity(m.claimCapacity(), now))
 	})
 }
 
@@ -482,6 +493,9 @@ func (m *Mesh) consume(kind string, msgs <-chan Message, cancel func()) {
 				m.do(func() {
 					if c.Lab == m.lab {
 						m.labPeers[c.PeerID] = m.opts.Now()
+					}
+					if len(m.peerLab) < maxVotingPeers || m.peerLab[c.PeerID] != "" {
+						m.peerLab[c.PeerID] = c.Lab
 					}
 					if m.pending[c.Campaign] {
 						if len(m.early[c.Campaign]) < maxEarlyClaims {
@@ -615,6 +629,11 @@ func (m *Mesh) onCampaign(env []byte) {
 		if err != nil {
 			return
 		}
+	}
+	if r, ok := m.opts.Trust.LabRetired(v.Lab); ok && !m.opts.Now().Before(r) {
+		// Its lab retired from the network: what was run for it before still counts
+		// (the ledger reads the stored campaign), nothing more is claimed.
+		return
 	}
 	if _, ok := m.campaigns[v.ID]; ok || m.pending[v.ID] {
 		return

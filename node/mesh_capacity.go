@@ -33,7 +33,7 @@ func (m *Mesh) followCapacity() {
 			now := m.opts.Now()
 			m.clock.resize(c-m.opts.Capacity, now)
 			m.opts.Capacity = c
-			m.apply(m.cm.SetCapacity(c, now))
+			m.apply(m.cm.SetCapacity(m.claimCapacity(), now))
 		})
 	}
 }

@@ -52,6 +52,7 @@ type headsState struct {
 	staleAfter time.Duration
 	doc        *protocol.NetworkDoc
 	docErr     error
+	verdict    *protocol.DocumentVerdict // the mesh's network-document vote, nil before it ran
 	// root is the ledger root computed for the set whose fingerprint is rootFP.
 	root   string
 	rootFP recon.Fingerprint
@@ -177,6 +178,10 @@ type LedgerStatus struct {
 	Refused      int                 `json:"refused"`
 	Campaigns    int                 `json:"campaigns"`
 	Peers        []protocol.PeerHead `json:"peers"`
+	// DocumentMajority is the network-document vote of the labs' certified nodes (set once
+	// the mesh has run it): Mismatch means this node claims nothing until its document
+	// matches the majority's.
+	DocumentMajority *protocol.DocumentVerdict `json:"network_doc_majority,omitempty"`
 }
 
 // LedgerStatus compares our head with every peer's latest; heads older than the staleness
@@ -189,7 +194,30 @@ func (n *Node) LedgerStatus() LedgerStatus {
 	hs.mu.Unlock()
 	return LedgerStatus{Network: o.Network, NetworkDoc: o.NetworkDoc, LedgerRoot: o.LedgerRoot,
 		Attestations: o.Attestations, Fingerprint: o.Fingerprint, Refused: n.vstore.Attestations().RefusedLen(),
-		Campaigns: n.vstore.Campaigns().Len(), Peers: orEmpty(peers)}
+		Campaigns: n.vstore.Campaigns().Len(), Peers: orEmpty(peers), DocumentMajority: n.documentVerdict()}
+}
+
+// peerHeads is every peer's latest head, stale ones marked (the statuses compare with
+// nothing: unused).
+func (n *Node) peerHeads() []protocol.PeerHead {
+	hs := n.headsInit()
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	return hs.tracker.Compare(protocol.OurHead{}, hs.now(), hs.staleAfter)
+}
+
+func (n *Node) setDocumentVerdict(v protocol.DocumentVerdict) {
+	hs := n.headsInit()
+	hs.mu.Lock()
+	hs.verdict = &v
+	hs.mu.Unlock()
+}
+
+func (n *Node) documentVerdict() *protocol.DocumentVerdict {
+	hs := n.headsInit()
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	return hs.verdict
 }
 
 // setHeadsClock sets the clock heads are aged by and the heads interval they are

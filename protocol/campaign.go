@@ -201,6 +201,9 @@ func VerifyCampaign(envelope []byte, trust *attest.TrustStore, opts CampaignVeri
 	if c.Lab != ls.Lab {
 		return nil, refuseCampaign(CampaignBadSignature, "campaign names lab %s but is signed by lab %s", c.Lab, ls.Lab)
 	}
+	if r, ok := trust.LabRetired(ls.Lab); ok && !c.Created.Before(r) {
+		return nil, refuseCampaign(CampaignUnknownLab, "lab %s (%s) retired from the network at %s; its campaign created %s does not count", ls.LabName, ls.Lab, r.UTC().Format(time.RFC3339), c.Created.Format(time.RFC3339))
+	}
 	if opts.Network != "" && c.Network != opts.Network {
 		return nil, refuseCampaign(CampaignWrongNetwork, "campaign is for network %q, this node is in %q", c.Network, opts.Network)
 	}

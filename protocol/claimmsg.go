@@ -199,6 +199,7 @@ const (
 	ClaimReasonCertExpired     = "cert_expired"
 	ClaimReasonCertNotYetValid = "cert_not_yet_valid"
 	ClaimReasonCertRevoked     = "cert_revoked"
+	ClaimReasonLabRetired      = "lab_retired"
 	ClaimReasonCertNotSender   = "cert_not_for_sender"
 	ClaimReasonLabMismatch     = "lab_mismatch"
 )
@@ -234,6 +235,8 @@ func ValidateClaim(data []byte, from string, trust *attest.TrustStore, now time.
 			return Validation{Ignore, ClaimReasonCertNotYetValid}
 		case attest.ReasonCertRevoked:
 			return Validation{Reject, ClaimReasonCertRevoked}
+		case attest.ReasonLabRetired:
+			return Validation{Reject, ClaimReasonLabRetired}
 		}
 		return Validation{Reject, ClaimReasonBadCert}
 	}

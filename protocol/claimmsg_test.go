@@ -210,6 +210,16 @@ func TestValidateClaim(t *testing.T) {
 	if got := ValidateClaim(with(func(m *ClaimMessage) { m.Cert = bad }), f.peer, f.trust, f.now); got.Verdict != Reject {
 		t.Errorf("tampered cert: %+v, want reject", got)
 	}
+	// Its lab retired from the network: from then on, refused; before, accepted.
+	labID, _ := f.trust.LabByName(f.lab.ID)
+	f.trust.RetireLab(labID, f.now)
+	if got := ValidateClaim(encode(t, good), f.peer, f.trust, f.now); got != (Validation{Reject, ClaimReasonLabRetired}) {
+		t.Errorf("lab retired: %+v", got)
+	}
+	if got := ValidateClaim(encode(t, good), f.peer, f.trust, f.now.Add(-time.Second)); got.Verdict != Accept {
+		t.Errorf("before the lab retired: %+v", got)
+	}
+	f.trust.RetireLab(labID, time.Time{})
 	// Revoked node.
 	rev, err := f.lab.Revoke([]string{f.peer}, nil, f.now.Add(-time.Minute), "lost")
 	if err != nil {

@@ -162,6 +162,8 @@ func TestNetworkDocCanonicalAndHash(t *testing.T) {
 func FuzzParseNetworkDoc(f *testing.F) {
 	f.Add(testDoc(f).Canonical())
 	f.Add([]byte(`{"version":1,"network":"a"}`))
+	f.Add([]byte(`{"version":1,"network":"a","labs":[{"name":"x","key":"8jO3llk1VFAI2toO//YNjsB26i0VUzM5ce7g1PH7Lno=","retired":"2026-01-02T03:04:05.6+01:00"}],"signatures":[{"lab":"x","sig":"AAAA"}]}`))
+	f.Add([]byte(`{"version":1,"network":"a","signatures":[]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := ParseNetworkDoc(b)
 		if err != nil {
@@ -171,5 +173,11 @@ func FuzzParseNetworkDoc(f *testing.F) {
 		if err != nil || again.Hash() != d.Hash() {
 			t.Fatalf("canonical form of an accepted document does not parse to the same hash: %v", err)
 		}
+		// The file form keeps the hash and the signatures (field present or not).
+		file, err := ParseNetworkDoc(d.File())
+		if err != nil || file.Hash() != d.Hash() || (file.Signatures == nil) != (d.Signatures == nil) || len(file.Signatures) != len(d.Signatures) {
+			t.Fatalf("file form of an accepted document does not parse back: %v", err)
+		}
+		_ = d.SignatureReport()
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"filippo.io/age"
 
@@ -25,7 +26,24 @@ type NetworkDoc struct {
 	Network string       `json:"network"`
 	Labs    []NetworkLab `json:"labs"`
 	Ledger  LedgerPolicy `json:"ledger"`
+	// Signatures are the labs' signatures over the canonical form (NetworkPayloadType,
+	// SignNetworkDoc). They are not part of the canonical form or the hash: signing does not
+	// change the document. Nil when the file has no "signatures" field at all (a document
+	// from before signatures: a transition, docs/protocol-sync.md §6); non-nil, possibly
+	// empty, when it has one.
+	Signatures []NetworkSignature `json:"-"`
 }
+
+// NetworkSignature is one lab's signature over a document's canonical form: the ed25519
+// signature, base64, of attest.PAE(NetworkPayloadType, Canonical()) by the lab named Lab.
+type NetworkSignature struct {
+	Lab string `json:"lab"`
+	Sig string `json:"sig"`
+}
+
+// NetworkPayloadType is the DSSE payload type a lab signs a network document's canonical
+// form under: the domain separation that keeps such a signature from meaning anything else.
+const NetworkPayloadType = "application/vnd.evalmesh.network+json"
 
 // NetworkLab is one lab of the network: its name and ed25519 public key (base64).
 type NetworkLab struct {
@@ -35,6 +53,11 @@ type NetworkLab struct {
 	// granted; optional, and absent from the canonical form when empty, so documents
 	// without it keep their hash.
 	AgeRecipient string `json:"age_recipient,omitempty"`
+	// Retired is when the lab left the network (UTC, whole seconds); absent from the
+	// canonical form when nil, so documents without it keep their hash. A retired lab keeps
+	// what its nodes signed before it (statements whose claimed time is earlier); nothing it
+	// signs from then on counts, and it no longer counts towards a signing majority.
+	Retired *time.Time `json:"retired,omitempty"`
 }
 
 // LedgerPolicy holds the ledger options of the network.
@@ -100,17 +123,43 @@ func ParseNetworkDoc(b []byte) (*NetworkDoc, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	var d NetworkDoc
-	if err := dec.Decode(&d); err != nil {
+	var f networkFile
+	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("network document: %w", err)
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("network document: data after the object")
 	}
+	d := &f.NetworkDoc
 	if err := d.normalize(); err != nil {
 		return nil, err
 	}
-	return &d, nil
+	if f.Signatures != nil {
+		d.Signatures = append([]NetworkSignature{}, (*f.Signatures)...)
+	}
+	return d, nil
+}
+
+// networkFile is the file form of a document: the document's fields and its signatures.
+type networkFile struct {
+	NetworkDoc
+	Signatures *[]NetworkSignature `json:"signatures,omitempty"`
+}
+
+// File is the document as a file holds it: the canonical fields, indented for people, and
+// its signatures ("signatures" present whenever Signatures is non-nil).
+func (d *NetworkDoc) File() []byte {
+	var c NetworkDoc
+	if err := json.Unmarshal(d.Canonical(), &c); err != nil {
+		panic("protocol: canonical network document does not decode: " + err.Error())
+	}
+	f := networkFile{NetworkDoc: c}
+	if d.Signatures != nil {
+		sigs := slices.Clone(d.Signatures)
+		f.Signatures = &sigs
+	}
+	b, _ := json.MarshalIndent(f, "", "  ")
+	return append(b, '\n')
 }
 
 func (d *NetworkDoc) normalize() error {
@@ -135,6 +184,18 @@ func (d *NetworkDoc) normalize() error {
 			return fmt.Errorf("network document: lab names must be non-empty and distinct (%q)", l.Name)
 		}
 		seen[l.Name] = true
+	}
+	for i := range d.Labs {
+		if r := d.Labs[i].Retired; r != nil {
+			if r.IsZero() {
+				return fmt.Errorf("network document: lab %q: retired is the zero time; leave it out, or give the time the lab left", d.Labs[i].Name)
+			}
+			t := r.UTC().Truncate(time.Second)
+			if t.Year() < 1 || t.Year() > 9999 {
+				return fmt.Errorf("network document: lab %q: retired %s is outside years 1 to 9999 (UTC)", d.Labs[i].Name, r)
+			}
+			d.Labs[i].Retired = &t
+		}
 	}
 	slices.SortFunc(d.Labs, func(a, b NetworkLab) int { return strings.Compare(a.Name, b.Name) })
 	p := &d.Ledger
@@ -218,6 +279,7 @@ func (d *NetworkDoc) AcceptPolicy() attest.AcceptPolicy {
 func (d *NetworkDoc) Canonical() []byte {
 	c := *d
 	c.Labs = slices.Clone(d.Labs)
+	c.Signatures = nil
 	c.Ledger.Executors = slices.Clone(d.Ledger.Executors)
 	c.Ledger.Pardons = slices.Clone(d.Ledger.Pardons)
 	if err := c.normalize(); err != nil {
@@ -251,6 +313,9 @@ func (d *NetworkDoc) TrustStore() (*attest.TrustStore, error) {
 		id, err := t.AddLab(l.Name, k)
 		if err != nil {
 			return nil, fmt.Errorf("network document: lab %q: %w", l.Name, err)
+		}
+		if l.Retired != nil {
+			t.RetireLab(id, *l.Retired)
 		}
 		if l.AgeRecipient != "" {
 			if err := t.SetAgeRecipient(id, l.AgeRecipient); err != nil {

@@ -225,6 +225,9 @@ func meshOptions(h home.Home, n *node.Node, claims protocol.ClaimConfig, log io.
 	if err != nil {
 		return nil, err
 	}
+	if net.Warn != "" {
+		fmt.Fprintf(log, "network: WARN %s\n", net.Warn)
+	}
 	trust := net.Trust
 	if trust == nil {
 		trustPath := h.TrustPath()

@@ -35,8 +35,15 @@ func logLineAt(l *slog.Logger, level slog.Level, line string) {
 		return
 	}
 	if comp, msg, ok := strings.Cut(line, ": "); ok && comp != "" && !strings.ContainsAny(comp, " \t/") {
+		// A line written to the daemon's io.Writer as "component: WARN message" is at WARN.
+		if rest, warn := strings.CutPrefix(msg, "WARN "); warn {
+			level, msg = slog.LevelWarn, rest
+		}
 		l.Log(context.Background(), level, msg, "component", comp)
 		return
+	}
+	if rest, warn := strings.CutPrefix(line, "WARN "); warn {
+		level, line = slog.LevelWarn, rest
 	}
 	l.Log(context.Background(), level, line)
 }

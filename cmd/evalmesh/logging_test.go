@@ -55,3 +55,26 @@ func TestLogFormats(t *testing.T) {
 		t.Errorf("--log-format xml: %v", err)
 	}
 }
+
+// A line whose message starts with "WARN " is a record at level WARN, without the marker.
+func TestLogWarnLines(t *testing.T) {
+	var buf bytes.Buffer
+	l, err := newLogger(&buf, "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &logWriter{l: l}
+	fmt.Fprint(w, "network: WARN network document is not signed\nWARN alone\nmesh: WARNING is a word\n")
+	var recs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, m)
+	}
+	if len(recs) != 3 || recs[0]["level"] != "WARN" || recs[0]["msg"] != "network document is not signed" || recs[0]["component"] != "network" ||
+		recs[1]["level"] != "WARN" || recs[1]["msg"] != "alone" || recs[2]["level"] != "INFO" {
+		t.Fatalf("records %v", recs)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
@@ -18,6 +19,9 @@ type networkPolicy struct {
 	Trust   *attest.TrustStore   // the document's labs; nil without a document
 	Policy  attest.AcceptPolicy
 	Scoring scoring.Options
+	// Warn, when set, is said at WARN when the daemon starts: a document from before
+	// signatures (no "signatures" field) that a majority of its labs has not signed.
+	Warn string
 }
 
 // loadNetworkPolicy reads HOME/network.json: the network's labs and ledger options. Without
@@ -39,6 +43,9 @@ func loadNetworkPolicy(h home.Home, network string) (networkPolicy, error) {
 	if doc.Network != network {
 		return np, fmt.Errorf("%s is the document of network %q, but config network: is %q: fix one of them", path, doc.Network, network)
 	}
+	if np.Warn, err = networkDocInEffect(doc, path); err != nil {
+		return np, err
+	}
 	if np.Trust, err = doc.TrustStore(); err != nil {
 		return np, err
 	}
@@ -46,4 +53,31 @@ func loadNetworkPolicy(h home.Home, network string) (networkPolicy, error) {
 	np.Scoring = doc.ScoringOptions()
 	np.Policy = doc.AcceptPolicy()
 	return np, nil
+}
+
+// networkDocInEffect decides whether a node may run the document at path: one of two or more
+// labs takes effect once more than half of its active labs have signed it. A document with
+// no "signatures" field at all (from before signatures) still runs, with a warning: a
+// transition that later versions will end.
+func networkDocInEffect(doc *protocol.NetworkDoc, path string) (warn string, err error) {
+	if len(doc.Labs) < 2 {
+		return "", nil
+	}
+	r := doc.SignatureReport()
+	if r.Majority {
+		return "", nil
+	}
+	if doc.Signatures == nil {
+		return fmt.Sprintf("network document is not signed by a majority of its labs (see evalmesh network sign): %s has no signatures; unsigned documents will be refused by later versions", path), nil
+	}
+	signed := "none"
+	if len(r.Signers) > 0 {
+		signed = strings.Join(r.Signers, ", ")
+	}
+	msg := fmt.Sprintf("%s (hash %s) is not in effect: %d of its active labs must sign it, signed by %s, not by %s; each lab runs `evalmesh network sign %s --lab LABDIR` where its lab key is kept, then the signed file goes to every node",
+		path, doc.Hash(), r.Needed, signed, strings.Join(r.Missing, ", "), path)
+	if len(r.Ignored) > 0 {
+		msg += " (ignored: " + strings.Join(r.Ignored, "; ") + ")"
+	}
+	return "", errors.New(msg)
 }

@@ -171,6 +171,9 @@ func GrantBundle(ctx context.Context, g *globals, h home.Home, bundle, lab strin
 	if !ok {
 		return "", fmt.Errorf("lab %q is not in the trust file (evalmesh trust list shows the labs)", lab)
 	}
+	if at, retired := trust.LabRetired(to); retired {
+		return "", fmt.Errorf("lab %q retired from the network at %s (network document): it is granted no new bundle keys", lab, at.UTC().Format(time.RFC3339))
+	}
 	recip := trust.LabRecipient(to)
 	if recip == "" {
 		return "", fmt.Errorf("lab %q lists no age_recipient in the trust file: add it (evalmesh trust add --lab LABDIR)", lab)

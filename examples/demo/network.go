@@ -560,11 +560,19 @@ func NewLabs(dir string, n int) (*Labs, error) {
 	if ls.Doc, err = protocol.ParseNetworkDoc(doc.Canonical()); err != nil {
 		return nil, err
 	}
+	// Every lab signs the document, as a real network's labs do (evalmesh network sign):
+	// the daemons refuse a signed document that a majority has not signed.
+	ls.Doc.Signatures = []protocol.NetworkSignature{}
+	for _, n := range ls.Nodes {
+		if err := ls.Doc.Sign(n.Name, n.Lab); err != nil {
+			return nil, err
+		}
+	}
 	for _, n := range ls.Nodes {
 		if err := ls.Trust.Save(n.Home.TrustPath()); err != nil {
 			return nil, err
 		}
-		if err := home.WriteFileAtomic(n.Home.NetworkDocPath(), ls.Doc.Canonical(), 0o644); err != nil {
+		if err := home.WriteFileAtomic(n.Home.NetworkDocPath(), ls.Doc.File(), 0o644); err != nil {
 			return nil, err
 		}
 	}

@@ -208,8 +208,20 @@ func loadNetwork(h home.Home, cfg home.Config) network {
 			return n
 		}
 		n.doc = doc
-		n.check = Check{Name: name, Status: OK, Detail: fmt.Sprintf("network %s, document %s, %d lab(s), replication %d, counts %s runs",
-			doc.Network, doc.Hash(), len(doc.Labs), doc.Ledger.Replication, strings.Join(doc.Ledger.Executors, "+"))}
+		detail := fmt.Sprintf("network %s, document %s, %d lab(s), replication %d, counts %s runs",
+			doc.Network, doc.Hash(), len(doc.Labs), doc.Ledger.Replication, strings.Join(doc.Ledger.Executors, "+"))
+		n.check = Check{Name: name, Status: OK, Detail: detail}
+		if r := doc.SignatureReport(); len(doc.Labs) >= 2 && !r.Majority {
+			sign := "each lab runs `evalmesh network sign " + h.NetworkDocPath() + " --lab LABDIR` where its lab key is kept (still to sign: " + strings.Join(r.Missing, ", ") + ")"
+			if doc.Signatures == nil {
+				n.check = Check{Name: name, Status: Warn, Detail: detail + "; network document is not signed by a majority of its labs (no signatures: a transition, later versions refuse it)", Fix: sign}
+			} else {
+				n.check = Check{Name: name, Status: Fail, Detail: fmt.Sprintf("%s; not in effect: signed by %d of the %d labs needed (%s)", detail, len(r.Signers), r.Needed, strings.Join(r.Signers, ", ")),
+					Fix: sign + ": the daemon does not start with it"}
+			}
+		} else if len(doc.Labs) >= 2 {
+			n.check.Detail += "; signed by " + strings.Join(r.Signers, ", ")
+		}
 		return n
 	}
 	if _, err := os.Stat(h.TrustPath()); errors.Is(err, fs.ErrNotExist) {
@@ -511,6 +523,11 @@ func checkAgreement(h home.Home, doc *protocol.NetworkDoc, st node.LedgerStatus)
 		return Check{Name: name, Status: Warn,
 			Detail: fmt.Sprintf("the daemon runs network document %s, but %s is %s", st.NetworkDoc, h.NetworkDocPath(), doc.Hash()),
 			Fix:    "restart the daemon so it reads the document on disk"}
+	}
+	if v := st.DocumentMajority; v != nil && v.Mismatch {
+		return Check{Name: name, Status: Fail,
+			Detail: fmt.Sprintf("network document mismatch: labs %s (a majority, by their certified nodes' heads) announce document %s, this node runs %s: it claims nothing until it runs the same", strings.Join(v.Labs, ", "), v.Majority, st.NetworkDoc),
+			Fix:    "get the network document the labs signed (evalmesh network show FILE says its hash and signatures), put it in " + h.NetworkDocPath() + " and restart the daemon"}
 	}
 	if len(st.Peers) == 0 {
 		return Check{Name: name, Status: Info, Detail: "no peer head heard yet (heads come every few seconds from connected peers of the network)"}

@@ -62,6 +62,10 @@ func TestAgreementCheck(t *testing.T) {
 		{"agrees", node.LedgerStatus{NetworkDoc: "aaaa", Peers: []protocol.PeerHead{peer(protocol.StatusAgrees), peer(protocol.StatusOtherSet)}}, OK, "2 peer(s) heard"},
 		{"other document", node.LedgerStatus{NetworkDoc: "aaaa", Peers: []protocol.PeerHead{peer(protocol.StatusAgrees), peer(protocol.StatusOtherDocument)}}, Warn, "1 of 2 peer(s) run another network document than ours (aaaa): 12D3KooWpeer (lab lab2, document bbbb)"},
 		{"root mismatch", node.LedgerStatus{NetworkDoc: "aaaa", LedgerRoot: "r1", Peers: []protocol.PeerHead{peer(protocol.StatusRootMismatch)}}, Warn, "ROOT MISMATCH"},
+		{"majority runs another document", node.LedgerStatus{NetworkDoc: "aaaa", Peers: []protocol.PeerHead{peer(protocol.StatusOtherDocument)},
+			DocumentMajority: &protocol.DocumentVerdict{Majority: "bbbb", Labs: []string{"lab2", "lab3"}, Mismatch: true}}, Fail, "labs lab2, lab3 (a majority, by their certified nodes' heads) announce document bbbb, this node runs aaaa: it claims nothing"},
+		{"majority runs ours", node.LedgerStatus{NetworkDoc: "aaaa", Peers: []protocol.PeerHead{peer(protocol.StatusAgrees)},
+			DocumentMajority: &protocol.DocumentVerdict{Majority: "aaaa", Labs: []string{"lab1", "lab2"}}}, OK, "1 peer(s) heard"},
 	} {
 		c := checkAgreement(h, nil, tc.st)
 		if c.Status != tc.want || !strings.Contains(c.Detail, tc.in) {
