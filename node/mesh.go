@@ -586,7 +586,7 @@ func (m *Mesh) apply(a protocol.Actions) {
 		}
 	}
 	for _, ig := range a.Ignored {
-		m.n.opts.Logf("mesh: ignored from %s on slot %s: %s", ig.Peer, ig.Slot, ig.Why)
+		m.n.opts.Warnf("mesh: ignored from %s on slot %s: %s", ig.Peer, ig.Slot, ig.Why)
 	}
 	for _, slotID := range a.Reannounce {
 		// Someone claims a slot this node already ran (it restarted, or missed the result):
