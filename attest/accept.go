@@ -303,7 +303,7 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 			exclude(v, rp.Slot, ExcludeDisputed, fmt.Sprintf("%s (%d for, %d against: %s)", verdict, t.For, t.Against, joinSorted(disputes[v.ID])))
 			continue
 		}
-		reps := len(o.Replicators(v.ID))
+		reps := len(t.Confirming) // o.Replicators(v.ID), already counted by the tally
 		if reps < p.Replication {
 			exclude(v, rp.Slot, ExcludeTooFewReplicators, fmt.Sprintf("%d of %d other labs agree", reps, p.Replication))
 			continue
