@@ -108,7 +108,12 @@ The table's terms (docs/scoring.md has the formulas; docs/cli-json.md the JSON):
 				if err != nil {
 					return err
 				}
-				o.Policy.Replication, o.Policy.AllowProcessRuns = doc.Ledger.Replication, doc.CountsExecutor(attest.IsolationProcess)
+				// The network's acceptance policy, as its daemons apply it (misconduct and
+				// pardons included); campaign windows and witnesses need the campaigns, which a
+				// folder of envelopes does not hold.
+				np := doc.AcceptPolicy()
+				o.Policy.Replication, o.Policy.AllowProcessRuns = np.Replication, np.AllowProcessRuns
+				o.Policy.SetAsideOffenders, o.Policy.Pardoned = np.SetAsideOffenders, np.Pardoned
 				sc := doc.ScoringOptions()
 				o.Scoring.Worst, rounds, o.Scoring.EloBootstrap = sc.Worst, sc.BootstrapRounds, sc.EloBootstrap
 			}
