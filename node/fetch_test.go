@@ -168,7 +168,7 @@ func TestFetchRenewsQuietBitswapSession(t *testing.T) {
 
 	opts := testOptions()
 	opts.BitswapOnly = true
-	opts.StallTimeout = 12 * time.Second // quiet after 3 s: up to three renewals before a stall
+	opts.StallTimeout = 4 * time.Second // quiet after 1 s
 	b := startNode(t, opts)
 	connect(t, b, s)
 	if err := b.Fetch(context.Background(), root, nil); err != nil {
