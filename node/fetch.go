@@ -165,7 +165,7 @@ func (f *fetchRun) run(ctx context.Context) error {
 	if done, err := f.tryStreaming(); done || err != nil {
 		return err
 	}
-	return f.viaBitswap(rootBlk)
+	return f.viaBitswap(sess, rootBlk)
 }
 
 func (f *fetchRun) touch() { f.last.Store(time.Now().UnixNano()) }
@@ -290,10 +290,8 @@ func (f *fetchRun) tryStreaming() (done bool, err error) {
 
 // viaBitswap walks the DAG breadth-first from the root, asking the session for each level's
 // missing blocks in batches of maxWantBatch, and checks the bytes against the declared size.
-func (f *fetchRun) viaBitswap(rootBlk blocks.Block) error {
+func (f *fetchRun) viaBitswap(sess *blockservice.Session, rootBlk blocks.Block) error {
 	n, ctx := f.n, f.ctx
-	bs := newRenewingSession(f)
-	defer bs.close()
 	done := int64(len(rootBlk.RawData()))
 	frontier, err := blockLinks(rootBlk)
 	if err != nil {
@@ -331,7 +329,7 @@ func (f *fetchRun) viaBitswap(rootBlk blocks.Block) error {
 			if len(ask) == 0 {
 				continue
 			}
-			err := bs.get(ask, func(b blocks.Block) error {
+			for b := range sess.GetBlocks(ctx, ask) {
 				if _, werr := n.writes.since(f.mark); werr != nil {
 					return f.fail(werr, "blocks")
 				}
@@ -347,10 +345,6 @@ func (f *fetchRun) viaBitswap(rootBlk blocks.Block) error {
 				}
 				next = append(next, links...)
 				f.report(done)
-				return nil
-			})
-			if err != nil {
-				return err
 			}
 			if len(want) > 0 {
 				var missing cid.Cid
@@ -369,89 +363,6 @@ func (f *fetchRun) viaBitswap(rootBlk blocks.Block) error {
 	}
 	if done != f.total {
 		return fmt.Errorf("fetch %s: got %d bytes but the root declares %d; the DAG is not what its root claims", f.root, done, f.total)
-	}
-	return nil
-}
-
-// renewingSession asks a bitswap session for blocks and replaces the session when no block
-// has arrived for quiet. Why: a boxo session (v0.43) that learns of a peer's departure and
-// then handles blocks that peer sent before leaving marks it available again; wants whose
-// best peer is that departed peer are then "sent" to a peer queue that no longer exists,
-// never to the peers still connected, and nothing wakes the session to try again. A second
-// session beside it does not help either, since the peer manager sends each peer a want once
-// across sessions. Cancelling the session releases its wants; a fresh one broadcasts the
-// still-missing CIDs to every connected peer (the blocks that did arrive come back from the
-// blockstore).
-type renewingSession struct {
-	f        *fetchRun
-	quiet    time.Duration
-	ctx      context.Context
-	cancel   context.CancelFunc
-	sess     *blockservice.Session
-	renewals int
-}
-
-func newRenewingSession(f *fetchRun) *renewingSession {
-	r := &renewingSession{f: f, quiet: min(max(f.stall/4, 250*time.Millisecond), 5*time.Second)}
-	r.renew()
-	return r
-}
-
-func (r *renewingSession) renew() {
-	if r.cancel != nil {
-		r.cancel()
-	}
-	r.ctx, r.cancel = context.WithCancel(r.f.ctx)
-	r.sess = blockservice.NewSession(r.ctx, r.f.n.bserv)
-}
-
-func (r *renewingSession) close() { r.cancel() }
-
-// get hands each block of ask to got once, in arrival order, renewing the session whenever
-// it goes quiet. It returns got's first error, or, when the fetch ends (a stall, a cancel) or
-// the session closes with blocks still missing, nil: the caller finds them missing.
-func (r *renewingSession) get(ask []cid.Cid, got func(blocks.Block) error) error {
-	want := make(map[cid.Cid]struct{}, len(ask))
-	for _, c := range ask {
-		want[c] = struct{}{}
-	}
-	quiet := time.NewTimer(r.quiet)
-	defer quiet.Stop()
-	for len(want) > 0 && r.f.ctx.Err() == nil {
-		missing := make([]cid.Cid, 0, len(want))
-		for _, c := range ask {
-			if _, ok := want[c]; ok {
-				missing = append(missing, c)
-			}
-		}
-		quiet.Reset(r.quiet)
-		ch := r.sess.GetBlocks(r.ctx, missing)
-	receive:
-		for {
-			select {
-			case b, ok := <-ch:
-				if !ok {
-					if r.ctx.Err() == nil {
-						return nil // the session ended by itself: report what is missing
-					}
-					break receive
-				}
-				if _, ok := want[b.Cid()]; !ok {
-					continue
-				}
-				delete(want, b.Cid())
-				if err := got(b); err != nil {
-					return err
-				}
-				quiet.Reset(r.quiet)
-			case <-quiet.C:
-				r.renewals++
-				r.f.n.metrics.bitswapRenews.Inc()
-				r.f.n.opts.Logf("fetch %s: no block for %s with %d of %d still missing; asking every connected peer again in a new bitswap session (renewal %d)", r.f.root, r.quiet, len(want), len(ask), r.renewals)
-				r.renew()
-				break receive
-			}
-		}
 	}
 	return nil
 }

@@ -15,10 +15,7 @@ import (
 	"github.com/evalmesh/evalmesh/internal/testutil"
 
 	"github.com/ipfs/boxo/blockstore"
-	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
-	ipld "github.com/ipfs/go-ipld-format"
-	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // seed stores a directory bundle of files on each of the given nodes and pins it there.
@@ -135,84 +132,7 @@ func TestFetchSeederLeavesMidTransfer(t *testing.T) {
 			t.Fatal("seeder 1 was never closed: the test did not exercise a departure")
 		}
 		checkFiles(t, b, root, files)
-		// A renewal is the way out when boxo's session keeps asking the departed seeder; it
-		// happens in a few runs in a hundred under load (docs/transfer-protocol.md).
-		t.Logf("bitswap sessions renewed: %v", promtest.ToFloat64(b.metrics.bitswapRenews))
 	})
-}
-
-// TestFetchRenewsQuietBitswapSession: a bitswap session whose last want got nowhere is
-// replaced once it has been quiet for a quarter of the stall timeout, and the new session
-// asks again. The seeder answers the first lookup of one leaf "not found" (as if it got that
-// block a moment later, outside bitswap): the old session would wait for the stall timeout
-// and fail; the renewed one gets the leaf.
-func TestFetchRenewsQuietBitswapSession(t *testing.T) {
-	var hidden atomic.Pointer[cid.Cid]
-	seederOpts := testOptions()
-	seederOpts.WrapBlockstore = func(bs blockstore.Blockstore) blockstore.Blockstore {
-		return hideOnceStore{bs, &hidden}
-	}
-	s := startNode(t, seederOpts)
-	files := testFiles(2 << 20)
-	root := seed(t, files, s)
-	dir, err := s.LocalDAG().Get(context.Background(), root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file, err := s.LocalDAG().Get(context.Background(), dir.Links()[0].Cid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf := file.Links()[3].Cid
-	hidden.Store(&leaf)
-
-	opts := testOptions()
-	opts.BitswapOnly = true
-	opts.StallTimeout = 4 * time.Second // quiet after 1 s
-	b := startNode(t, opts)
-	connect(t, b, s)
-	if err := b.Fetch(context.Background(), root, nil); err != nil {
-		t.Fatalf("fetch with a leaf the seeder found only after it was first asked: %v", err)
-	}
-	checkFiles(t, b, root, files)
-	if hidden.Load() != nil {
-		t.Fatal("the seeder never looked the hidden leaf up: the test did not exercise a miss")
-	}
-	if got := promtest.ToFloat64(b.metrics.bitswapRenews); got < 1 {
-		t.Fatalf("bitswap sessions renewed = %v, want ≥ 1", got)
-	}
-}
-
-// hideOnceStore answers the first lookup of the CID in hidden "not found", then clears it.
-type hideOnceStore struct {
-	blockstore.Blockstore
-	hidden *atomic.Pointer[cid.Cid]
-}
-
-func (s hideOnceStore) hide(c cid.Cid) bool {
-	h := s.hidden.Load()
-	return h != nil && h.Equals(c) && s.hidden.CompareAndSwap(h, nil)
-}
-
-func (s hideOnceStore) Has(ctx context.Context, c cid.Cid) (bool, error) {
-	if s.hide(c) {
-		return false, nil
-	}
-	return s.Blockstore.Has(ctx, c)
-}
-
-func (s hideOnceStore) GetSize(ctx context.Context, c cid.Cid) (int, error) {
-	if s.hide(c) {
-		return 0, ipld.ErrNotFound{Cid: c}
-	}
-	return s.Blockstore.GetSize(ctx, c)
-}
-
-func (s hideOnceStore) Get(ctx context.Context, c cid.Cid) (blocks.Block, error) {
-	if s.hide(c) {
-		return nil, ipld.ErrNotFound{Cid: c}
-	}
-	return s.Blockstore.Get(ctx, c)
 }
 
 func TestFetchRejectsCorruptBlocks(t *testing.T) {

@@ -28,7 +28,6 @@ type nodeMetrics struct {
 	syncRounds    prometheus.Counter
 	syncBytes     *prometheus.CounterVec
 	transferBytes prometheus.Counter
-	bitswapRenews prometheus.Counter
 	ledgerSeconds prometheus.Histogram
 	runGPUSeconds prometheus.Counter
 	runEnergy     prometheus.Counter
@@ -51,8 +50,6 @@ func newNodeMetrics() *nodeMetrics {
 			Help: "Bytes of the sessions this node started, by direction (sent, received)."}, []string{"direction"}),
 		transferBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "evalmesh_transfer_bytes_total",
 			Help: "Bundle and object bytes fetched from peers (streaming transfer or bitswap)."}),
-		bitswapRenews: prometheus.NewCounter(prometheus.CounterOpts{Name: "evalmesh_fetch_bitswap_renewals_total",
-			Help: "Bitswap sessions a fetch replaced because no block arrived for a quiet period (a quarter of stall_timeout, 0.25-5 s)."}),
 		ledgerSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "evalmesh_ledger_recompute_seconds",
 			Help: "Time to recompute the ledger from the store.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
 		runGPUSeconds: prometheus.NewCounter(prometheus.CounterOpts{Name: "evalmesh_run_gpu_seconds_total",
@@ -119,7 +116,7 @@ func (n *Node) Metrics() *prometheus.Registry {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 			collectors.NewBuildInfoCollector(),
-			nm.runs, nm.claims, nm.syncSessions, nm.syncRounds, nm.syncBytes, nm.transferBytes, nm.bitswapRenews, nm.ledgerSeconds,
+			nm.runs, nm.claims, nm.syncSessions, nm.syncRounds, nm.syncBytes, nm.transferBytes, nm.ledgerSeconds,
 			nm.runGPUSeconds, nm.runEnergy, nodeStateCollector{n})
 		nm.reg = reg
 	})
