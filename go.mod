@@ -40,6 +40,8 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
+require filippo.io/edwards25519 v1.2.0 // indirect
+
 require (
 	filippo.io/bigmod v0.1.1-0.20260103110540-f8a47775ebe5 // indirect
 	filippo.io/hpke v0.4.0 // indirect
