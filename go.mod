@@ -4,6 +4,7 @@ go 1.26.6
 
 require (
 	filippo.io/age v1.3.2
+	filippo.io/edwards25519 v1.2.0
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/chromedp/chromedp v0.23.1
 	github.com/cockroachdb/datadriven v1.0.3
@@ -39,8 +40,6 @@ require (
 	gonum.org/v1/gonum v0.17.0
 	pgregory.net/rapid v1.3.0
 )
-
-require filippo.io/edwards25519 v1.2.0 // indirect
 
 require (
 	filippo.io/bigmod v0.1.1-0.20260103110540-f8a47775ebe5 // indirect
