@@ -106,6 +106,9 @@ type Verified struct {
 	// Witness is set for a witness record (witness.go), signed by the node and lab it names;
 	// it never counts by itself, runs cite it.
 	Witness *WitnessPredicate
+	// Audit is set for an audit (audit.go), signed by the node and lab it names, its VRF
+	// draw checked against that node's key; it never counts by itself.
+	Audit *AuditPredicate
 }
 
 // Principal is who answers for the envelope: its lab, or the node when trusted directly.
@@ -303,6 +306,16 @@ func finish(p *prepared) (*Verified, error) {
 			return nil, refuse(ReasonPredicateSigner, "witness says node %s lab %q, but the signer is node %s lab %q", w.Node, w.Lab, v.Node, v.Lab)
 		}
 		v.Witness = w
+	}
+	if st.PredicateType == PredicateAuditV1 {
+		a, err := decodeAuditPredicate(st)
+		if err != nil {
+			return nil, err
+		}
+		if a.Node != v.Node || a.Lab != v.Lab {
+			return nil, refuse(ReasonPredicateSigner, "audit says node %s lab %q, but the signer is node %s lab %q", a.Node, a.Lab, v.Node, v.Lab)
+		}
+		v.Audit = a
 	}
 	return v, nil
 }
