@@ -50,6 +50,12 @@ type Spec struct {
 	// Model, if set, is served beside the agent in a container of its own; the agent reaches
 	// it at http://127.0.0.1:PORT/v1 and nothing else (docs/agents.md; the runner serves it).
 	Model *Model `json:"model,omitempty" yaml:"model,omitempty"`
+	// Deterministic declares that the agent, given the same bundle, seed and GPU model,
+	// writes the same submission byte for byte: audits of it then compare submissions
+	// exactly (a mismatch confirmed by a majority of auditors is proof); audits of other
+	// agents are judged statistically (docs/scoring.md "Audits"). Absent (false) from the
+	// canonical JSON unless set, so existing agents keep their CIDs.
+	Deterministic bool `json:"deterministic,omitempty" yaml:"deterministic,omitempty"`
 }
 
 // Resources are what the agent asks for; the task's limits cap them.

@@ -88,3 +88,27 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// deterministic: false (or absent) leaves the canonical JSON, so the agent's CID, as it was;
+// true is part of the identity.
+func TestDeterministicKeepsOldCIDs(t *testing.T) {
+	base := "name: a\nversion: \"1\"\ncommand: [x]\n"
+	plain, err := Parse([]byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := Parse([]byte(base + "deterministic: false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, err := Parse([]byte(base + "deterministic: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off.CID() != plain.CID() || strings.Contains(string(plain.Canonical()), "deterministic") {
+		t.Fatalf("deterministic: false changed the identity: %s", off.Canonical())
+	}
+	if !on.Deterministic || on.CID() == plain.CID() {
+		t.Fatalf("deterministic: true is not part of the identity: %s", on.Canonical())
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -90,6 +91,39 @@ type LedgerPolicy struct {
 	// Pardons lists offending envelope IDs (attest.Misconduct.Evidence) whose consequence the
 	// labs have lifted: adding one is a document change like any other.
 	Pardons []string `json:"pardons,omitempty"`
+	// Audits sets audits by re-execution (docs/scoring.md "Audits"); nil, the default and
+	// absent from the canonical form, is DefaultAuditRate with unaudited results counting.
+	Audits *AuditPolicy `json:"audits,omitempty"`
+}
+
+// AuditPolicy is the network's audit rate and what becomes of results nobody can audit.
+type AuditPolicy struct {
+	// Rate is the expected number of audits of a run of ordinary impact, in [0, 1]
+	// (DefaultAuditRate when zero); runs of higher impact are audited more (ImpactWeight).
+	Rate float64 `json:"rate,omitempty"`
+	// Unaudited is what becomes of the results of agents other labs cannot re-run (weights
+	// only on the runner's disks, network access): "count" (the default) or "hold" (they
+	// do not count).
+	Unaudited string `json:"unaudited,omitempty"`
+}
+
+// Unaudited policies of AuditPolicy.Unaudited.
+const (
+	UnauditedCount = "count"
+	UnauditedHold  = "hold"
+)
+
+// AuditRate is the network's audit rate (DefaultAuditRate unless the document sets one).
+func (d *NetworkDoc) AuditRate() float64 {
+	if d.Ledger.Audits == nil || d.Ledger.Audits.Rate == 0 {
+		return DefaultAuditRate
+	}
+	return d.Ledger.Audits.Rate
+}
+
+// UnauditedCounts says whether results no other lab can re-run count.
+func (d *NetworkDoc) UnauditedCounts() bool {
+	return d.Ledger.Audits == nil || d.Ledger.Audits.Unaudited != UnauditedHold
 }
 
 // Misconduct policies of LedgerPolicy.Misconduct.
@@ -253,6 +287,24 @@ func (d *NetworkDoc) normalize() error {
 	if len(p.Pardons) == 0 {
 		p.Pardons = nil
 	}
+	if a := p.Audits; a != nil {
+		if math.IsNaN(a.Rate) || a.Rate < 0 || a.Rate > 1 {
+			return fmt.Errorf("network document: ledger.audits.rate %v: use a number from 0 to 1 (expected audits per run; %v by default)", a.Rate, DefaultAuditRate)
+		}
+		if a.Rate == DefaultAuditRate {
+			a.Rate = 0
+		}
+		switch a.Unaudited {
+		case "", UnauditedCount:
+			a.Unaudited = ""
+		case UnauditedHold:
+		default:
+			return fmt.Errorf("network document: ledger.audits.unaudited %q: use %s (the default) or %s", a.Unaudited, UnauditedCount, UnauditedHold)
+		}
+		if *a == (AuditPolicy{}) {
+			p.Audits = nil // the defaults stay out of the canonical form: older documents keep their hash
+		}
+	}
 	return nil
 }
 
@@ -282,6 +334,10 @@ func (d *NetworkDoc) Canonical() []byte {
 	c.Signatures = nil
 	c.Ledger.Executors = slices.Clone(d.Ledger.Executors)
 	c.Ledger.Pardons = slices.Clone(d.Ledger.Pardons)
+	if d.Ledger.Audits != nil {
+		a := *d.Ledger.Audits
+		c.Ledger.Audits = &a
+	}
 	if err := c.normalize(); err != nil {
 		panic("protocol: Canonical of an invalid network document: " + err.Error())
 	}
