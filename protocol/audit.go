@@ -17,9 +17,11 @@ import (
 // written so that no multiply-add can be fused (docs/design.md §7).
 
 // DefaultAuditRate is the expected number of audits of a run of ordinary impact (weight 1):
-// the network document's ledger.audits.rate when it sets none. Chosen with the audit
-// simulator (`evalmesh sim audits`, docs/scoring.md "Audits"): the lowest rate of those
-// tried at which every goal held over 3 to 100 labs.
+// the network document's ledger.audits.rate when it sets none. The audit simulator
+// (`evalmesh sim audits`, docs/scoring.md "Audits") shows no rate it tried meets every goal
+// of issue 44 yet; what catches a rank-changing fabrication is the rank-move rule
+// (RankMoveAudits), not this rate, which mostly sets the cost of ordinary runs. 0.05 keeps
+// that cost at 5 % of a campaign's GPU time.
 const DefaultAuditRate = 0.05
 
 // RankMoveAudits is the expected number of audits of each run in a group of results that
@@ -87,28 +89,47 @@ type TaskScore struct {
 }
 
 // Residuals standardises a lab's results of an agent against other labs' results of the
-// same (agent, task): (score − mean) / sd. Results of a task no other lab has two results of
-// are left out (there is nothing to compare them with); a spread below minSD is read as
-// minSD, so a task every lab solves alike does not turn a tiny difference into a large one.
+// same (agent, task): (score − mean) / (sd · √(1 + 1/count)), the last factor for the
+// uncertainty of the others' mean. Results of a task no other lab has two results of are left
+// out (there is nothing to compare them with). The spread used is the largest of the task's
+// own, the spread pooled over all the reference's tasks, and minSD: a task with few other
+// results can show a spread far below the true one by chance, and an honest lab must not be
+// flagged for that.
 func Residuals(results []TaskScore, reference []TaskStats, minSD float64) []float64 {
+	var ss, df float64
+	for _, r := range reference {
+		if r.Count >= 2 {
+			v := r.SD * r.SD
+			ss += v * float64(r.Count-1)
+			df += float64(r.Count - 1)
+		}
+	}
+	pooled := 0.0
+	if df > 0 {
+		pooled = math.Sqrt(ss / df)
+	}
 	var out []float64
 	for _, r := range results {
-		i, ok := slices.BinarySearchFunc(reference, r.Task, func(s TaskStats, t string) int {
-			switch {
-			case s.Task < t:
-				return -1
-			case s.Task > t:
-				return 1
-			}
-			return 0
-		})
+		i, ok := findTask(reference, r.Task)
 		if !ok || reference[i].Count < 2 {
 			continue
 		}
-		sd := max(reference[i].SD, minSD)
+		sd := max(reference[i].SD, pooled, minSD) * math.Sqrt(1+1/float64(reference[i].Count))
 		out = append(out, (r.Score-reference[i].Mean)/sd)
 	}
 	return out
+}
+
+func findTask(reference []TaskStats, task string) (int, bool) {
+	return slices.BinarySearchFunc(reference, task, func(s TaskStats, t string) int {
+		switch {
+		case s.Task < t:
+			return -1
+		case s.Task > t:
+			return 1
+		}
+		return 0
+	})
 }
 
 // Impact is how much a lab's unaudited results of an agent, taken together, matter.
@@ -119,37 +140,40 @@ type Impact struct {
 	Shift float64
 	// Z is the group's deviation from the other labs: the sum of its residuals over √n.
 	Z float64
-	// MovesRank is |Shift| ≥ the agent's rank margin: the group, counted, would change the
-	// agent's place.
+	// MovesRank: counted, the group's results in one direction would carry the agent past
+	// the neighbour on that side (their sum over the agent's result count ≥ the gap).
 	MovesRank bool
+	// Movers are the indices (into the pending results) of the results that carry the
+	// move: the largest contributions in the move's direction, taken until the rest no
+	// longer moves the rank. Each is audited before it counts (Lambda RankMoveAudits).
+	// Empty when the group does not move a rank.
+	Movers []int
+	// Unreferenced are the indices of results of tasks no other lab has a result of yet:
+	// nothing says whether they are ordinary, so they wait (do not count) until one does.
+	Unreferenced []int
 	// Weight multiplies the network's rate for each run of the group (1 to MaxImpactWeight);
-	// Lambda is the expected audits of each run: rate × Weight, or RankMoveAudits when the
-	// group moves a rank.
+	// Lambda, rate × Weight, is the expected audits of each run that is not a mover.
 	Weight, Lambda float64
 }
 
 // ImpactWeight measures a lab's unaudited results of one agent (pending) against other
-// labs' results of it (reference, sorted by task): agentResults is how many results the
-// agent has in all, rankMargin how far its mean may move before its rank changes (the gap to
-// the nearer neighbour; ≤ 0 when it has none, which no shift can pass). Results that would
-// move the rank are audited before they count (Lambda = RankMoveAudits); results that lie
-// far from other labs' weigh up to MaxImpactWeight; others weigh 1.
-func ImpactWeight(pending []TaskScore, reference []TaskStats, agentResults int, rankMargin, rate, minSD float64) Impact {
+// labs' results of it (reference, sorted by task). agentResults is how many results the
+// agent has in all (the pending ones included); up and down are how far the agent's mean,
+// without the pending results, lies below the next agent above and above the next agent
+// below (+Inf where there is none). Results that would move the rank are audited before
+// they count (Movers); results that lie far from other labs' weigh up to MaxImpactWeight;
+// others weigh 1.
+func ImpactWeight(pending []TaskScore, reference []TaskStats, agentResults int, up, down, rate, minSD float64) Impact {
 	var imp Impact
 	res := Residuals(pending, reference, minSD)
+	contrib := make([]float64, len(pending))
 	var shift float64
-	for _, r := range pending {
-		i, ok := slices.BinarySearchFunc(reference, r.Task, func(s TaskStats, t string) int {
-			switch {
-			case s.Task < t:
-				return -1
-			case s.Task > t:
-				return 1
-			}
-			return 0
-		})
-		if ok && reference[i].Count >= 1 {
-			shift += r.Score - reference[i].Mean
+	for k, r := range pending {
+		if i, ok := findTask(reference, r.Task); ok && reference[i].Count >= 1 {
+			contrib[k] = r.Score - reference[i].Mean
+			shift += contrib[k]
+		} else {
+			imp.Unreferenced = append(imp.Unreferenced, k)
 		}
 	}
 	if agentResults > 0 {
@@ -162,13 +186,67 @@ func ImpactWeight(pending []TaskScore, reference []TaskStats, agentResults int, 
 		}
 		imp.Z = sum / math.Sqrt(float64(len(res)))
 	}
-	imp.MovesRank = rankMargin > 0 && math.Abs(imp.Shift) >= rankMargin
 	imp.Weight = min(MaxImpactWeight, 1+max(0, math.Abs(imp.Z)-ImpactFreeZ))
 	imp.Lambda = rate * imp.Weight
-	if imp.MovesRank {
-		imp.Lambda = max(imp.Lambda, RankMoveAudits)
+	// A group moves the rank if its contributions in one direction, taken alone, carry the
+	// agent past the neighbour on that side: results pulling the other way do not offset
+	// them, or a lab could hide a lift behind results it lowered.
+	var pos, neg float64
+	for _, c := range contrib {
+		if c > 0 {
+			pos += c
+		} else {
+			neg -= c
+		}
+	}
+	dir, gap, carried := 0.0, 0.0, 0.0
+	if agentResults > 0 {
+		n := float64(agentResults)
+		switch {
+		case pos/n >= up && (pos/n-up >= neg/n-down):
+			dir, gap, carried = 1, up, pos
+		case neg/n >= down:
+			dir, gap, carried = -1, down, neg
+		}
+	}
+	if dir == 0 {
+		return imp
+	}
+	imp.MovesRank = true
+	order := make([]int, len(pending))
+	for k := range order {
+		order[k] = k
+	}
+	// Largest contribution in the move's direction first; ties by index, so every node
+	// picks the same movers.
+	slices.SortStableFunc(order, func(a, b int) int {
+		ca, cb := dir*contrib[a], dir*contrib[b]
+		switch {
+		case ca > cb:
+			return -1
+		case ca < cb:
+			return 1
+		}
+		return 0
+	})
+	rest := carried
+	limit := gap * float64(agentResults)
+	for _, k := range order {
+		if rest < limit || dir*contrib[k] <= 0 {
+			break
+		}
+		imp.Movers = append(imp.Movers, k)
+		rest -= dir * contrib[k]
 	}
 	return imp
+}
+
+// LambdaOf is the expected audits of pending result k of the group imp describes.
+func (imp *Impact) LambdaOf(k int) float64 {
+	if slices.Contains(imp.Movers, k) {
+		return max(imp.Lambda, RankMoveAudits)
+	}
+	return imp.Lambda
 }
 
 // StatisticalFlag is the test for stochastic agents: do a lab's results of an agent (their

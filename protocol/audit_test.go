@@ -92,39 +92,65 @@ func results(tasks, perTask int, score float64) []TaskScore {
 }
 
 // The weight is measured on the lab's unaudited results of an agent taken together: one
-// small lift weighs nothing, the same lift over 40 results moves the rank and is audited
-// before it counts.
+// small lift weighs nothing, the same lift over 40 results moves the rank and its movers are
+// audited before they count.
 func TestImpactWeight(t *testing.T) {
 	ref := stats(20, 0.5, 0.1)
+	inflate := math.Sqrt(1 + 1.0/10) // the others' mean is of 10 results
+	inf := math.Inf(1)
 	cases := []struct {
-		name      string
-		pending   []TaskScore
-		total     int
-		margin    float64
-		movesRank bool
-		weight    float64 // 0: don't check
-		lambda    float64
+		name     string
+		pending  []TaskScore
+		total    int
+		up, down float64
+		movers   int
+		weight   float64 // 0: don't check
 	}{
-		{"one result at the others' mean", results(1, 1, 0.5), 400, 0.01, false, 1, 0.05},
-		{"one small lift", results(1, 1, 0.55), 400, 0.01, false, 1, 0.05},
-		{"the same small lift, 40 times", results(20, 2, 0.55), 400, 0.004, true, 0, RankMoveAudits},
-		{"40 small lifts, a wide margin", results(20, 2, 0.55), 400, 0.05, false, 1 + (0.5*math.Sqrt(40) - ImpactFreeZ), 0},
-		{"a large lift on one result", results(1, 1, 1.0), 400, 0.01, false, 1 + 5 - ImpactFreeZ, 0},
-		{"lowering a rival", results(20, 2, 0.3), 400, 0.02, true, 1 + 2*math.Sqrt(40) - ImpactFreeZ, RankMoveAudits},
-		{"no margin (no neighbour)", results(20, 2, 0.9), 400, 0, false, MaxImpactWeight, 0.05 * MaxImpactWeight},
-		{"tasks nobody else ran", []TaskScore{{Task: "other", Score: 1}}, 400, 0.0001, false, 1, 0.05},
+		{"one result at the others' mean", results(1, 1, 0.5), 400, 0.01, 0.01, 0, 1},
+		{"one small lift", results(1, 1, 0.55), 400, 0.01, 0.01, 0, 1},
+		{"the same small lift, 40 times", results(20, 2, 0.55), 400, 0.0041, inf, 8, 0},
+		{"40 small lifts, a wide margin", results(20, 2, 0.55), 400, 0.05, inf, 0, 1 + (0.5*math.Sqrt(40)/inflate - ImpactFreeZ)},
+		{"a large lift on one result", results(1, 1, 1.0), 400, 0.01, 0.01, 0, 1 + 5/inflate - ImpactFreeZ},
+		{"lowering a rival", results(20, 2, 0.3), 400, inf, 0.0187, 3, 1 + 2*math.Sqrt(40)/inflate - ImpactFreeZ},
+		{"lowering, with no agent below", results(20, 2, 0.3), 400, 0.0001, inf, 0, 0},
+		{"a lift hidden behind lowered results", []TaskScore{{"task00", 0.8}, {"task01", 0.8}, {"task02", 0.2}, {"task03", 0.2}}, 200, 0.0014, inf, 2, 0},
+		{"no neighbour", results(20, 2, 0.9), 400, inf, inf, 0, MaxImpactWeight},
+		{"tasks nobody else ran", []TaskScore{{Task: "other", Score: 1}}, 400, 0.0001, 0.0001, 0, 1},
 	}
 	for _, c := range cases {
-		imp := ImpactWeight(c.pending, ref, c.total, c.margin, 0.05, 0.01)
-		if imp.MovesRank != c.movesRank {
-			t.Errorf("%s: moves rank %v (shift %v), want %v", c.name, imp.MovesRank, imp.Shift, c.movesRank)
+		imp := ImpactWeight(c.pending, ref, c.total, c.up, c.down, 0.05, 0.01)
+		if imp.MovesRank != (c.movers > 0) || len(imp.Movers) != c.movers {
+			t.Errorf("%s: moves rank %v with %d movers (shift %v), want %d movers", c.name, imp.MovesRank, len(imp.Movers), imp.Shift, c.movers)
 		}
 		if c.weight != 0 && math.Abs(imp.Weight-c.weight) > 1e-9 {
 			t.Errorf("%s: weight %v (z %v), want %v", c.name, imp.Weight, imp.Z, c.weight)
 		}
-		if c.lambda != 0 && math.Abs(imp.Lambda-c.lambda) > 1e-9 {
-			t.Errorf("%s: lambda %v, want %v", c.name, imp.Lambda, c.lambda)
+		if c.name == "tasks nobody else ran" && len(imp.Unreferenced) != 1 {
+			t.Errorf("%s: unreferenced %v, want [0]", c.name, imp.Unreferenced)
 		}
+		if math.Abs(imp.Lambda-0.05*imp.Weight) > 1e-12 {
+			t.Errorf("%s: lambda %v, want rate × weight", c.name, imp.Lambda)
+		}
+	}
+}
+
+// In a group that moves a rank, the results carrying the move are the ones held for audit:
+// two lifted results among 18 ordinary ones are exactly the movers, and only they get
+// RankMoveAudits.
+func TestImpactMoversAreTheLiftedResults(t *testing.T) {
+	ref := stats(20, 0.5, 0.1)
+	pending := results(18, 1, 0.5)
+	for i := range pending {
+		pending[i].Score += float64(i%3-1) * 0.05 // ordinary noise, summing to 0
+	}
+	pending = append(pending[:7], append([]TaskScore{{"task07", 0.8}}, pending[7:]...)...)
+	pending = append(pending, TaskScore{"task19", 0.85})
+	imp := ImpactWeight(pending, ref, 200, 0.002, math.Inf(1), 0.05, 0.01)
+	if len(imp.Movers) != 2 || pending[imp.Movers[0]].Score != 0.85 || pending[imp.Movers[1]].Score != 0.8 {
+		t.Fatalf("movers %v of %v", imp.Movers, pending)
+	}
+	if imp.LambdaOf(imp.Movers[0]) != RankMoveAudits || imp.LambdaOf(0) != imp.Lambda {
+		t.Fatalf("lambda of a mover %v, of another %v", imp.LambdaOf(imp.Movers[0]), imp.LambdaOf(0))
 	}
 }
 
@@ -160,7 +186,7 @@ func TestStatisticalFlag(t *testing.T) {
 func TestResidualsSkipUnknownTasksAndFloorTheSpread(t *testing.T) {
 	ref := []TaskStats{{Task: "a", Mean: 0.5, SD: 0.1, Count: 5}, {Task: "b", Mean: 0.2, SD: 0, Count: 5}, {Task: "c", Mean: 0.9, SD: 0.1, Count: 1}}
 	got := Residuals([]TaskScore{{"a", 0.7}, {"b", 0.21}, {"c", 0.1}, {"z", 1}}, ref, 0.05)
-	want := []float64{2, 0.2}
+	want := []float64{0.2 / (0.1 * math.Sqrt(1.2)), 0.01 / (math.Sqrt(0.005) * math.Sqrt(1.2))}
 	if len(got) != len(want) || math.Abs(got[0]-want[0]) > 1e-9 || math.Abs(got[1]-want[1]) > 1e-9 {
 		t.Fatalf("residuals %v, want %v", got, want)
 	}
