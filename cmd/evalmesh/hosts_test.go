@@ -196,11 +196,6 @@ func (n *hostNode) waitConnected(within time.Duration, peers ...*hostNode) {
 	})
 }
 
-func (n *hostNode) logHas(sub string) bool {
-	b, _ := os.ReadFile(n.log)
-	return strings.Contains(string(b), sub)
-}
-
 // metrics reads the node's /metrics from its dashboard (127.0.0.1:5280 in its host).
 func (n *hostNode) metrics() string {
 	t := n.hn.t
@@ -503,19 +498,44 @@ func (hn *hostsNet) report(phase string, v hostView, slots int, started time.Tim
 func (hn *hostsNet) partition(victim *hostNode, d time.Duration) {
 	hn.t.Helper()
 	others := slices.DeleteFunc(slices.Clone(hn.nodes), func(n *hostNode) bool { return n == victim })
+	logFrom := victim.logSize()
 	victim.host.LinkDown()
 	hn.logf("link of %s (%s) down for %s", victim.host.Name, victim.lab, d)
 	// The fault's length is the fault itself, not a condition to wait for.
 	<-time.After(d)
 	victim.host.LinkUp()
 	up := time.Now()
-	hn.logf("link of %s up; %s logged during the cut: peer disconnected %v, running alone %v", victim.host.Name, victim.lab,
-		victim.logHas(`msg="net: peer disconnected`), victim.logHas(`msg="net: running alone`))
+	hn.logf("link of %s up", victim.host.Name)
 	victim.waitConnected(90*time.Second, others...)
 	for _, o := range others {
 		o.waitConnected(90*time.Second, victim)
 	}
-	hn.logf("%s and the others connected again by themselves %.1fs after the link came up", victim.lab, time.Since(up).Seconds())
+	hn.logf("%s and the others connected again by themselves %.1fs after the link came up; %s's connection warnings since the cut:\n%s",
+		victim.lab, time.Since(up).Seconds(), victim.lab, victim.warningsSince(logFrom))
+}
+
+func (n *hostNode) logSize() int64 {
+	st, err := os.Stat(n.log)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// warningsSince returns the daemon's WARN lines about peers and running alone logged after
+// byte offset from of its log.
+func (n *hostNode) warningsSince(from int64) string {
+	b, _ := os.ReadFile(n.log)
+	if from > int64(len(b)) {
+		from = 0
+	}
+	var out strings.Builder
+	for _, l := range strings.Split(string(b[from:]), "\n") {
+		if strings.Contains(l, "level=WARN") && (strings.Contains(l, `msg="peer `) || strings.Contains(l, `msg="running alone`)) {
+			out.WriteString("    " + l + "\n")
+		}
+	}
+	return out.String()
 }
 
 func TestHostsFaults(t *testing.T) {
