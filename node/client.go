@@ -71,6 +71,15 @@ func NewClientAddr(h home.Home, addr, token string) *Client {
 	return &Client{base: "http://" + addr + strings.TrimSuffix(apiPrefix, "/"), token: token, home: h, hc: &http.Client{}}
 }
 
+// WithDialer returns a copy of c whose connections to the API are opened by dial. A test
+// harness reaches this way a daemon whose API listens on the loopback of another network
+// namespace (internal/netnshosts); the CLI never needs it.
+func (c *Client) WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *Client {
+	cp := *c
+	cp.hc = &http.Client{Transport: &http.Transport{DialContext: dial}}
+	return &cp
+}
+
 func noDaemon(h home.Home) error {
 	return fmt.Errorf("%w for home %s: start it with `evalmesh daemon --home %s`", ErrNoDaemon, h.Dir, h.Dir)
 }

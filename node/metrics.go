@@ -1,6 +1,7 @@
 package node
 
 import (
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/runner/gpu"
 )
@@ -132,6 +134,7 @@ var (
 	gpuUtil   = prometheus.NewDesc("evalmesh_gpu_utilization_ratio", "GPU utilisation (0-1) sampled at scrape, by the GPU's index on this machine.", []string{"gpu"}, nil)
 	gpuEnergy = prometheus.NewDesc("evalmesh_gpu_energy_joules_total", "The GPU's energy counter since its driver loaded, by index.", []string{"gpu"}, nil)
 	gpuMemory = prometheus.NewDesc("evalmesh_gpu_memory_used_bytes", "GPU memory in use, by index.", []string{"gpu"}, nil)
+	certDesc  = prometheus.NewDesc("evalmesh_certificate_expiry_timestamp_seconds", "When the node certificate in HOME/node-cert.json stops being valid (not_after), in Unix seconds, read at scrape time (absent without a readable certificate).", nil, nil)
 )
 
 // nodeStateCollector reads what is state, not events, at scrape time: heads agreement,
@@ -165,6 +168,7 @@ func (c nodeStateCollector) Collect(ch chan<- prometheus.Metric) {
 	connected := n.Peers()
 	ch <- prometheus.MustNewConstMetric(peersDesc, prometheus.GaugeValue, float64(len(connected)))
 	ch <- prometheus.MustNewConstMetric(knownDesc, prometheus.GaugeValue, float64(len(n.KnownPeers())))
+	collectCertExpiry(n.home, ch)
 	oldest, heard := 0.0, false
 	for _, p := range connected {
 		if p.HeadAgeSeconds != nil {
@@ -188,6 +192,21 @@ func (c nodeStateCollector) Collect(ch chan<- prometheus.Metric) {
 	if r := m.opts.Runner; r != nil && r.GPUs != nil {
 		collectGPUs(r.GPUs, ch)
 	}
+}
+
+// collectCertExpiry reports the certificate on disk, not the one the node started with: a
+// renewal copied into the home shows at the next scrape, and an alert on
+// evalmesh_certificate_expiry_timestamp_seconds - time() fires before either lapses.
+func collectCertExpiry(h home.Home, ch chan<- prometheus.Metric) {
+	raw, err := os.ReadFile(h.CertPath())
+	if err != nil {
+		return
+	}
+	c, err := attest.ParseNodeCert(raw)
+	if err != nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(certDesc, prometheus.GaugeValue, float64(c.NotAfter.Unix()))
 }
 
 // gpuSampleTimeout bounds one scrape's GPU readings.

@@ -4,8 +4,12 @@ package node
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
@@ -13,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/runner/gpu"
 )
@@ -110,5 +116,40 @@ func TestNodeCountersKeepTheirLabelSetsBounded(t *testing.T) {
 	if promtest.ToFloat64(nm.syncRounds) != 5 || promtest.ToFloat64(nm.syncBytes.WithLabelValues("sent")) != 110 ||
 		promtest.ToFloat64(nm.syncBytes.WithLabelValues("received")) != 45 || promtest.ToFloat64(nm.syncSessions.WithLabelValues("error")) != 1 {
 		t.Error("sync counters do not add up")
+	}
+}
+
+type certCollector struct{ h home.Home }
+
+func (certCollector) Describe(chan<- *prometheus.Desc)      {}
+func (c certCollector) Collect(ch chan<- prometheus.Metric) { collectCertExpiry(c.h, ch) }
+
+// The certificate's expiry is read from HOME/node-cert.json at each scrape: absent without
+// one, its not_after once written, the renewed one's after a renewal is copied in.
+func TestCertificateExpiryMetricFollowsTheFile(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	lab, err := attest.InitLab(filepath.Join(t.TempDir(), "lab"), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(certCollector{h})
+	if n, err := promtest.GatherAndCount(reg); err != nil || n != 0 {
+		t.Fatalf("without a certificate: %d series (%v), want none", n, err)
+	}
+	from := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, valid := range []time.Duration{90 * 24 * time.Hour, 180 * 24 * time.Hour} {
+		c, err := lab.Certify("12D3KooWHVkCdciFMrNZpVztsvKMJrxvPmdcn3GC3z9ob4KKqhvR", from, valid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(h.CertPath(), c.Raw(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("# HELP evalmesh_certificate_expiry_timestamp_seconds %s\n# TYPE evalmesh_certificate_expiry_timestamp_seconds gauge\nevalmesh_certificate_expiry_timestamp_seconds %d\n",
+			"When the node certificate in HOME/node-cert.json stops being valid (not_after), in Unix seconds, read at scrape time (absent without a readable certificate).", from.Add(valid).Unix())
+		if err := promtest.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+			t.Errorf("certificate valid %s: %v", valid, err)
+		}
 	}
 }

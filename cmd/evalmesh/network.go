@@ -69,21 +69,25 @@ func networkLabFromDir(dir, name string) (protocol.NetworkLab, error) {
 
 // networkCreate writes a new, unsigned network document of the labs in labDirs to out,
 // refusing to overwrite a file.
-func networkCreate(out, network string, replication int, labDirs []string) (*protocol.NetworkDoc, error) {
+func networkCreate(out, network string, replication int, executors, labDirs []string) (*protocol.NetworkDoc, error) {
 	if _, err := os.Stat(out); err == nil {
 		return nil, fmt.Errorf("%s exists: edit it with `evalmesh network add-lab` / `retire-lab`, or pick another --out", out)
 	}
 	if replication < 0 {
 		return nil, fmt.Errorf("--replication %d: want 0 or more (how many other labs re-score a run before it counts)", replication)
 	}
+	ledger := map[string]any{"replication": replication}
+	if len(executors) > 0 {
+		ledger["executors"] = executors
+	}
 	raw, err := json.Marshal(map[string]any{"version": protocol.NetworkDocVersion, "network": network,
-		"ledger": map[string]any{"replication": replication}, "signatures": []any{}})
+		"ledger": ledger, "signatures": []any{}})
 	if err != nil {
 		return nil, err
 	}
 	d, err := protocol.ParseNetworkDoc(raw)
 	if err != nil {
-		return nil, fmt.Errorf("--network %q: %w", network, err)
+		return nil, fmt.Errorf("--network %q --executors %s: %w", network, strings.Join(executors, ","), err)
 	}
 	for _, dir := range labDirs {
 		l, err := networkLabFromDir(dir, "")
@@ -260,23 +264,28 @@ func networkReport(cmd *cobra.Command, g *globals, path, what string, d *protoco
 func newNetworkCreateCmd(g *globals) *cobra.Command {
 	var out, network string
 	var replication int
-	var labs []string
+	var labs, executors []string
 	cmd := &cobra.Command{
-		Use:   "create --network NAME --out FILE [--replication N] [--lab LABDIR]...",
+		Use:   "create --network NAME --out FILE [--replication N] [--executors container[,process]] [--lab LABDIR]...",
 		Short: "Write a new network document of the given labs (unsigned)",
 		Long: `Write a network document for network NAME listing the labs of the given lab directories
 (only their public lab.json is read: name, public key, age recipient) with the default ledger
 policy (isolated container runs count; --replication other labs re-score each run). Labs sign
 it afterwards with ` + "`evalmesh network sign`" + `. An existing FILE is not overwritten.
 
+--executors lists the isolation kinds whose runs count: container (the default) and process.
+Counting process runs (agents not isolated from the node) is for trial networks without
+Docker, such as the hosts harness of docs/operating.md; every node shows it.
+
 Example:
-  evalmesh network create --network airs --out network.json --replication 1 --lab ~/acme-lab --lab ~/beta-lab`,
+  evalmesh network create --network airs --out network.json --replication 1 --lab ~/acme-lab --lab ~/beta-lab
+  evalmesh network create --network trial --out network.json --replication 1 --executors container,process --lab ~/acme-lab --lab ~/beta-lab`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if network == "" || out == "" {
 				return fmt.Errorf("--network NAME and --out FILE are required")
 			}
-			d, err := networkCreate(out, network, replication, labs)
+			d, err := networkCreate(out, network, replication, executors, labs)
 			if err != nil {
 				return err
 			}
@@ -287,6 +296,7 @@ Example:
 	cmd.Flags().StringVar(&out, "out", "", "file to write (must not exist)")
 	cmd.Flags().IntVar(&replication, "replication", 0, "other labs that must re-score a run for it to count")
 	cmd.Flags().StringArrayVar(&labs, "lab", nil, "lab directory whose public lab.json to list (repeat for each lab)")
+	cmd.Flags().StringSliceVar(&executors, "executors", nil, "isolation kinds whose runs count, comma-separated: container (default), process (agents not isolated: trial networks only)")
 	return cmd
 }
 
