@@ -238,6 +238,7 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	n.xsrv = xfer.NewServer(n.host, n.bstore, xopts...)
 	n.syncer = NewSyncer(n.host, n.vstore, n.networkName(), opts.Sync)
 	n.syncer.onSession = n.metrics.syncSession
+	n.serveHoldings()
 
 	if n.redial, err = newRedialer(n.host, h, n.syncer.proto, opts.Redial, opts.Logf, opts.Warnf); err != nil {
 		return nil, err

@@ -1,8 +1,20 @@
 package node
 
 import (
-	"github.com/ipfs/go-cid"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
 
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/protocol/recon"
 )
@@ -38,4 +50,220 @@ func (n *Node) ledgerRoots() []cid.Cid {
 		}
 	}
 	return out
+}
+
+// HoldingsProtocol is the stream protocol a node answers which of a list of objects it holds
+// (docs/protocol-sync.md §8).
+func HoldingsProtocol(network string) libp2pprotocol.ID {
+	return libp2pprotocol.ID("/evalmesh/" + network + "/holdings/1.0.0")
+}
+
+// maxHoldingsCIDs bounds one holdings request; maxHoldingsBytes its encoded size.
+const (
+	maxHoldingsCIDs  = 1024
+	maxHoldingsBytes = 128 << 10
+)
+
+// holdingsRequest asks which of CIDs the peer holds.
+type holdingsRequest struct {
+	CIDs []string `json:"cids"`
+}
+
+// holdingsResponse answers it: Holds[i] for CIDs[i], and the answering node's certificate,
+// which says (with the stream's authenticated peer ID) which lab holds them.
+type holdingsResponse struct {
+	Cert  json.RawMessage `json:"cert,omitempty"`
+	Holds []bool          `json:"holds"`
+}
+
+func (n *Node) serveHoldings() {
+	n.host.SetStreamHandler(HoldingsProtocol(n.networkName()), func(s network.Stream) {
+		defer s.Close()
+		_ = s.SetDeadline(time.Now().Add(30 * time.Second))
+		var req holdingsRequest
+		if err := json.NewDecoder(io.LimitReader(s, maxHoldingsBytes)).Decode(&req); err != nil || len(req.CIDs) > maxHoldingsCIDs {
+			_ = s.Reset()
+			return
+		}
+		resp := holdingsResponse{Holds: make([]bool, len(req.CIDs))}
+		if raw, err := os.ReadFile(n.home.CertPath()); err == nil {
+			resp.Cert = raw
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for i, cs := range req.CIDs {
+			if c, err := cid.Decode(cs); err == nil {
+				resp.Holds[i] = n.HoldsWhole(ctx, c)
+			}
+		}
+		_ = json.NewEncoder(s).Encode(resp)
+	})
+}
+
+// HoldsWhole reports whether every block of the DAG under c is in the local blockstore.
+func (n *Node) HoldsWhole(ctx context.Context, c cid.Cid) bool {
+	stack := []cid.Cid{c}
+	seen := map[string]bool{}
+	for len(stack) > 0 {
+		c := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[c.KeyString()] {
+			continue
+		}
+		seen[c.KeyString()] = true
+		if c.Type() == cid.Raw {
+			if ok, err := n.bstore.Has(ctx, c); err != nil || !ok {
+				return false
+			}
+			continue
+		}
+		b, err := n.bstore.Get(ctx, c)
+		if err != nil {
+			return false
+		}
+		links, err := blockLinks(b)
+		if err != nil {
+			return false
+		}
+		for _, l := range links {
+			stack = append(stack, l.c)
+		}
+	}
+	return true
+}
+
+// askHoldings asks peer p which of cids it holds, and which lab it is a node of (its
+// certificate, checked now against trust, naming p); lab is "" when it shows none.
+func (n *Node) askHoldings(ctx context.Context, p peer.ID, cids []string, trust *attest.TrustStore) (lab string, holds []bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s, err := n.host.NewStream(ctx, p, HoldingsProtocol(n.networkName()))
+	if err != nil {
+		return "", nil, err
+	}
+	defer s.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(dl)
+	}
+	if err := json.NewEncoder(s).Encode(holdingsRequest{CIDs: cids}); err != nil {
+		return "", nil, err
+	}
+	_ = s.CloseWrite()
+	var resp holdingsResponse
+	if err := json.NewDecoder(io.LimitReader(s, maxHoldingsBytes+16<<10)).Decode(&resp); err != nil {
+		return "", nil, err
+	}
+	if len(resp.Holds) != len(cids) {
+		return "", nil, fmt.Errorf("holdings of %s: %d answers for %d CIDs", p, len(resp.Holds), len(cids))
+	}
+	if len(resp.Cert) > 0 && trust != nil {
+		if c, err := trust.CheckNodeCert(resp.Cert, time.Now()); err == nil && c.Node == p.String() {
+			lab = c.Lab
+		}
+	}
+	return lab, resp.Holds, nil
+}
+
+// LabHolding is one lab's part in an object's pin status.
+type LabHolding struct {
+	Lab     string   `json:"lab"`
+	Name    string   `json:"name"`
+	Present bool     `json:"present"` // a node of the lab answered (or is this node)
+	Holds   bool     `json:"holds"`
+	Nodes   []string `json:"nodes"` // its nodes that hold the object
+}
+
+// PinStatusReport is `evalmesh pin status CID --json` (docs/cli-json.md).
+type PinStatusReport struct {
+	protocol.PinState
+	Labs []LabHolding `json:"labs"`
+}
+
+// PinStatus asks this node and every connected peer whether they hold c, and says, under the
+// network document's pin factor, which labs hold it, which must, and whether the factor is
+// met (protocol.PinStatus decides).
+func (n *Node) PinStatus(ctx context.Context, c cid.Cid) (*PinStatusReport, error) {
+	doc, err := n.NetworkDoc()
+	if err != nil {
+		return nil, err
+	}
+	if doc == nil {
+		return nil, fmt.Errorf("no network document (%s): pin status counts the labs of a network", n.home.NetworkDocPath())
+	}
+	trust, err := doc.TrustStore()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	var labs []string
+	names := map[string]string{}
+	for _, l := range trustedLabIDs(trust) {
+		if r, ok := trust.LabRetired(l); ok && !now.Before(r) {
+			continue
+		}
+		labs = append(labs, l)
+		names[l], _ = trust.LabName(l)
+	}
+	by := map[string]*LabHolding{}
+	for _, l := range labs {
+		by[l] = &LabHolding{Lab: l, Name: names[l], Nodes: []string{}}
+	}
+	note := func(lab, node string, holds bool) {
+		if h, ok := by[lab]; ok {
+			h.Present = true
+			if holds {
+				h.Holds = true
+				h.Nodes = append(h.Nodes, node)
+			}
+		}
+	}
+	if raw, err := os.ReadFile(n.home.CertPath()); err == nil {
+		if cert, err := trust.CheckNodeCert(raw, now); err == nil && cert.Node == n.ID().String() {
+			note(cert.Lab, n.ID().String(), n.HoldsWhole(ctx, c))
+		}
+	}
+	for _, p := range n.host.Network().Peers() {
+		lab, holds, err := n.askHoldings(ctx, p, []string{c.String()}, trust)
+		if err != nil || lab == "" {
+			continue
+		}
+		note(lab, p.String(), holds[0])
+	}
+	st := protocol.PinStatus(c.String(), labs, doc.PinFactor(),
+		func(l string) bool { return by[l].Present }, func(l string) bool { return by[l].Holds })
+	rep := &PinStatusReport{PinState: st}
+	for _, l := range protocol.HolderOrder(c.String(), labs) {
+		rep.Labs = append(rep.Labs, *by[l])
+	}
+	return rep, nil
+}
+
+type pinStatusReq struct {
+	CID string `json:"cid"`
+}
+
+// pinRoutes adds pin/status to the API.
+func (n *Node) pinRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST "+apiPrefix+"pin/status", func(w http.ResponseWriter, r *http.Request) {
+		var req pinStatusReq
+		if !readJSON(w, r, &req) {
+			return
+		}
+		c, ok := parseCID(w, req.CID)
+		if !ok {
+			return
+		}
+		rep, err := n.PinStatus(r.Context(), c)
+		if err != nil {
+			writeErr(w, http.StatusBadRequest, err)
+			return
+		}
+		writeJSON(w, rep)
+	})
+}
+
+// PinStatus asks the daemon who holds c (Node.PinStatus).
+func (c *Client) PinStatus(ctx context.Context, root cid.Cid) (*PinStatusReport, error) {
+	var out PinStatusReport
+	return &out, c.call(ctx, "pin/status", pinStatusReq{CID: root.String()}, &out)
 }
