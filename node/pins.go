@@ -7,12 +7,15 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/protocol"
@@ -183,26 +186,10 @@ type PinStatusReport struct {
 // network document's pin factor, which labs hold it, which must, and whether the factor is
 // met (protocol.PinStatus decides).
 func (n *Node) PinStatus(ctx context.Context, c cid.Cid) (*PinStatusReport, error) {
-	doc, err := n.NetworkDoc()
-	if err != nil {
-		return nil, err
-	}
-	if doc == nil {
-		return nil, fmt.Errorf("no network document (%s): pin status counts the labs of a network", n.home.NetworkDocPath())
-	}
-	trust, err := doc.TrustStore()
-	if err != nil {
-		return nil, err
-	}
 	now := time.Now()
-	var labs []string
-	names := map[string]string{}
-	for _, l := range trustedLabIDs(trust) {
-		if r, ok := trust.LabRetired(l); ok && !now.Before(r) {
-			continue
-		}
-		labs = append(labs, l)
-		names[l], _ = trust.LabName(l)
+	labs, names, trust, factor, self, err := n.networkLabs(now)
+	if err != nil {
+		return nil, err
 	}
 	by := map[string]*LabHolding{}
 	for _, l := range labs {
@@ -217,10 +204,8 @@ func (n *Node) PinStatus(ctx context.Context, c cid.Cid) (*PinStatusReport, erro
 			}
 		}
 	}
-	if raw, err := os.ReadFile(n.home.CertPath()); err == nil {
-		if cert, err := trust.CheckNodeCert(raw, now); err == nil && cert.Node == n.ID().String() {
-			note(cert.Lab, n.ID().String(), n.HoldsWhole(ctx, c))
-		}
+	if self != "" {
+		note(self, n.ID().String(), n.HoldsWhole(ctx, c))
 	}
 	for _, p := range n.host.Network().Peers() {
 		lab, holds, err := n.askHoldings(ctx, p, []string{c.String()}, trust)
@@ -229,7 +214,7 @@ func (n *Node) PinStatus(ctx context.Context, c cid.Cid) (*PinStatusReport, erro
 		}
 		note(lab, p.String(), holds[0])
 	}
-	st := protocol.PinStatus(c.String(), labs, doc.PinFactor(),
+	st := protocol.PinStatus(c.String(), labs, factor,
 		func(l string) bool { return by[l].Present }, func(l string) bool { return by[l].Holds })
 	rep := &PinStatusReport{PinState: st}
 	for _, l := range protocol.HolderOrder(c.String(), labs) {
@@ -260,10 +245,204 @@ func (n *Node) pinRoutes(mux *http.ServeMux) {
 		}
 		writeJSON(w, rep)
 	})
+	mux.HandleFunc("POST "+apiPrefix+"pin/ledger", func(w http.ResponseWriter, r *http.Request) {
+		sv := n.LastPinSurvey()
+		if sv == nil {
+			writeErr(w, http.StatusServiceUnavailable, fmt.Errorf("no repair round has run yet: a daemon in a network runs one every %s", pinRepairInterval))
+			return
+		}
+		writeJSON(w, sv)
+	})
+}
+
+// pinRepairInterval is how often a daemon in a network runs a repair round.
+const pinRepairInterval = 5 * time.Second
+
+// PinSurvey returns the daemon's last repair round.
+func (c *Client) PinSurvey(ctx context.Context) (*PinSurvey, error) {
+	var out PinSurvey
+	return &out, c.call(ctx, "pin/ledger", struct{}{}, &out)
 }
 
 // PinStatus asks the daemon who holds c (Node.PinStatus).
 func (c *Client) PinStatus(ctx context.Context, root cid.Cid) (*PinStatusReport, error) {
 	var out PinStatusReport
 	return &out, c.call(ctx, "pin/status", pinStatusReq{CID: root.String()}, &out)
+}
+
+// PinSurvey is one repair round: the pin state of every object the ledger rests on, as this
+// node saw it, and what it fetched to restore the factor.
+type PinSurvey struct {
+	At          time.Time           `json:"at"`
+	Factor      int                 `json:"factor"`
+	Objects     int                 `json:"objects"`
+	UnderFactor int                 `json:"under_factor"` // objects fewer than Factor present labs hold (before this round's fetches)
+	Fetched     []string            `json:"fetched"`      // objects this node fetched and pinned in the round
+	Failed      []string            `json:"failed"`       // "CID: error" for fetches that failed (retried next round)
+	States      []protocol.PinState `json:"states"`
+}
+
+// pinsState is the node's last survey (pins.go).
+type pinsState struct {
+	mu   sync.Mutex
+	last *PinSurvey
+}
+
+// LastPinSurvey is the last repair round's survey, nil before the first.
+func (n *Node) LastPinSurvey() *PinSurvey {
+	n.pins.mu.Lock()
+	defer n.pins.mu.Unlock()
+	return n.pins.last
+}
+
+// networkLabs are the document's active labs (IDs), its trust store and pin factor, and this
+// node's own lab ("" without a certificate the document's labs vouch for).
+func (n *Node) networkLabs(now time.Time) (labs []string, names map[string]string, trust *attest.TrustStore, factor int, self string, err error) {
+	doc, err := n.NetworkDoc()
+	if err != nil {
+		return nil, nil, nil, 0, "", err
+	}
+	if doc == nil {
+		return nil, nil, nil, 0, "", fmt.Errorf("no network document (%s): pins are counted over the labs of a network", n.home.NetworkDocPath())
+	}
+	if trust, err = doc.TrustStore(); err != nil {
+		return nil, nil, nil, 0, "", err
+	}
+	names = map[string]string{}
+	for _, l := range trustedLabIDs(trust) {
+		if r, ok := trust.LabRetired(l); ok && !now.Before(r) {
+			continue
+		}
+		labs = append(labs, l)
+		names[l], _ = trust.LabName(l)
+	}
+	if raw, err := os.ReadFile(n.home.CertPath()); err == nil {
+		if cert, err := trust.CheckNodeCert(raw, now); err == nil && cert.Node == n.ID().String() {
+			self = cert.Lab
+		}
+	}
+	return labs, names, trust, doc.PinFactor(), self, nil
+}
+
+// RepairPins runs one repair round: it asks every connected node which of the ledger's
+// objects it holds (holdings protocol), decides with protocol.PinStatus who must hold each,
+// and fetches and pins those this node's lab must hold and does not.
+func (n *Node) RepairPins(ctx context.Context) (*PinSurvey, error) {
+	now := time.Now()
+	labs, _, trust, factor, self, err := n.networkLabs(now)
+	if err != nil {
+		return nil, err
+	}
+	objs := n.LedgerObjects()
+	cids := make([]string, len(objs))
+	for i, o := range objs {
+		cids[i] = o.CID
+	}
+	present := map[string]bool{}
+	holding := map[string]map[string]bool{}
+	hold := func(lab, c string) {
+		if holding[lab] == nil {
+			holding[lab] = map[string]bool{}
+		}
+		holding[lab][c] = true
+	}
+	if self != "" {
+		present[self] = true
+		for _, c := range cids {
+			if cc, err := cid.Decode(c); err == nil && n.HoldsWhole(ctx, cc) {
+				hold(self, c)
+			}
+		}
+	}
+	for _, p := range n.host.Network().Peers() {
+		for lo := 0; lo < len(cids); lo += maxHoldingsCIDs {
+			chunk := cids[lo:min(lo+maxHoldingsCIDs, len(cids))]
+			lab, holds, err := n.askHoldings(ctx, p, chunk, trust)
+			if err != nil || lab == "" {
+				break
+			}
+			present[lab] = true
+			for i, h := range holds {
+				if h {
+					hold(lab, chunk[i])
+				}
+			}
+		}
+	}
+	sv := &PinSurvey{At: now, Factor: factor, Objects: len(objs), Fetched: []string{}, Failed: []string{}, States: make([]protocol.PinState, 0, len(objs))}
+	for _, o := range objs {
+		st := protocol.PinStatus(o.CID, labs, factor, func(l string) bool { return present[l] }, func(l string) bool { return holding[l][o.CID] })
+		sv.States = append(sv.States, st)
+		if !st.Met {
+			sv.UnderFactor++
+		}
+		if self == "" || !slices.Contains(st.Fetch, self) {
+			continue
+		}
+		c, err := cid.Decode(o.CID)
+		if err != nil {
+			continue
+		}
+		fctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		_, err = n.PinFetch(fctx, c, "ledger "+o.What, nil)
+		cancel()
+		if err != nil {
+			sv.Failed = append(sv.Failed, o.CID+": "+err.Error())
+			continue
+		}
+		sv.Fetched = append(sv.Fetched, o.CID)
+	}
+	n.pins.mu.Lock()
+	n.pins.last = sv
+	n.pins.mu.Unlock()
+	return sv, nil
+}
+
+// startRepairPins runs repair rounds in the background (a daemon in a network); stop ends
+// them and waits, before the node closes.
+func (n *Node) startRepairPins(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.repairPins(ctx, pinRepairInterval)
+	}()
+	return func() { cancel(); <-done }
+}
+
+// repairPins runs RepairPins every interval until ctx ends.
+func (n *Node) repairPins(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sv, err := n.RepairPins(ctx)
+		switch {
+		case err != nil:
+			n.opts.Logf("pins: %v", err)
+		case len(sv.Fetched) > 0 || len(sv.Failed) > 0:
+			n.opts.Logf("pins: %d of %d ledger objects under factor %d; fetched and pinned %d, %d failed %v", sv.UnderFactor, sv.Objects, sv.Factor, len(sv.Fetched), len(sv.Failed), sv.Failed)
+		}
+	}
+}
+
+var (
+	ledgerObjectsDesc = prometheus.NewDesc("evalmesh_ledger_objects", "Objects the stored campaigns and attestations name (bundles, submissions, logs, verdicts, agent images), at the last repair round.", nil, nil)
+	underFactorDesc   = prometheus.NewDesc("evalmesh_ledger_objects_under_factor", "Of those, objects fewer labs hold than the network's pin factor, at the last repair round (before its fetches).", nil, nil)
+)
+
+// pinsCollector reads the last survey at scrape time.
+type pinsCollector struct{ n *Node }
+
+func (pinsCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (c pinsCollector) Collect(ch chan<- prometheus.Metric) {
+	if sv := c.n.LastPinSurvey(); sv != nil {
+		ch <- prometheus.MustNewConstMetric(ledgerObjectsDesc, prometheus.GaugeValue, float64(sv.Objects))
+		ch <- prometheus.MustNewConstMetric(underFactorDesc, prometheus.GaugeValue, float64(sv.UnderFactor))
+	}
 }

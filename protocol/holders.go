@@ -48,8 +48,10 @@ func HolderOrder(object string, labs []string) []string {
 type PinState struct {
 	Object string `json:"cid"`
 	Factor int    `json:"factor"`
-	// Assigned are the labs that must hold it: the first Factor labs in HolderOrder among
-	// the eligible ones (present, and holding the key where the object needs one).
+	// Assigned are the labs that must hold it, in HolderOrder: the eligible labs that hold
+	// it, then as many eligible labs that do not as the factor still needs, in HolderOrder.
+	// Holders are kept where they are (nothing moves while the factor is met); a missing
+	// holder is replaced by the next lab in the order.
 	Assigned []string `json:"assigned"`
 	// Holding are the eligible labs that say they hold it, in HolderOrder.
 	Holding []string `json:"holding"`
@@ -61,23 +63,29 @@ type PinState struct {
 
 // PinStatus decides who must hold object among labs: eligible says whether a lab counts
 // (its node is present; for what a sealed bundle's key is needed for, it holds a grant),
-// holding whether it says it holds the object. A lab that left is not eligible, so the
-// next one in the order is assigned in its place and told to fetch.
+// holding whether it says it holds the object. While fewer than factor eligible labs hold
+// it, the first eligible labs in HolderOrder that do not are told to fetch it, as many as
+// are missing: a lab that left or lost the object is replaced by the next in the order.
 func PinStatus(object string, labs []string, factor int, eligible, holding func(lab string) bool) PinState {
 	st := PinState{Object: object, Factor: factor, Assigned: []string{}, Holding: []string{}, Fetch: []string{}}
-	for _, lab := range HolderOrder(object, labs) {
+	order := HolderOrder(object, labs)
+	for _, lab := range order {
+		if eligible(lab) && holding(lab) {
+			st.Holding = append(st.Holding, lab)
+		}
+	}
+	missing := factor - len(st.Holding)
+	for _, lab := range order {
 		if !eligible(lab) {
 			continue
 		}
-		held := holding(lab)
-		if held {
-			st.Holding = append(st.Holding, lab)
-		}
-		if len(st.Assigned) < factor {
+		switch {
+		case holding(lab):
 			st.Assigned = append(st.Assigned, lab)
-			if !held {
-				st.Fetch = append(st.Fetch, lab)
-			}
+		case missing > 0:
+			st.Assigned = append(st.Assigned, lab)
+			st.Fetch = append(st.Fetch, lab)
+			missing--
 		}
 	}
 	st.Met = len(st.Holding) >= factor

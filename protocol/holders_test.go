@@ -52,9 +52,12 @@ func TestPinStatus(t *testing.T) {
 		{"a holder left: the next in order is assigned and fetches (repair)", 2, set(o1, o2), set(o0, o1), []string{o1, o2}, []string{o1}, []string{o2}, false},
 		{"repaired: the one that left does not count", 2, set(o1, o2), set(o0, o1, o2), []string{o1, o2}, []string{o1, o2}, []string{}, true},
 		{"both original holders left: the last lab is all there is", 2, set(o2), set(o2), []string{o2}, []string{o2}, []string{}, false},
-		{"an extra holder counts towards the factor", 2, all, set(o0, o2), []string{o0, o1}, []string{o0, o2}, []string{o1}, true},
+		{"holders stay holders: nothing moves while the factor is met", 2, all, set(o1, o2), []string{o1, o2}, []string{o1, o2}, []string{}, true},
+		{"one holder: the first non-holder in order fetches", 2, all, set(o1), []string{o0, o1}, []string{o1}, []string{o0}, false},
+		{"an extra holder is kept", 2, all, set(o0, o1, o2), []string{o0, o1, o2}, []string{o0, o1, o2}, []string{}, true},
 		{"a lab without the key is never assigned", 2, set(o0, o2), set(), []string{o0, o2}, []string{}, []string{o0, o2}, false},
 		{"factor 3 of 3", 3, all, set(o2), []string{o0, o1, o2}, []string{o2}, []string{o0, o1}, false},
+		{"lost a block: a holder that no longer holds it is replaced in order", 2, all, set(o0), []string{o0, o1}, []string{o0}, []string{o1}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := PinStatus("bafyobj", labs, tc.factor, tc.eligible, tc.holding)
