@@ -60,6 +60,9 @@ type LedgerReport struct {
 	// Misconduct is the proven misbehaviour in the set (ProvenMisconduct), each saying
 	// whether it sets its principal's results aside under the policy.
 	Misconduct []Misconduct `json:"misconduct"`
+	// CountedIDs are the attestation IDs of the counted runs, in the ledger's order (what
+	// `evalmesh verify-ledger` re-scores); outside the JSON, which keeps its shape.
+	CountedIDs []string `json:"-"`
 }
 
 // LedgerInput is everything the ledger is a function of (docs/design.md §7): the envelopes, the
@@ -182,6 +185,9 @@ func ledgerOf(ok []*Verified, rep *LedgerReport, in LedgerInput) (*scoring.Ledge
 	}
 	results, excluded := Accept(o, p)
 	rep.Counted, rep.Excluded = len(results), append([]Excluded{}, excluded...) // JSON [] when none
+	for _, r := range results {
+		rep.CountedIDs = append(rep.CountedIDs, r.AttestationID)
+	}
 	for _, rs := range o.Rescores {
 		rep.Rescores += len(rs)
 	}

@@ -115,6 +115,7 @@ type importResp struct {
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	n.meshRoutes(mux)
+	n.pinRoutes(mux)
 	if n.opts.TestControls {
 		n.testRoutes(mux)
 	}

@@ -89,16 +89,33 @@ func (n *Node) removeUnpinned(ctx context.Context, cids []cid.Cid) error {
 	return nil
 }
 
-// pinnedSet returns the multihashes (as strings) of every block under a recursive pin. Raw
-// leaves are named by their parents and never read. progress, if set, gets the count so far.
+// pinnedSet returns the multihashes (as strings) of every block under a recursive pin, and
+// of every block this node holds of the objects the ledger rests on (ledgerRoots: bundles,
+// submissions, logs, verdicts, agent images named by the stored campaigns and attestations),
+// pinned or not: garbage collection never drops those. Raw leaves are named by their
+// parents and never read. progress, if set, gets the count so far.
 func (n *Node) pinnedSet(ctx context.Context, progress func(blocks int)) (map[string]struct{}, error) {
 	set := map[string]struct{}{}
+	type root struct {
+		c      cid.Cid
+		pinned bool // a pin's blocks must all be here; a ledger object may be held in part or not at all
+	}
+	var roots []root
 	for sp := range n.pinner.RecursiveKeys(ctx, false) {
 		if sp.Err != nil {
 			return nil, sp.Err
 		}
-		stack := []cid.Cid{sp.Pin.Key}
-		set[string(sp.Pin.Key.Hash())] = struct{}{}
+		roots = append(roots, root{sp.Pin.Key, true})
+	}
+	for _, c := range n.ledgerRoots() {
+		roots = append(roots, root{c, false})
+	}
+	for _, r := range roots {
+		if _, ok := set[string(r.c.Hash())]; ok && !r.pinned {
+			continue
+		}
+		stack := []cid.Cid{r.c}
+		set[string(r.c.Hash())] = struct{}{}
 		for len(stack) > 0 {
 			c := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
@@ -106,8 +123,11 @@ func (n *Node) pinnedSet(ctx context.Context, progress func(blocks int)) (map[st
 				continue
 			}
 			b, err := n.bstore.Get(ctx, c)
+			if err != nil && !r.pinned {
+				continue
+			}
 			if err != nil {
-				return nil, fmt.Errorf("pinned block %s (under %s): %w", c, sp.Pin.Key, err)
+				return nil, fmt.Errorf("pinned block %s (under %s): %w", c, r.c, err)
 			}
 			links, err := blockLinks(b)
 			if err != nil {

@@ -119,7 +119,7 @@ func (n *Node) Metrics() *prometheus.Registry {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 			collectors.NewBuildInfoCollector(),
 			nm.runs, nm.claims, nm.syncSessions, nm.syncRounds, nm.syncBytes, nm.transferBytes, nm.ledgerSeconds,
-			nm.runGPUSeconds, nm.runEnergy, nodeStateCollector{n})
+			nm.runGPUSeconds, nm.runEnergy, nodeStateCollector{n}, pinsCollector{n})
 		nm.reg = reg
 	})
 	return nm.reg

@@ -120,6 +120,7 @@ type Node struct {
 	mesh    *Mesh // nil while the node runs alone
 	gater   *partitionGater
 	heads   headsState
+	pins    pinsState // the last repair round (pins.go)
 	metrics *nodeMetrics // Prometheus counters (metrics.go)
 	dashLn  net.Listener // the dashboard's, when Options.DashboardListen is set (dashboard.go)
 
@@ -238,6 +239,7 @@ func New(ctx context.Context, h home.Home, opts Options) (n *Node, err error) {
 	n.xsrv = xfer.NewServer(n.host, n.bstore, xopts...)
 	n.syncer = NewSyncer(n.host, n.vstore, n.networkName(), opts.Sync)
 	n.syncer.onSession = n.metrics.syncSession
+	n.serveHoldings()
 
 	if n.redial, err = newRedialer(n.host, h, n.syncer.proto, opts.Redial, opts.Logf, opts.Warnf); err != nil {
 		return nil, err

@@ -53,6 +53,8 @@ func Run(ctx context.Context, h home.Home, opts Options, ready func(n *Node, api
 			}
 			n.setMesh(m)
 			defer m.Close()
+			stopRepair := n.startRepairPins(ctx)
+			defer stopRepair()
 		}
 	}
 	ln, err := net.Listen("tcp", n.cfg.API)

@@ -94,6 +94,11 @@ type LedgerPolicy struct {
 	// Audits sets audits by re-execution (docs/scoring.md "Audits"); nil, the default and
 	// absent from the canonical form, is DefaultAuditRate with unaudited results counting.
 	Audits *AuditPolicy `json:"audits,omitempty"`
+	// PinFactor is how many labs must hold each object a counted result depends on (bundle,
+	// submission, logs, verdicts, agent image by CID): 0, the default, absent from the
+	// canonical form so documents without it keep their hash, means DefaultPinFactor; all
+	// active labs when they are fewer (NetworkDoc.PinFactor, protocol/holders.go).
+	PinFactor int `json:"pin_factor,omitempty"`
 }
 
 // AuditPolicy is the network's audit rate and what becomes of results nobody can audit.
@@ -244,6 +249,9 @@ func (d *NetworkDoc) normalize() error {
 	}
 	if p.BootstrapRounds < 0 || p.Replication < 0 {
 		return fmt.Errorf("network document: ledger.bootstrap_rounds and ledger.replication must be >= 0")
+	}
+	if p.PinFactor < 0 {
+		return fmt.Errorf("network document: ledger.pin_factor %d: give how many labs must hold each object, 1 or more (0 or absent: %d)", p.PinFactor, DefaultPinFactor)
 	}
 	if len(p.Executors) == 0 {
 		p.Executors = []string{string(attest.IsolationContainer)}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/node"
+)
+
+// verifyLedgerCLI runs `evalmesh verify-ledger --json` as a separate process from a fresh
+// home (a reviewer's: no lab, no certificate, no trust file) against every running node of
+// the cluster, and returns its report and exit status.
+func (c *cluster) verifyLedgerCLI(nodes ...*daemonProc) (*node.VerifyLedgerReport, int) {
+	c.t.Helper()
+	fresh := filepath.Join(c.t.TempDir(), "reviewer")
+	args := []string{"verify-ledger", "--home", fresh, "--json", "--executor", "process",
+		"--network-doc", c.labs.Nodes[0].Home.NetworkDocPath(), "--heads-wait", "20s"}
+	for _, d := range nodes {
+		args = append(args, "--peer", d.addr+"/p2p/"+d.peerID)
+	}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "EVALMESH_TEST_CLI=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatal(err)
+	}
+	var rep node.VerifyLedgerReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		c.t.Fatalf("verify-ledger (exit %d): %v\nstdout:\n%s\nstderr:\n%s", code, err, stdout.String(), stderr.String())
+	}
+	return &rep, code
+}
+
+// A reviewer with no lab re-verifies a small campaign of three daemons from the network
+// alone: same root as every lab announces, every counted run re-scored and confirmed.
+func TestVerifyLedgerFromAFreshHome(t *testing.T) {
+	skipShortFaults(t)
+	c, tasks := runningCluster(t, "arithmetic")
+	id, slots := c.publish(c.nodes[1], tasks, faultAgents, 2)
+	v := c.converged(id, slots, 120*time.Second)
+	rep, code := c.verifyLedgerCLI(c.nodes...)
+	if code != 0 || !rep.OK {
+		t.Fatalf("verify-ledger exit %d, ok %v: %+v", code, rep.OK, rep)
+	}
+	if rep.LedgerRoot != v.root {
+		t.Errorf("recomputed root %s, the daemons' %s", rep.LedgerRoot, v.root)
+	}
+	if len(rep.Announced) != len(c.nodes) {
+		t.Errorf("%d announced roots heard, want one per daemon (%d): %+v", len(rep.Announced), len(c.nodes), rep.Announced)
+	}
+	for _, a := range rep.Announced {
+		if !a.Agrees || a.LedgerRoot != v.root {
+			t.Errorf("announced root of %s: %s agrees=%v, want %s", a.PeerID, a.LedgerRoot, a.Agrees, v.root)
+		}
+	}
+	if rep.Counted != slots || rep.Rescored != slots || rep.Confirmed != slots || len(rep.NotRescored) != 0 || len(rep.Disagreements) != 0 {
+		t.Errorf("counted %d, re-scored %d, confirmed %d of %d slots; not re-scored %+v; disagreements %+v",
+			rep.Counted, rep.Rescored, rep.Confirmed, slots, rep.NotRescored, rep.Disagreements)
+	}
+	t.Logf("verify-ledger: root %.12s over %d attestations, %d runs re-scored, %.1f s", rep.LedgerRoot, rep.Attestations, rep.Rescored, rep.Seconds)
+}
+
+// Two trusted labs collude (not defended by the network: docs/design.md §9): lab3 signs
+// another run of a cell with the submission an honest lab made and a better score, and
+// lab2 signs a re-score confirming it, so every honest daemon counts it. A reviewer's
+// verify-ledger gets the same root as the labs announce (the attestations do give it) but
+// re-scores the submission itself, names the tampered run and its lab, and exits 2.
+func TestVerifyLedgerNamesATamperedResult(t *testing.T) {
+	skipShortFaults(t)
+	c, tasks := runningCluster(t, "arithmetic")
+	id, slots := c.publish(c.nodes[1], tasks, faultAgents, 2)
+	c.waitAllDone(c.nodes, id, slots)
+	before := c.settle("the honest campaign counted everywhere", 120*time.Second, func(v ledgerView) bool {
+		return len(v.counted) == slots
+	})[0]
+	liar, colluder := 2, 1 // lab3 signs the run, lab2 the re-score
+	liarLab, colluderLab := c.labs.Nodes[liar].Lab.ID, c.labs.Nodes[colluder].Lab.ID
+	// A cell lab3 did not run whose draw it wins (attest's fill order: same campaign and
+	// attempt, then sha256(slot ‖ attempt ‖ lab)), so its run fills the cell instead.
+	draw := func(r runInfo, lab string) [32]byte {
+		return sha256.Sum256(fmt.Appendf(nil, "evalmesh/fill/v1\x00%s\x00%s\x00%s\x00%d\x00%d\x00%s", r.campaign, r.task, r.agent, r.seed, 1, lab))
+	}
+	var target *runInfo
+	for _, r := range before.counted {
+		if r.lab == liarLab || r.attempt != 1 || !r.valid || r.score == nil {
+			continue
+		}
+		if d, h := draw(r, liarLab), draw(r, r.lab); bytes.Compare(d[:], h[:]) < 0 {
+			target = &r
+			break
+		}
+	}
+	if target == nil {
+		t.Skip("no cell of another lab whose draw lab3 wins in this run")
+	}
+	envs, err := c.nodes[0].client.StoredEnvelopes(context.Background(), node.SetAttestations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var honest []byte
+	for _, env := range envs {
+		if attest.EnvelopeID(env) == target.id {
+			honest = env
+		}
+	}
+	e, err := attest.DecodeEnvelope(honest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, run, _, err := attest.DecodeStatement(e.Payload)
+	if err != nil || run == nil {
+		t.Fatalf("honest run %s: %v", target.id, err)
+	}
+	// The tampered run: the honest submission (so anyone can fetch it), lab3's node, a
+	// score the submission does not earn.
+	key, cert := c.nodeKey(liar)
+	liarNode, _ := peer.IDFromPrivateKey(key)
+	tampered := *run
+	tampered.Node, tampered.Lab = liarNode.String(), liarLab
+	better := *run.Score + 0.25
+	if *run.Score >= 0.5 {
+		better = *run.Score - 0.25
+	}
+	tampered.Score = &better
+	tst, err := attest.NewStatement(st.Subject, attest.PredicateRunV1, tampered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runEnv, tamperedID, err := attest.Sign(key, cert, tst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// lab2's confirming re-score goes out first, so no honest daemon (nor lab2's own) is
+	// due to re-score the run when it arrives: the cell's one re-score is in.
+	ckey, ccert := c.nodeKey(colluder)
+	cnode, _ := peer.IDFromPrivateKey(ckey)
+	var sub []attest.Subject
+	for _, s := range st.Subject {
+		if role, _ := s.Annotations[attest.AnnotationRole].(string); role == attest.RoleSubmission {
+			sub = append(sub, s)
+		}
+	}
+	rst, err := attest.NewStatement(sub, attest.PredicateRescoreV1, attest.RescorePredicate{Run: tamperedID, Score: &better, Valid: true,
+		Metric: run.Metric, Evaluator: run.Evaluator, Node: cnode.String(), Lab: colluderLab, Time: time.Now().Truncate(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsEnv, _, err := attest.Sign(ckey, ccert, rst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsDir, runDir := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(rsDir, "rescore.json"), rsEnv, 0o644)
+	os.WriteFile(filepath.Join(runDir, "run.json"), runEnv, 0o644)
+	c.importInto(c.nodes[liar], rsDir)
+	c.settle("the colluding re-score stored everywhere", 60*time.Second, func(v ledgerView) bool { return v.envelopes == before.envelopes+1 })
+	c.importInto(c.nodes[liar], runDir)
+	views := c.settle("the tampered run counted by every daemon", 120*time.Second, func(v ledgerView) bool {
+		_, ok := v.counted[tamperedID]
+		return ok
+	})
+	if _, still := views[0].counted[target.id]; still {
+		t.Fatalf("the honest run %s still counts beside the tampered one", target.id)
+	}
+
+	rep, code := c.verifyLedgerCLI(c.nodes...)
+	if code != 2 || rep.OK {
+		t.Errorf("verify-ledger exit %d, ok %v: want exit 2 for a counted run it does not reproduce", code, rep.OK)
+	}
+	if rep.LedgerRoot != views[0].root || !rep.RootsAgree {
+		t.Errorf("recomputed root %s (roots agree %v), the daemons' %s: the attestations give the labs' root", rep.LedgerRoot, rep.RootsAgree, views[0].root)
+	}
+	if len(rep.Disagreements) != 1 {
+		t.Fatalf("disagreements %+v: want exactly the tampered run %s", rep.Disagreements, tamperedID)
+	}
+	d := rep.Disagreements[0]
+	if d.Attestation != tamperedID || d.Lab != liarLab || d.Attested == nil || *d.Attested != better || d.Rescored == nil || *d.Rescored != *run.Score {
+		t.Errorf("disagreement %+v: want run %s of %s, attested %v, re-scored %v", d, tamperedID, liarLab, better, *run.Score)
+	}
+	if rep.Confirmed != rep.Counted-1 {
+		t.Errorf("%d of %d counted runs confirmed: every honest one should be", rep.Confirmed, rep.Counted)
+	}
+}
