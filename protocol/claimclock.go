@@ -27,11 +27,16 @@ func (c *claimClock) reset(capacity int, now time.Time) {
 	c.pending = map[string]time.Time{}
 }
 
-// observe follows one step of the claim machine: held is the machine's held slots after
-// it (sorted, ClaimMachine.Held), a its actions, freeSince the slot's free time.
-func (c *claimClock) observe(held []string, a Actions, freeSince func(string) time.Time, now time.Time) {
+// observe follows one step of the claim machine: heldNow returns the machine's held slots
+// after it (sorted, ClaimMachine.Held; asked only when a pending or new claim needs it, since
+// it allocates), a its actions, freeSince the slot's free time.
+func (c *claimClock) observe(heldNow func() []string, a Actions, freeSince func(string) time.Time, now time.Time) {
 	if c.pending == nil {
 		c.reset(0, now)
+	}
+	var held []string
+	if len(c.pending) > 0 || slices.ContainsFunc(a.Publish, func(m ClaimMessage) bool { return m.Kind == ClaimKindClaim }) {
+		held = heldNow()
 	}
 	started := map[string]bool{}
 	for _, st := range a.Start {

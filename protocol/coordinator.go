@@ -94,6 +94,8 @@ type CoordActions struct {
 	Witness []string
 	// RecomputeLedger: the ledger's inputs changed (a campaign was prepared).
 	RecomputeLedger bool
+	// Handed lists campaigns handed to the claim machine now (for the log).
+	Handed []string
 	// Declined lists inputs the coordinator did not act on, and why (for the log).
 	Declined []Declined
 }
@@ -168,7 +170,7 @@ func NewCoordinator(cfg CoordinatorConfig) *Coordinator {
 
 // step folds one claim machine step into out, following claim→start after it.
 func (c *Coordinator) step(out *CoordActions, a Actions, now time.Time) {
-	c.clock.observe(c.cm.Held(), a, c.cm.FreeSince, now)
+	c.clock.observe(c.cm.Held, a, c.cm.FreeSince, now)
 	for _, ab := range a.Abort {
 		if c.running[ab.SlotID] {
 			delete(c.running, ab.SlotID)
@@ -246,6 +248,7 @@ func (c *Coordinator) handToMachine(out *CoordActions, cc *coordCampaign, now ti
 	delete(c.pending, id)
 	cc.awaiting = false
 	cc.added = true
+	out.Handed = append(out.Handed, id)
 	c.step(out, c.cm.AddCampaign(cc.spec, now), now)
 	// The claims heard while the bundles were fetched, before any claim made just now can
 	// settle: a pending claim of ours yields to a live or earlier one among them.
@@ -452,6 +455,9 @@ func (c *Coordinator) designated(runID string, now time.Time) bool {
 func (c *Coordinator) Tick(now time.Time) CoordActions {
 	var out CoordActions
 	c.step(&out, c.cm.Tick(now), now)
+	if len(c.runs) == 0 {
+		return out
+	}
 	for _, id := range slices.Sorted(maps.Keys(c.runs)) {
 		c.rescoreDuty(&out, c.runs[id], now)
 	}
@@ -503,6 +509,16 @@ func (c *Coordinator) KeyArrived(task string, now time.Time) CoordActions {
 func (c *Coordinator) NoKey(campaign, task string) bool {
 	cc := c.campaigns[campaign]
 	return cc != nil && cc.noKey[task]
+}
+
+// WaitsForKey says whether some campaign's slots of the sealed task wait for its key here.
+func (c *Coordinator) WaitsForKey(task string) bool {
+	for _, cc := range c.campaigns {
+		if cc.noKey[task] {
+			return true
+		}
+	}
+	return false
 }
 
 // AwaitingKey is the attempt of this node's run of slotID that waits for a key (0: none).

@@ -79,6 +79,9 @@ func (h *coordHarness) show(a CoordActions) {
 	for _, w := range a.Witness {
 		fmt.Fprintf(&h.out, "witness %s\n", w)
 	}
+	for _, id := range a.Handed {
+		fmt.Fprintf(&h.out, "handed %s to the claim machine\n", id)
+	}
 	if a.RecomputeLedger {
 		h.out.WriteString("recompute ledger\n")
 	}
