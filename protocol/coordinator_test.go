@@ -35,7 +35,8 @@ import (
 //	open n=1 | free n=2 | doc mismatch=true|false
 //	started slot=s | ended slot=s outcome=valid|agent|infra|awaiting-key [attempt=1]
 //	key-arrived task=t | rescore-ended run=r1 | shutdown
-//	witness-for campaign=c | status campaign=c | claim-to-start
+//	witness-for campaign=c | status campaign=c | claim-to-start | awaiting slot=s
+//	    (awaiting: the attempt of this node's run of s that waits for a key, 0 none)
 func TestCoordinator(t *testing.T) {
 	datadriven.Walk(t, "testdata/coordinator", func(t *testing.T, path string) {
 		h := &coordHarness{t0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
@@ -218,6 +219,9 @@ func (h *coordHarness) run(t *testing.T, d *datadriven.TestData) string {
 		h.c.RescoreEnded(str("run", "r1"))
 	case "shutdown":
 		h.show(h.c.Shutdown(h.now))
+	case "awaiting":
+		sid := str("slot", "c/s0")
+		fmt.Fprintf(&h.out, "%s awaiting-key attempt=%d\n", sid, h.c.AwaitingKey(sid))
 	case "witness-for":
 		fmt.Fprintf(&h.out, "witness=%q\n", h.c.WitnessFor(str("campaign", "c")))
 	case "status":
