@@ -234,6 +234,36 @@ type MeshLedger struct {
 	At           time.Time            `json:"at"`
 }
 
+// withDefaults fills o's zero fields with their defaults.
+func (o MeshOptions) withDefaults() MeshOptions {
+	if o.Capacity <= 0 {
+		o.Capacity = 1
+	}
+	if o.RescoreTimeout <= 0 {
+		o.RescoreTimeout = 2 * time.Minute
+	}
+	if o.LedgerDebounce <= 0 {
+		o.LedgerDebounce = 250 * time.Millisecond
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real()
+	}
+	if o.Now == nil {
+		o.Now = o.Clock.Now
+	}
+	o.Timing = o.Timing.withDefaults()
+	if o.CapacityEvery <= 0 {
+		o.CapacityEvery = 5 * time.Second
+	}
+	if o.HeadsInterval <= 0 {
+		o.HeadsInterval = defaultHeadsInterval
+	}
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = 30 * time.Second
+	}
+	return o
+}
+
 // StartMesh joins n to its network: gossipsub with the protocol's validators, the verified
 // store, and the loop. n must have been started with a store (Node.Store).
 func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
@@ -246,31 +276,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 	if opts.Runner.Cert == nil {
 		return nil, fmt.Errorf("mesh: this node has no lab certificate (%s): ask the lab for one with `evalmesh lab certify --node %s`", n.home.CertPath(), n.ID())
 	}
-	if opts.Capacity <= 0 {
-		opts.Capacity = 1
-	}
-	if opts.RescoreTimeout <= 0 {
-		opts.RescoreTimeout = 2 * time.Minute
-	}
-	if opts.LedgerDebounce <= 0 {
-		opts.LedgerDebounce = 250 * time.Millisecond
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.Real()
-	}
-	if opts.Now == nil {
-		opts.Now = opts.Clock.Now
-	}
-	opts.Timing = opts.Timing.withDefaults()
-	if opts.CapacityEvery <= 0 {
-		opts.CapacityEvery = 5 * time.Second
-	}
-	if opts.HeadsInterval <= 0 {
-		opts.HeadsInterval = defaultHeadsInterval
-	}
-	if opts.SyncInterval <= 0 {
-		opts.SyncInterval = 30 * time.Second
-	}
+	opts = opts.withDefaults()
 	st := n.Store()
 	if st == nil {
 		return nil, errors.New("mesh: the node has no attestation store")
