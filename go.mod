@@ -21,6 +21,7 @@ require (
 	github.com/ipfs/go-unixfsnode v1.10.6
 	github.com/ipld/go-car/v2 v2.17.0
 	github.com/ipld/go-ipld-prime v0.24.0
+	github.com/jonboulle/clockwork v0.5.0
 	github.com/libp2p/go-buffer-pool v0.1.0
 	github.com/libp2p/go-libp2p v0.52.0
 	github.com/libp2p/go-libp2p-pubsub v0.19.0

@@ -194,7 +194,7 @@ func (n *Node) meshRoutes(mux *http.ServeMux) {
 // certificate filled in), bypassing the claim machine: only for the test hook above.
 func (m *Mesh) publishRaw(ctx context.Context, msg protocol.ClaimMessage) error {
 	var cfg protocol.ClaimConfig
-	if err := m.query(ctx, func() { cfg = m.cm.Config() }); err != nil {
+	if err := m.query(ctx, func() { cfg = m.coord.ClaimConfig() }); err != nil {
 		return err
 	}
 	msg.V, msg.PeerID, msg.Lab, msg.Cert = protocol.Version, cfg.Self, cfg.Lab, cfg.Cert
@@ -212,11 +212,11 @@ func (c *Client) TestClaim(ctx context.Context, msg protocol.ClaimMessage) error
 	return c.call(ctx, "test/claim", msg, nil)
 }
 
-func (mc *meshCampaign) info() CampaignInfo {
+func (mc *meshCampaign) info(ready bool) CampaignInfo {
 	c := mc.v.Campaign
 	return CampaignInfo{ID: mc.v.ID, Title: c.Title, Lab: mc.v.Lab, LabName: mc.v.LabName, Network: c.Network,
 		Tasks: len(c.Tasks), Agents: len(c.Agents), Seeds: c.Seeds, Replication: c.Replication,
-		Slots: len(c.Tasks) * len(c.Agents) * c.Seeds, Created: c.Created, Deadline: c.Deadline, Ready: mc.added}
+		Slots: len(c.Tasks) * len(c.Agents) * c.Seeds, Created: c.Created, Deadline: c.Deadline, Ready: ready}
 }
 
 // Campaigns lists the campaigns this node has prepared, newest first.
@@ -224,7 +224,7 @@ func (m *Mesh) Campaigns(ctx context.Context) ([]CampaignInfo, error) {
 	var out []CampaignInfo
 	err := m.query(ctx, func() {
 		for _, mc := range m.campaigns {
-			out = append(out, mc.info())
+			out = append(out, mc.info(m.coord.Ready(mc.v.ID)))
 		}
 	})
 	sort.Slice(out, func(i, j int) bool {
@@ -244,17 +244,17 @@ func (m *Mesh) CampaignStatus(ctx context.Context, id string) (*CampaignReport, 
 		if !ok {
 			return
 		}
-		st, _ := m.cm.Status(id, m.opts.Now())
-		rep = &CampaignReport{CampaignInfo: mc.info(), Status: st, Slots: []SlotReport{}, Refused: mc.refusals()}
+		st, _ := m.coord.Status(id, m.opts.Now())
+		rep = &CampaignReport{CampaignInfo: mc.info(m.coord.Ready(id)), Status: st, Slots: []SlotReport{}, Refused: mc.refusals()}
 		for _, s := range mc.v.Campaign.Slots() {
 			sid := protocol.SlotID(s)
 			sr := SlotReport{ID: sid, Task: s.Task, Agent: s.Agent, Seed: s.Seed, State: "open", Runs: []RunReport{}}
 			if _, no := mc.refused[s.Agent]; no {
 				sr.State = "refused" // by this node's policy (Refused says why)
-			} else if mc.noKey[s.Task] {
+			} else if m.coord.NoKey(id, s.Task) {
 				sr.State = "no-key" // sealed, and this lab cannot open its key: key holders first
 			}
-			if m.awaitingKey[sid] > 0 {
+			if m.coord.AwaitingKey(sid) > 0 {
 				sr.State = "awaiting-key" // this node's run waits for the sealed bundle's key
 			}
 			if _, ok := m.running[sid]; ok {

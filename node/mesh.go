@@ -20,6 +20,7 @@ import (
 	"github.com/evalmesh/evalmesh/agentspec"
 
 	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/internal/clock"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/protocol/recon"
 	"github.com/evalmesh/evalmesh/runner"
@@ -29,11 +30,13 @@ import (
 
 // The mesh is the daemon's part in a network (docs/design.md, "the daemon's main loop"):
 // campaigns in, claims out, runs on this node's capacity, attestations and re-scores
-// gossiped, the ledger recomputed from the verified store. The decisions are made in
-// protocol (the claim machine, the re-scorer order), runner (runs and re-scores) and
-// attest/scoring (the ledger); this file only carries them out.
+// gossiped, the ledger recomputed from the verified store. It decides nothing: the loop
+// feeds protocol.Coordinator verified values (campaigns, claims, runs, re-scores, witness
+// records, run outcomes, capacity, the time) and carries out the CoordActions it returns
+// (publish, start, abort, re-score, witness, recompute); runner runs and re-scores, and
+// attest/scoring compute the ledger. Time, timers and tickers come from MeshOptions.Clock.
 //
-// Concurrency: one goroutine, the loop, owns the claim machine and every table below it;
+// Concurrency: one goroutine, the loop, owns the coordinator and every table below it;
 // everything else (subscriptions, runs, re-scores, the API) hands it closures through do
 // and query. Runs, re-scores, fetches and the ledger computation run on their own
 // goroutines, so a slow fetch or a big ledger never stalls ingestion.
@@ -48,7 +51,8 @@ type MeshOptions struct {
 	// Capacity is how many runs this node holds at once (GPU count, or runner.max_parallel
 	// on a CPU-only node); 0 means 1.
 	Capacity int
-	// FreeCapacity, when set, is re-read every CapacityEvery (default 5 s) once claiming has
+	// FreeCapacity, when set, is re-read every CapacityEvery (default 5 s; the network
+	// document's vote is counted as often) once claiming has
 	// opened: capacity becomes the runs this node holds plus the runs a shared cluster can
 	// start besides them now (the slurm executor: the partition's free GPUs), so claims
 	// never exceed what it can start; on an error capacity stays. mesh_capacity.go.
@@ -74,12 +78,68 @@ type MeshOptions struct {
 	HeadsInterval, SyncInterval time.Duration
 	// PubSub tunes gossipsub's queues (zero: node defaults).
 	PubSub PubSubOptions
-	// Now is the clock (default time.Now).
+	// Clock is the mesh's clock: the time it reads and every timer and ticker it makes
+	// (default the wall clock; tests may pass a clock.Fake).
+	Clock clock.Clock
+	// Now, when set, is what the mesh reads as the time instead of Clock.Now.
 	Now func() time.Time
+	// Timing holds the mesh's other waits (zero fields: DefaultMeshTiming's).
+	Timing MeshTiming
 }
 
 // defaultHeadsInterval is MeshOptions.HeadsInterval's default.
 const defaultHeadsInterval = 5 * time.Second
+
+// MeshTiming is every wait of the mesh not named by a MeshOptions field of its own.
+type MeshTiming struct {
+	// Tick is how often the loop ticks the coordinator besides its wake-ups (re-score
+	// duties move on with it).
+	Tick time.Duration
+	// OpenGrace is how long a node with no peer waits before it claims alone; OpenPoll how
+	// often it looks for a peer meanwhile; FirstSync bounds its first reconciliation.
+	OpenGrace, OpenPoll, FirstSync time.Duration
+	// CloseRelease bounds the wait for the loop to release this node's claims at Close;
+	// CloseDrain the wait for those releases to leave, polled every CloseDrainPoll.
+	CloseRelease, CloseDrain, CloseDrainPoll time.Duration
+	// BundleFetch bounds one fetch of a campaign's bundle; a failed fetch is retried after
+	// PrepareRetryBase, doubled each try up to PrepareRetryMax.
+	BundleFetch, PrepareRetryBase, PrepareRetryMax time.Duration
+	// HardLimitGrace is added to a task's wall-clock limit for a slot's hard limit: the
+	// time to fetch, evaluate and sign.
+	HardLimitGrace time.Duration
+	// ObjectFetch bounds the fetch of a submission to re-score.
+	ObjectFetch time.Duration
+	// WitnessWait bounds a run's wait for its campaign's witness record (this node's own,
+	// being stored), polled every WitnessPoll.
+	WitnessWait, WitnessPoll time.Duration
+}
+
+// DefaultMeshTiming is MeshTiming's defaults.
+var DefaultMeshTiming = MeshTiming{
+	Tick:      time.Second,
+	OpenGrace: 3 * time.Second, OpenPoll: 50 * time.Millisecond, FirstSync: 10 * time.Second,
+	CloseRelease: 2 * time.Second, CloseDrain: time.Second, CloseDrainPoll: 5 * time.Millisecond,
+	BundleFetch: 2 * time.Minute, PrepareRetryBase: time.Second, PrepareRetryMax: 30 * time.Second,
+	HardLimitGrace: 5 * time.Minute, ObjectFetch: time.Minute,
+	WitnessWait: 30 * time.Second, WitnessPoll: 50 * time.Millisecond,
+}
+
+// withDefaults fills t's zero fields from DefaultMeshTiming.
+func (t MeshTiming) withDefaults() MeshTiming {
+	d := DefaultMeshTiming
+	for _, f := range []struct{ v, def *time.Duration }{
+		{&t.Tick, &d.Tick}, {&t.OpenGrace, &d.OpenGrace}, {&t.OpenPoll, &d.OpenPoll}, {&t.FirstSync, &d.FirstSync},
+		{&t.CloseRelease, &d.CloseRelease}, {&t.CloseDrain, &d.CloseDrain}, {&t.CloseDrainPoll, &d.CloseDrainPoll},
+		{&t.BundleFetch, &d.BundleFetch}, {&t.PrepareRetryBase, &d.PrepareRetryBase}, {&t.PrepareRetryMax, &d.PrepareRetryMax},
+		{&t.HardLimitGrace, &d.HardLimitGrace}, {&t.ObjectFetch, &d.ObjectFetch},
+		{&t.WitnessWait, &d.WitnessWait}, {&t.WitnessPoll, &d.WitnessPoll},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	return t
+}
 
 // Mesh is a running node's part in its network. Start it with StartMesh; Close stops it.
 type Mesh struct {
@@ -99,70 +159,43 @@ type Mesh struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// Owned by the loop goroutine.
-	cm        *protocol.ClaimMachine
+	// Owned by the loop goroutine. coord decides (protocol.Coordinator); the tables beside
+	// it hold what carrying its actions out needs: the prepared campaigns' bundles and
+	// agents, the runs' cancel functions, the stored runs' envelopes for re-announcing,
+	// re-scoring and the dashboard.
+	coord     *protocol.Coordinator
 	campaigns map[string]*meshCampaign
-	slots     map[string]slotRef // slot ID -> where it is
 	running   map[string]*activeRun
 	runs      map[string]*runRecord // run attestation ID -> record
 	bySlot    map[string][]string   // slot ID -> run attestation IDs, in arrival order
 	rescores  map[string][]rescoreRecord
-	rescoring map[string]bool      // run IDs this node is re-scoring now
-	labPeers  map[string]time.Time // nodes of our lab heard from, for the re-score split
-	labs      []string             // the trusted labs' IDs, sorted: the re-scorer order's members
-	pending   map[string]bool      // campaigns whose bundles are being fetched
-	// early: claims heard for a pending campaign, replayed once it is added, so a node that
-	// was still fetching the bundles does not claim slots it heard others hold.
-	early   map[string][]*protocol.ClaimMessage
-	clock   claimClock // claim→start per run (mesh_claimclock.go)
-	capOpen bool       // openCapacity has given the claim machine its capacity
+	labs      []string // the trusted labs' IDs, sorted: the network-document vote's members
 	// peerLab: the lab of each peer whose claims passed the validator (its node certificate
 	// checked against the trust store): the only peers whose heads vote on the network
-	// document (mesh_netdoc.go). docHalt: a majority of the labs announce another document,
-	// so this node claims nothing.
+	// document (mesh_netdoc.go).
 	peerLab map[string]string
-	docHalt bool
-	// awaitingKey: slot IDs whose run here waits for a sealed bundle's key, to the attempt
-	// that run signed (mesh_sealed.go).
-	awaitingKey map[string]int
-	wake        *time.Timer
+	wake    clock.Timer
 
 	bundleMu sync.Mutex
 	bundles  map[string]*sync.Mutex // per-CID fetch lock
 
 	grants *grantIndex // sealed bundles' key grants (mesh_sealed.go)
 
-	// witnesses: the witness records held, by campaign; witnessed: the campaigns this node
-	// has signed one of (mesh_witness.go).
-	witnesses map[string][]witnessRef
-	witnessed map[string]bool
-
 	ledgerMu    sync.Mutex
 	ledgerDirty bool
-	ledgerTimer *time.Timer
+	ledgerTimer clock.Timer
 	ledger      *MeshLedger
 	ledgerCount int // computations, for tests
 }
 
 type meshCampaign struct {
 	v      *protocol.VerifiedCampaign
-	spec   protocol.CampaignSpec // its slots, as handed to the claim machine
 	tasks  map[string]tasks.Meta // bundle CID -> metadata (after fetching it)
 	agents map[string]*agentspec.Spec
-	added  bool // handed to the claim machine
 	// refused: agent CID -> why this node's policy will not run it (mesh_policy.go).
 	refused map[string]string
-	// noKey: sealed bundles of the campaign whose key this node cannot open yet; their
-	// slots are left to key holders first (protocol.SlotSpec.NoKey, mesh_sealed.go).
-	noKey map[string]bool
-	// awaitingWitness: this node's lab's campaign, held back from the claim machine until
-	// another lab witnesses it (mesh_witness.go).
-	awaitingWitness bool
-}
-
-type slotRef struct {
-	campaign string
-	slot     attest.Slot
+	// sealed: the campaign's sealed bundles (their keys may not open here; mesh_sealed.go).
+	sealed map[string]bool
 }
 
 type activeRun struct {
@@ -201,6 +234,36 @@ type MeshLedger struct {
 	At           time.Time            `json:"at"`
 }
 
+// withDefaults fills o's zero fields with their defaults.
+func (o MeshOptions) withDefaults() MeshOptions {
+	if o.Capacity <= 0 {
+		o.Capacity = 1
+	}
+	if o.RescoreTimeout <= 0 {
+		o.RescoreTimeout = 2 * time.Minute
+	}
+	if o.LedgerDebounce <= 0 {
+		o.LedgerDebounce = 250 * time.Millisecond
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real()
+	}
+	if o.Now == nil {
+		o.Now = o.Clock.Now
+	}
+	o.Timing = o.Timing.withDefaults()
+	if o.CapacityEvery <= 0 {
+		o.CapacityEvery = 5 * time.Second
+	}
+	if o.HeadsInterval <= 0 {
+		o.HeadsInterval = defaultHeadsInterval
+	}
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = 30 * time.Second
+	}
+	return o
+}
+
 // StartMesh joins n to its network: gossipsub with the protocol's validators, the verified
 // store, and the loop. n must have been started with a store (Node.Store).
 func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
@@ -213,24 +276,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 	if opts.Runner.Cert == nil {
 		return nil, fmt.Errorf("mesh: this node has no lab certificate (%s): ask the lab for one with `evalmesh lab certify --node %s`", n.home.CertPath(), n.ID())
 	}
-	if opts.Capacity <= 0 {
-		opts.Capacity = 1
-	}
-	if opts.RescoreTimeout <= 0 {
-		opts.RescoreTimeout = 2 * time.Minute
-	}
-	if opts.LedgerDebounce <= 0 {
-		opts.LedgerDebounce = 250 * time.Millisecond
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.HeadsInterval <= 0 {
-		opts.HeadsInterval = defaultHeadsInterval
-	}
-	if opts.SyncInterval <= 0 {
-		opts.SyncInterval = 30 * time.Second
-	}
+	opts = opts.withDefaults()
 	st := n.Store()
 	if st == nil {
 		return nil, errors.New("mesh: the node has no attestation store")
@@ -241,21 +287,19 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 	m := &Mesh{
 		n: n, opts: opts, store: st, lab: cert.Lab, self: n.ID().String(),
 		events: make(chan func(), 1024), publish: make(chan protocol.ClaimMessage, 4096),
-		campaigns: map[string]*meshCampaign{}, slots: map[string]slotRef{}, running: map[string]*activeRun{},
+		campaigns: map[string]*meshCampaign{}, running: map[string]*activeRun{},
 		runs: map[string]*runRecord{}, bySlot: map[string][]string{}, rescores: map[string][]rescoreRecord{},
-		rescoring: map[string]bool{}, labPeers: map[string]time.Time{}, pending: map[string]bool{}, early: map[string][]*protocol.ClaimMessage{},
-		bundles: map[string]*sync.Mutex{}, awaitingKey: awaitingKeySlots(opts.Runner, n.opts.Logf),
-		witnesses: map[string][]witnessRef{}, witnessed: map[string]bool{},
-		peerLab: map[string]string{},
+		bundles: map[string]*sync.Mutex{}, peerLab: map[string]string{},
 	}
 
 	cc := opts.Claims
+	cc.Self, cc.Lab, cc.Cert = m.self, cert.Lab, cert.Raw()
+	m.labs = trustedLabIDs(opts.Trust) // the trust store is fixed for the mesh's life
 	// No capacity until the store is replayed and one reconciliation has run (or a grace
 	// period passed): a restarted node must learn what finished while it was away before it
-	// claims anything (docs/protocol-claims.md, "restarts").
-	cc.Self, cc.Lab, cc.Cert, cc.Capacity = m.self, cert.Lab, cert.Raw(), 0
-	m.cm = protocol.NewClaimMachine(cc)
-	m.labs = trustedLabIDs(opts.Trust) // the trust store is fixed for the mesh's life
+	// claims anything (docs/protocol-claims.md, "restarts"); openCapacity opens it.
+	m.coord = protocol.NewCoordinator(protocol.CoordinatorConfig{Claims: cc, Labs: m.labs, RescoreTimeout: opts.RescoreTimeout,
+		RequireWitness: opts.Policy.RequireWitness, AwaitingKey: awaitingKeySlots(opts.Runner, n.opts.Logf)})
 	m.ctx, m.stop = context.WithCancel(context.Background())
 
 	network := n.cfg.Network
@@ -311,7 +355,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		m.wg.Add(1)
 		go m.consume(kind, msgs, cancel)
 	}
-	m.wake = time.NewTimer(time.Hour)
+	m.wake = opts.Clock.NewTimer(time.Hour)
 	m.wg.Add(3)
 	go m.loop()
 	go m.publisher()
@@ -351,14 +395,14 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 // is connected (a node alone).
 func (m *Mesh) openCapacity() {
 	defer m.wg.Done()
-	const grace = 3 * time.Second
-	deadline := time.Now().Add(grace)
-	t := time.NewTicker(50 * time.Millisecond)
+	clk, tm := m.opts.Clock, m.opts.Timing
+	deadline := clk.Now().Add(tm.OpenGrace)
+	t := clk.NewTicker(tm.OpenPoll)
 	defer t.Stop()
 	for {
-		if peers := m.n.host.Network().Peers(); len(peers) > 0 || !time.Now().Before(deadline) {
+		if peers := m.n.host.Network().Peers(); len(peers) > 0 || !clk.Now().Before(deadline) {
 			if sy := m.n.Syncer(); sy != nil && len(peers) > 0 {
-				ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+				ctx, cancel := context.WithTimeout(m.ctx, tm.FirstSync)
 				_, err := sy.SyncWith(ctx, peers[0])
 				cancel()
 				if err != nil && m.ctx.Err() == nil {
@@ -370,15 +414,10 @@ func (m *Mesh) openCapacity() {
 		select {
 		case <-m.ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
-	m.do(func() {
-		now := m.opts.Now()
-		m.clock.reset(m.opts.Capacity, now)
-		m.capOpen = true
-		m.apply(m.cm.SetCapacity(m.claimCapacity(), now))
-	})
+	m.do(func() { m.apply(m.coord.OpenCapacity(m.opts.Capacity, m.opts.Now())) })
 }
 
 // Close releases this node's claims (so others need not wait for the leases), stops the
@@ -392,18 +431,18 @@ func (m *Mesh) Close() error {
 func (m *Mesh) close() error {
 	done := make(chan struct{})
 	if m.do(func() {
-		m.apply(m.cm.Shutdown(m.opts.Now()))
+		m.apply(m.coord.Shutdown(m.opts.Now()))
 		close(done)
 	}) {
 		select {
 		case <-done:
-		case <-time.After(2 * time.Second):
+		case <-m.opts.Clock.After(m.opts.Timing.CloseRelease):
 		}
 	}
 	// Let the releases go out before leaving the topics.
-	deadline := time.Now().Add(time.Second)
-	for len(m.publish) > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	deadline := m.opts.Clock.Now().Add(m.opts.Timing.CloseDrain)
+	for len(m.publish) > 0 && m.opts.Clock.Now().Before(deadline) {
+		m.opts.Clock.Sleep(m.opts.Timing.CloseDrainPoll)
 	}
 	m.stop()
 	m.wg.Wait()
@@ -444,9 +483,9 @@ func (m *Mesh) query(ctx context.Context, f func()) error {
 
 func (m *Mesh) loop() {
 	defer m.wg.Done()
-	tick := time.NewTicker(time.Second)
+	tick := m.opts.Clock.NewTicker(m.opts.Timing.Tick)
 	defer tick.Stop()
-	headsTick := time.NewTicker(m.opts.HeadsInterval)
+	headsTick := m.opts.Clock.NewTicker(m.opts.HeadsInterval)
 	defer headsTick.Stop()
 	for {
 		select {
@@ -457,13 +496,11 @@ func (m *Mesh) loop() {
 			return
 		case f := <-m.events:
 			f()
-		case <-m.wake.C:
-			m.apply(m.cm.Tick(m.opts.Now()))
-		case <-tick.C:
-			now := m.opts.Now()
-			m.apply(m.cm.Tick(now))
-			m.rescoreDuties(now)
-		case <-headsTick.C:
+		case <-m.wake.Chan():
+			m.apply(m.coord.Tick(m.opts.Now()))
+		case <-tick.Chan():
+			m.apply(m.coord.Tick(m.opts.Now()))
+		case <-headsTick.Chan():
 			m.announceHead()
 		}
 	}
@@ -491,19 +528,10 @@ func (m *Mesh) consume(kind string, msgs <-chan Message, cancel func()) {
 				}
 				m.n.metrics.claim("received", c.Kind)
 				m.do(func() {
-					if c.Lab == m.lab {
-						m.labPeers[c.PeerID] = m.opts.Now()
-					}
 					if len(m.peerLab) < maxVotingPeers || m.peerLab[c.PeerID] != "" {
 						m.peerLab[c.PeerID] = c.Lab
 					}
-					if m.pending[c.Campaign] {
-						if len(m.early[c.Campaign]) < maxEarlyClaims {
-							m.early[c.Campaign] = append(m.early[c.Campaign], c)
-						}
-						return
-					}
-					m.apply(m.cm.Receive(c, m.opts.Now()))
+					m.apply(m.coord.Claim(c, m.opts.Now()))
 				})
 			case protocol.TopicAttestations:
 				_, _ = m.store.Attestations().Add([][]byte{msg.Data}, SourceGossip, msg.From.String())
@@ -514,11 +542,7 @@ func (m *Mesh) consume(kind string, msgs <-chan Message, cancel func()) {
 				if err != nil {
 					continue
 				}
-				m.do(func() {
-					if h.Lab == m.lab {
-						m.labPeers[h.PeerID] = m.opts.Now()
-					}
-				})
+				m.do(func() { m.coord.PeerHeard(h.PeerID, h.Lab, m.opts.Now()) })
 			}
 		}
 	}
@@ -528,7 +552,7 @@ func (m *Mesh) consume(kind string, msgs <-chan Message, cancel func()) {
 func (m *Mesh) publisher() {
 	defer m.wg.Done()
 	// Start from the clock so a restarted node's messages never repeat earlier bytes.
-	seq := uint64(time.Now().UnixNano())
+	seq := uint64(m.opts.Clock.Now().UnixNano())
 	for {
 		select {
 		case <-m.ctx.Done():
@@ -558,9 +582,9 @@ func (m *Mesh) gossip(kind string, data []byte) {
 	}()
 }
 
-// apply carries out the claim machine's actions: publish, abort, start (in that order).
-func (m *Mesh) apply(a protocol.Actions) {
-	m.clock.observe(m.cm.Held(), a, m.cm.FreeSince, m.opts.Now())
+// apply carries out the coordinator's actions: publish, abort, re-announce, start, then
+// re-score, witness and recompute. It decides nothing.
+func (m *Mesh) apply(a protocol.CoordActions) {
 	for _, c := range a.Publish {
 		select {
 		case m.publish <- c:
@@ -576,7 +600,6 @@ func (m *Mesh) apply(a protocol.Actions) {
 			r.aborted = true
 			r.cancel()
 			delete(m.running, ab.SlotID)
-			m.clock.unitFreed(m.opts.Now())
 			if ab.Reason == protocol.AbortFinishedElsewhere && m.signedHere(ab.SlotID, r.attempt) {
 				// This run's own attestation finished the slot before the run's goroutine
 				// reported back: there was nothing left to cut short.
@@ -587,6 +610,9 @@ func (m *Mesh) apply(a protocol.Actions) {
 	}
 	for _, ig := range a.Ignored {
 		m.n.opts.Warnf("mesh: ignored from %s on slot %s: %s", ig.Peer, ig.Slot, ig.Why)
+	}
+	for _, dc := range a.Declined {
+		m.n.opts.Logf("mesh: %s %s not taken: %s", dc.Input, dc.ID, dc.Why)
 	}
 	for _, slotID := range a.Reannounce {
 		// Someone claims a slot this node already ran (it restarted, or missed the result):
@@ -601,6 +627,20 @@ func (m *Mesh) apply(a protocol.Actions) {
 	for _, s := range a.Start {
 		m.startRun(s, now)
 	}
+	for _, id := range a.Rescore {
+		m.startRescore(id)
+	}
+	for _, id := range a.Witness {
+		m.witness(id)
+	}
+	for _, id := range a.Handed {
+		if mc := m.campaigns[id]; mc != nil {
+			m.n.opts.Logf("mesh: campaign %s %q: %d slots", id, mc.v.Campaign.Title, len(mc.v.Campaign.Slots())-m.refusedSlots(mc))
+		}
+	}
+	if a.RecomputeLedger {
+		m.ledgerChanged()
+	}
 	if !a.Wake.IsZero() {
 		d := a.Wake.Sub(now)
 		if d < 0 {
@@ -608,7 +648,7 @@ func (m *Mesh) apply(a protocol.Actions) {
 		}
 		if !m.wake.Stop() {
 			select {
-			case <-m.wake.C:
+			case <-m.wake.Chan():
 			default:
 			}
 		}
@@ -635,10 +675,9 @@ func (m *Mesh) onCampaign(env []byte) {
 		// (the ledger reads the stored campaign), nothing more is claimed.
 		return
 	}
-	if _, ok := m.campaigns[v.ID]; ok || m.pending[v.ID] {
+	if !m.coord.CampaignHeard(v.ID) {
 		return
 	}
-	m.pending[v.ID] = true
 	go m.prepareCampaign(v, 0)
 }
 
@@ -657,7 +696,7 @@ func (m *Mesh) campaignCreated(env []byte) time.Time {
 // prepareCampaign fetches a campaign's bundles and parses its agents, retrying while peers
 // that hold the bundles are not reachable yet.
 func (m *Mesh) prepareCampaign(v *protocol.VerifiedCampaign, try int) {
-	mc := &meshCampaign{v: v, tasks: map[string]tasks.Meta{}, agents: map[string]*agentspec.Spec{}, noKey: map[string]bool{}}
+	mc := &meshCampaign{v: v, tasks: map[string]tasks.Meta{}, agents: map[string]*agentspec.Spec{}, sealed: map[string]bool{}}
 	for _, a := range v.Campaign.Agents {
 		spec, err := agentspec.Parse(a.Spec)
 		if err != nil {
@@ -667,7 +706,7 @@ func (m *Mesh) prepareCampaign(v *protocol.VerifiedCampaign, try int) {
 		mc.agents[a.CID] = spec
 	}
 	for _, t := range v.Campaign.Tasks {
-		ctx, cancel := context.WithTimeout(m.ctx, 2*time.Minute)
+		ctx, cancel := context.WithTimeout(m.ctx, m.opts.Timing.BundleFetch)
 		dir, err := m.BundleDir(ctx, t)
 		cancel()
 		if err == nil {
@@ -675,7 +714,7 @@ func (m *Mesh) prepareCampaign(v *protocol.VerifiedCampaign, try int) {
 			if meta, err = tasks.LoadMeta(dir); err == nil {
 				mc.tasks[t] = *meta
 				if tasks.IsSealed(dir) {
-					mc.noKey[t] = true // until addCampaign finds the key
+					mc.sealed[t] = true
 				}
 				continue
 			}
@@ -684,10 +723,10 @@ func (m *Mesh) prepareCampaign(v *protocol.VerifiedCampaign, try int) {
 			return
 		}
 		m.n.opts.Logf("mesh: campaign %s: bundle %s: %v (retrying)", v.ID, t, err)
-		delay := min(time.Duration(1<<min(try, 5))*time.Second, 30*time.Second)
+		delay := min(time.Duration(1<<min(try, 5))*m.opts.Timing.PrepareRetryBase, m.opts.Timing.PrepareRetryMax)
 		select {
 		case <-m.ctx.Done():
-		case <-time.After(delay):
+		case <-m.opts.Clock.After(delay):
 			go m.prepareCampaign(v, try+1)
 		}
 		return
@@ -695,91 +734,64 @@ func (m *Mesh) prepareCampaign(v *protocol.VerifiedCampaign, try int) {
 	m.do(func() { m.addCampaign(mc) })
 }
 
-// maxEarlyClaims bounds the claims kept for one campaign being prepared: a few per slot of a
-// large campaign; past it the rest are dropped, as they were before any were kept (the
-// settle and the tie-break still resolve what is missed).
-const maxEarlyClaims = 1 << 16
-
+// addCampaign hands a prepared campaign to the coordinator: every slot, with its hard
+// limit, whether this node can open its sealed bundle's key, and the agents its policy
+// refuses.
 func (m *Mesh) addCampaign(mc *meshCampaign) {
 	c := mc.v.Campaign
 	m.campaigns[mc.v.ID] = mc
-	spec := protocol.CampaignSpec{ID: mc.v.ID, Created: c.Created, Deadline: c.Deadline}
 	m.refuseByPolicy(mc)
+	in := protocol.CoordinatorCampaign{Spec: protocol.CampaignSpec{ID: mc.v.ID, Created: c.Created, Deadline: c.Deadline},
+		Lab: mc.v.Lab, Replication: c.Replication, Refused: map[string]bool{}}
+	for a := range mc.refused {
+		in.Refused[a] = true
+	}
 	// Checked here, on the loop: a grant that keyArrived handled before this campaign was
 	// added found nothing to lift, so this is where it counts.
-	for t := range mc.noKey {
-		if m.opts.Runner.HoldsKey(t) {
-			delete(mc.noKey, t)
-		}
+	noKey := map[string]bool{}
+	for t := range mc.sealed {
+		noKey[t] = !m.opts.Runner.HoldsKey(t)
 	}
 	for _, s := range c.Slots() {
-		id := protocol.SlotID(s)
-		m.slots[id] = slotRef{campaign: mc.v.ID, slot: s}
-		if _, no := mc.refused[s.Agent]; no {
-			continue // never claimed here
-		}
 		limit := time.Duration(0)
 		if meta, ok := mc.tasks[s.Task]; ok && meta.Limits.WallClockSeconds > 0 {
 			// The runner enforces the task's own limit; the claim's hard limit adds the
 			// time to fetch, evaluate and sign.
-			limit = time.Duration(meta.Limits.WallClockSeconds)*time.Second + 5*time.Minute
+			limit = time.Duration(meta.Limits.WallClockSeconds)*time.Second + m.opts.Timing.HardLimitGrace
 		}
-		spec.Slots = append(spec.Slots, protocol.SlotSpec{ID: id, Slot: s, HardLimit: limit, AwaitingKey: m.awaitingKey[id] > 0, AwaitingKeyAttempt: m.awaitingKey[id], NoKey: mc.noKey[s.Task]})
+		in.Spec.Slots = append(in.Spec.Slots, protocol.SlotSpec{ID: protocol.SlotID(s), Slot: s, HardLimit: limit, NoKey: noKey[s.Task]})
 	}
-	mc.spec = spec
-	if m.opts.Policy.RequireWitness && mc.v.Lab != m.lab {
-		m.witness(mc)
-	}
-	if m.needsWitness(mc) {
-		// Runs signed before another lab has seen the campaign would not count: claim
-		// nothing until a witness comes (the claims heard meanwhile are kept, as while the
-		// bundles were fetched).
-		mc.awaitingWitness = true
+	a := m.coord.AddCampaign(in, m.opts.Now())
+	if !m.coord.Ready(mc.v.ID) {
 		m.n.opts.Logf("mesh: campaign %s %q: waiting for another lab to witness it before claiming its slots", mc.v.ID, c.Title)
-		m.ledgerChanged()
-		return
 	}
-	m.handToMachine(mc)
+	m.apply(a)
 }
 
-// handToMachine gives a prepared campaign's slots to the claim machine.
-func (m *Mesh) handToMachine(mc *meshCampaign) {
-	delete(m.pending, mc.v.ID)
-	mc.awaitingWitness = false
-	spec := mc.spec
-	mc.added = true
-	now := m.opts.Now()
-	m.apply(m.cm.AddCampaign(spec, now))
-	// The claims heard while the bundles were fetched, before any claim made just now can
-	// settle: a pending claim of ours yields to a live or earlier one among them.
-	for _, c := range m.early[mc.v.ID] {
-		m.apply(m.cm.Receive(c, now))
-	}
-	delete(m.early, mc.v.ID)
-	// Runs that arrived before the campaign finish their slots now.
-	for id, refs := range m.bySlot {
-		if _, ok := m.slots[id]; ok && slices.ContainsFunc(refs, func(r string) bool { return m.finishesSlot(m.runs[r]) }) {
-			m.apply(m.cm.SlotFinished(id, "", now)) // heard before the campaign: no claim could be
+// refusedSlots counts mc's slots of agents this node's policy refuses.
+func (m *Mesh) refusedSlots(mc *meshCampaign) int {
+	n := 0
+	for _, s := range mc.v.Campaign.Slots() {
+		if _, no := mc.refused[s.Agent]; no {
+			n++
 		}
 	}
-	m.n.opts.Logf("mesh: campaign %s %q: %d slots", mc.v.ID, mc.v.Campaign.Title, len(spec.Slots))
-	m.ledgerChanged()
+	return n
 }
 
 // startRun starts a run the claim machine asked for, on its own goroutine.
 func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 	mc := m.campaigns[s.Campaign]
 	if mc == nil {
-		m.apply(m.cm.RunEnded(s.Slot.ID, protocol.RunOutcome{Kind: protocol.RunInfraFailed, Detail: "campaign unknown"}, now))
+		m.apply(m.coord.RunEnded(s.Slot.ID, s.Attempt, protocol.RunOutcome{Kind: protocol.RunInfraFailed, Detail: "campaign unknown"}, now))
 		return
 	}
-	m.clock.started(s.Slot.ID, now)
 	ctx, cancel := context.WithCancel(m.ctx)
 	ar := &activeRun{cancel: cancel, attempt: s.Attempt}
 	m.running[s.Slot.ID] = ar
-	m.apply(m.cm.RunStarted(s.Slot.ID, now))
+	m.apply(m.coord.RunStarted(s.Slot.ID, now))
 	spec := mc.agents[s.Slot.Slot.Agent]
-	witness := m.witnessFor(s.Campaign)
+	witness := m.coord.WitnessFor(s.Campaign)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -791,11 +803,7 @@ func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 				return // the machine already considers the run over
 			}
 			delete(m.running, s.Slot.ID)
-			if outcome.Kind == protocol.RunAwaitingKey {
-				m.awaitingKey[s.Slot.ID] = ar.attempt
-			}
-			m.clock.unitFreed(m.opts.Now())
-			m.apply(m.cm.RunEnded(s.Slot.ID, outcome, m.opts.Now()))
+			m.apply(m.coord.RunEnded(s.Slot.ID, ar.attempt, outcome, m.opts.Now()))
 		})
 	}()
 }
@@ -964,10 +972,8 @@ func (m *Mesh) onAttestation(env []byte) {
 		m.runs[id] = &runRecord{ID: id, Node: run.Node, Lab: run.Lab, Metric: run.Metric, Witness: run.Witness, Slot: run.Slot, SlotID: slotID,
 			Attempt: max(run.Attempt, 1), Valid: run.Valid, Score: run.Score, Envelope: env, FirstSeen: now, Detail: runDetailOf(st, run)}
 		m.bySlot[slotID] = append(m.bySlot[slotID], id)
-		if _, ok := m.slots[slotID]; ok && m.finishesSlot(m.runs[id]) {
-			m.apply(m.cm.SlotFinished(slotID, run.Node, now))
-		}
-		m.rescoreDuty(m.runs[id], now)
+		m.apply(m.coord.Run(protocol.RunHeard{ID: id, Node: run.Node, Lab: run.Lab, Slot: run.Slot, SlotID: slotID, Attempt: run.Attempt,
+			Metric: run.Metric, Valid: run.Valid, Score: run.Score, Witness: run.Witness}, now))
 	case rs != nil:
 		for _, r := range m.rescores[rs.Run] {
 			if r.ID == id {
@@ -975,12 +981,14 @@ func (m *Mesh) onAttestation(env []byte) {
 			}
 		}
 		m.rescores[rs.Run] = append(m.rescores[rs.Run], rescoreRecord{ID: id, Node: rs.Node, Lab: rs.Lab, Metric: rs.Metric, Score: rs.Score, Valid: rs.Valid})
-		if r, ok := m.runs[rs.Run]; ok {
-			m.rescoreDuty(r, now) // a contradiction may bring this lab in (protocol.EscalatedReplication)
-		}
+		m.apply(m.coord.Rescore(protocol.RescoreHeard{ID: id, Run: rs.Run, Node: rs.Node, Lab: rs.Lab, Metric: rs.Metric, Valid: rs.Valid, Score: rs.Score}, now))
 	default:
 		if w := witnessOf(st, e.Payload); w != nil {
-			m.onWitness(id, w)
+			a := m.coord.Witness(protocol.WitnessHeard{ID: id, Campaign: w.Campaign, Lab: w.Lab, Node: w.Node}, now)
+			if slices.Contains(a.Handed, w.Campaign) {
+				m.n.opts.Logf("mesh: campaign %s: witnessed by lab %s; claiming its slots", w.Campaign, w.Lab)
+			}
+			m.apply(a)
 		}
 	}
 }
@@ -1002,43 +1010,13 @@ func trustedLabIDs(trust *attest.TrustStore) []string {
 	return slices.Compact(out)
 }
 
-func (m *Mesh) rescoreDuties(now time.Time) {
-	for _, r := range m.runs {
-		m.rescoreDuty(r, now)
-	}
-}
-
-// rescoreDuty starts a re-score of run when this node's lab is among the labs due to
-// re-score it (protocol.RescorersDue) and this node is the one of its lab that does it.
-func (m *Mesh) rescoreDuty(r *runRecord, now time.Time) {
-	if r.Lab == m.lab || m.rescoring[r.ID] {
-		return
-	}
-	ref, ok := m.slots[r.SlotID]
+// startRescore re-scores run id, as the coordinator asked, on its own goroutine.
+func (m *Mesh) startRescore(id string) {
+	r, ok := m.runs[id]
 	if !ok {
+		m.coord.RescoreEnded(id)
 		return
 	}
-	done := map[string]bool{}
-	against := map[string]bool{}
-	runP := &attest.RunPredicate{Metric: r.Metric, Valid: r.Valid, Score: r.Score}
-	for _, rs := range m.rescores[r.ID] {
-		done[rs.Lab] = true
-		if rs.Lab != r.Lab && !attest.Confirms(runP, &attest.RescorePredicate{Metric: rs.Metric, Valid: rs.Valid, Score: rs.Score}, attest.Agree) {
-			against[rs.Lab] = true
-		}
-	}
-	replication := protocol.EscalatedReplication(m.campaigns[ref.campaign].v.Campaign.Replication, len(against))
-	if replication <= 0 {
-		return
-	}
-	if done[m.lab] {
-		return
-	}
-	due := protocol.RescorersDue(r.ID, r.Lab, m.labs, replication, done, now.Sub(r.FirstSeen), m.opts.RescoreTimeout)
-	if !slices.Contains(due, m.lab) || !m.designated(r.ID, now) {
-		return
-	}
-	m.rescoring[r.ID] = true
 	rec := *r
 	m.wg.Add(1)
 	go func() {
@@ -1047,25 +1025,8 @@ func (m *Mesh) rescoreDuty(r *runRecord, now time.Time) {
 		if err != nil && m.ctx.Err() == nil {
 			m.n.opts.Logf("mesh: re-score of %s: %v (retried later)", rec.ID, err)
 		}
-		m.do(func() { delete(m.rescoring, rec.ID) })
+		m.do(func() { m.coord.RescoreEnded(rec.ID) })
 	}()
-}
-
-// designated says whether this node is the one of its lab that re-scores runID: the first
-// in rendezvous order among the lab's nodes heard from recently, so a lab of many nodes
-// re-scores each run once.
-func (m *Mesh) designated(runID string, now time.Time) bool {
-	best, bestScore := m.self, protocol.RendezvousScore(runID, m.self)
-	lease := m.cm.Config().Lease
-	for p, seen := range m.labPeers {
-		if p == m.self || now.Sub(seen) > 2*lease {
-			continue
-		}
-		if s := protocol.RendezvousScore(runID, p); s > bestScore || (s == bestScore && p < best) {
-			best, bestScore = p, s
-		}
-	}
-	return best == m.self
 }
 
 // Rescore re-scores the run attestation runID: fetch its submission by CID from peers,
@@ -1140,7 +1101,7 @@ func (m *Mesh) fetchObject(ctx context.Context, cs, sum string) ([]byte, error) 
 	if err != nil {
 		return nil, fmt.Errorf("submission CID %q: %w", cs, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, m.opts.Timing.ObjectFetch)
 	defer cancel()
 	b, err := m.n.bserv.GetBlock(ctx, c)
 	if err != nil {
@@ -1159,7 +1120,7 @@ func (m *Mesh) ledgerChanged() {
 	defer m.ledgerMu.Unlock()
 	m.ledgerDirty = true
 	if m.ledgerTimer == nil {
-		m.ledgerTimer = time.AfterFunc(m.opts.LedgerDebounce, m.computeLedger)
+		m.ledgerTimer = m.opts.Clock.AfterFunc(m.opts.LedgerDebounce, m.computeLedger)
 	}
 }
 
@@ -1174,9 +1135,9 @@ func (m *Mesh) computeLedger() {
 	var ml *MeshLedger
 	if ok {
 		fp := m.store.Attestations().Fingerprint()
-		began := time.Now()
+		began := m.opts.Clock.Now()
 		l, rep, err := m.store.Ledger(in)
-		m.n.metrics.ledgerSeconds.Observe(time.Since(began).Seconds())
+		m.n.metrics.ledgerSeconds.Observe(m.opts.Clock.Since(began).Seconds())
 		if err == nil {
 			m.n.setHeadRoot(l.Root(), fp)
 		}
@@ -1196,7 +1157,7 @@ func (m *Mesh) computeLedger() {
 	}
 	m.ledgerTimer = nil
 	if m.ledgerDirty {
-		m.ledgerTimer = time.AfterFunc(m.opts.LedgerDebounce, m.computeLedger)
+		m.ledgerTimer = m.opts.Clock.AfterFunc(m.opts.LedgerDebounce, m.computeLedger)
 	}
 	m.ledgerMu.Unlock()
 }
@@ -1318,6 +1279,6 @@ func (m *Mesh) announceHead() {
 // ClaimToStart returns the claim→start time of every run this node started.
 func (m *Mesh) ClaimToStart(ctx context.Context) ([]time.Duration, error) {
 	var out []time.Duration
-	err := m.query(ctx, func() { out = slices.Clone(m.clock.samples) })
+	err := m.query(ctx, func() { out = m.coord.ClaimToStart() })
 	return out, err
 }

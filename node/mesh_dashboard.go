@@ -63,8 +63,8 @@ func (m *Mesh) dashboardState(ctx context.Context, s *dashboard.Snapshot) error 
 		taskName, agentName := names.TaskNames, names.AgentNames
 		seenTask := map[string]bool{}
 		for _, mc := range m.campaigns {
-			st, _ := m.cm.Status(mc.v.ID, m.opts.Now())
-			info := mc.info()
+			st, _ := m.coord.Status(mc.v.ID, m.opts.Now())
+			info := mc.info(m.coord.Ready(mc.v.ID))
 			s.Campaigns = append(s.Campaigns, dashboard.Campaign{ID: info.ID, Title: info.Title, Lab: info.Lab, LabName: info.LabName,
 				Tasks: info.Tasks, Agents: info.Agents, Seeds: info.Seeds, Replication: info.Replication, Created: info.Created,
 				Deadline: info.Deadline, Ready: info.Ready, Status: st})

@@ -2,7 +2,6 @@ package node
 
 import (
 	"strings"
-	"time"
 
 	"github.com/evalmesh/evalmesh/protocol"
 )
@@ -18,18 +17,14 @@ const maxVotingPeers = 4096
 // certificate it has not checked (through their claims) have no vote.
 func (m *Mesh) watchDocument() {
 	defer m.wg.Done()
-	every := m.opts.CapacityEvery
-	if every <= 0 {
-		every = 5 * time.Second
-	}
 	ours := m.opts.NetworkDoc.Hash()
-	t := time.NewTicker(every)
+	t := m.opts.Clock.NewTicker(m.opts.CapacityEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-m.ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 		now := m.opts.Now()
 		var active []string
@@ -63,26 +58,15 @@ func (m *Mesh) watchDocument() {
 
 // setDocHalt stops or resumes claiming as the verdict says (on the loop).
 func (m *Mesh) setDocHalt(v protocol.DocumentVerdict, ours string) {
-	if v.Mismatch == m.docHalt {
+	a, changed := m.coord.DocumentMismatch(v.Mismatch, m.opts.Now())
+	if !changed {
 		return
 	}
-	m.docHalt = v.Mismatch
 	if v.Mismatch {
 		m.n.opts.Warnf("mesh: network document mismatch: labs %s announce document %s, this node runs %s: claiming nothing until it runs the same (evalmesh network show; get the signed document from the labs)",
 			strings.Join(v.Labs, ", "), v.Majority, ours)
 	} else {
 		m.n.opts.Logf("mesh: the network document matches a majority of the labs again (%s): claiming resumes", ours)
 	}
-	if m.capOpen {
-		m.apply(m.cm.SetCapacity(m.claimCapacity(), m.opts.Now()))
-	}
-}
-
-// claimCapacity is what the claim machine may hold: none while the network document
-// differs from the majority's (on the loop).
-func (m *Mesh) claimCapacity() int {
-	if m.docHalt {
-		return 0
-	}
-	return m.opts.Capacity
+	m.apply(a)
 }

@@ -88,17 +88,10 @@ func (m *Mesh) keyArrived(bundle string) {
 		return
 	}
 	m.do(func() {
-		found := false
-		for _, mc := range m.campaigns {
-			if mc.noKey[bundle] {
-				delete(mc.noKey, bundle)
-				found = true
-			}
-		}
-		if found {
+		if m.coord.WaitsForKey(bundle) {
 			m.n.opts.Logf("mesh: this lab can now open the key of %s: claiming its slots like any other", bundle)
-			m.apply(m.cm.KeyArrived(bundle, m.opts.Now()))
 		}
+		m.apply(m.coord.KeyArrived(bundle, m.opts.Now()))
 	})
 }
 

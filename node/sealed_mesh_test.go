@@ -192,7 +192,7 @@ func TestSealedSlotAwaitsKeyThenScores(t *testing.T) {
 		t.Helper()
 		testutil.WaitFor(t, 2*time.Minute, what, func() bool {
 			var open, idle bool
-			_ = m.query(ctx, func() { open, idle = m.capOpen, len(m.cm.Held()) == 0 && len(m.running) == 0 })
+			_ = m.query(ctx, func() { open, idle = m.coord.Open(), len(m.coord.Held()) == 0 && len(m.running) == 0 })
 			rep, err := m.CampaignStatus(ctx, campaign)
 			return err == nil && open && idle && rep.Status.AwaitingKey == 1 && rep.Status.Failed == 0 &&
 				len(rep.Slots) == 1 && rep.Slots[0].State == "awaiting-key"
@@ -245,7 +245,7 @@ func TestSealedSlotLeftToKeyHoldersUntilAGrant(t *testing.T) {
 	// as soon as the mesh gives it its capacity.
 	testutil.WaitFor(t, 2*time.Minute, "the campaign known, capacity given and the sealed slot left unclaimed", func() bool {
 		var open, idle bool
-		_ = m.query(ctx, func() { open, idle = m.capOpen, len(m.cm.Held()) == 0 && len(m.running) == 0 })
+		_ = m.query(ctx, func() { open, idle = m.coord.Open(), len(m.coord.Held()) == 0 && len(m.running) == 0 })
 		rep, err := m.CampaignStatus(ctx, campaign)
 		return err == nil && open && idle && rep.Status.Unclaimed == 1 && len(rep.Slots) == 1 && rep.Slots[0].State == "no-key"
 	})

@@ -1,6 +1,9 @@
 // Package protocol owns what crosses between nodes over pubsub and streams: wire messages and
-// their versions, topic names, message validators, the claim state machine (pure: inputs in,
-// actions out, in the shape of etcd's raft) and anti-entropy reconciliation of attestation sets.
+// their versions, topic names, message validators, the claim state machine and the
+// Coordinator that wraps it with a node's other duties (who re-scores, witnessing,
+// campaigns held until prepared or witnessed, sealed-key waits, capacity): pure, inputs in,
+// actions out, in the shape of etcd's raft, with time an input; and anti-entropy
+// reconciliation of attestation sets.
 //
 // It never starts hosts or containers; the node package does the I/O the actions ask for.
 package protocol

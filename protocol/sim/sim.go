@@ -1,4 +1,5 @@
-// Package sim runs many nodes of the real claim state machine (protocol.ClaimMachine) in
+// Package sim runs many nodes of the real coordinator (protocol.Coordinator, which wraps the
+// claim state machine, as each daemon's loop drives it) in
 // virtual time, over a network that loses, delays, duplicates and partitions messages, with
 // nodes that crash and restart, and reports what happened: whether every slot finished, how
 // much work was duplicated, the protocol's own claim→start latency, message counts and
@@ -280,7 +281,7 @@ type run struct {
 type node struct {
 	id     string
 	lab    int
-	m      *protocol.ClaimMachine
+	m      *protocol.Coordinator
 	up     bool
 	epoch  int
 	wakeAt time.Duration
@@ -409,11 +410,18 @@ func (w *world) run() Result {
 
 func (w *world) startNode(i int) {
 	n := w.nodes[i]
-	n.m = protocol.NewClaimMachine(protocol.ClaimConfig{
+	// The runs waiting for a key survive a restart (HOME/runs), as a daemon reads them.
+	awaiting := map[string]int{}
+	if n.keyless && w.c.Sealed > 0 {
+		for s, attempt := range n.awaiting {
+			awaiting[w.spec.Slots[s].ID] = attempt
+		}
+	}
+	n.m = protocol.NewCoordinator(protocol.CoordinatorConfig{Claims: protocol.ClaimConfig{
 		Self: n.id, Lab: w.labs[n.lab], Cert: []byte(`{}`),
 		Lease: w.c.Lease, Heartbeat: w.c.Heartbeat, Settle: w.c.Settle,
 		MaxInfraAttempts: w.c.MaxInfraAttempts, KeyHolderHeadStart: w.c.KeyHolderHeadStart,
-	})
+	}, Labs: w.labs, AwaitingKey: awaiting})
 	n.freeUnits = n.freeUnits[:0]
 	for range w.c.Capacity {
 		n.freeUnits = append(n.freeUnits, w.now)
@@ -425,14 +433,14 @@ func (w *world) startNode(i int) {
 	// The daemon's order: campaigns, then what its attestation store knows (it survives
 	// restarts), then what reconciliation with a peer brings, and only then capacity, so a
 	// restarted node does not claim what finished while it was down.
-	w.apply(i, n.m.AddCampaign(w.specFor(n), now))
+	w.apply(i, n.m.AddCampaign(protocol.CoordinatorCampaign{Spec: w.specFor(n), Lab: w.labs[0]}, now).Actions)
 	for s, k := range n.known {
 		if k {
-			w.apply(i, n.m.SlotFinished(w.spec.Slots[s].ID, "", now)) // replayed from its store
+			w.apply(i, n.m.SlotFinished(w.spec.Slots[s].ID, "", now).Actions) // replayed from its store
 		}
 	}
 	w.reconcile(i)
-	w.apply(i, n.m.SetCapacity(w.c.Capacity, now))
+	w.apply(i, n.m.OpenCapacity(w.c.Capacity, now).Actions)
 }
 
 // sealed says whether slot s's task (task s mod 10) is a sealed bundle.
@@ -440,8 +448,8 @@ func (c Config) sealed(s int) bool {
 	return float64(s%10) < math.Round(c.Sealed*10)
 }
 
-// specFor is the campaign as node n's daemon hands it to its machine: a keyless node marks
-// the sealed slots NoKey, and those its runs wait on AwaitingKey.
+// specFor is the campaign as node n's daemon hands it to its coordinator: a keyless node
+// marks the sealed slots NoKey (the coordinator marks those its runs wait on AwaitingKey).
 func (w *world) specFor(n *node) protocol.CampaignSpec {
 	if !n.keyless || w.c.Sealed == 0 {
 		return w.spec
@@ -450,7 +458,6 @@ func (w *world) specFor(n *node) protocol.CampaignSpec {
 	spec.Slots = slices.Clone(w.spec.Slots)
 	for s := range spec.Slots {
 		spec.Slots[s].NoKey = w.c.sealed(s)
-		spec.Slots[s].AwaitingKey, spec.Slots[s].AwaitingKeyAttempt = n.awaiting[s] > 0, n.awaiting[s]
 	}
 	return spec
 }
@@ -582,7 +589,7 @@ func (w *world) startRun(i, s, attempt int) {
 	if noKey {
 		w.res.KeylessRuns++
 	}
-	w.apply(i, n.m.RunStarted(w.spec.Slots[s].ID, w.at(w.now)))
+	w.apply(i, n.m.RunStarted(w.spec.Slots[s].ID, w.at(w.now)).Actions)
 	u := w.rng.Float64()
 	switch {
 	case u < w.c.Hang:
@@ -681,7 +688,7 @@ func (w *world) learn(j, idx int) {
 		return
 	}
 	n.known[s] = true
-	w.apply(j, n.m.SlotFinished(w.spec.Slots[s].ID, w.nodes[w.runs[idx].node].id, w.at(w.now)))
+	w.apply(j, n.m.SlotFinished(w.spec.Slots[s].ID, w.nodes[w.runs[idx].node].id, w.at(w.now)).Actions)
 }
 
 func (w *world) handle(e *event) {
@@ -695,7 +702,7 @@ func (w *world) handle(e *event) {
 			return
 		}
 		w.delivered++
-		w.apply(e.node, n.m.Receive(e.msg, now))
+		w.apply(e.node, n.m.Claim(e.msg, now).Actions)
 		if s := w.slotIdx[e.msg.Slot]; n.forger && e.msg.Kind == protocol.ClaimKindRenew && w.nodes[from].lab != n.lab && !n.fabricated[s] && !w.finished[s] {
 			n.fabricated[s] = true
 			w.fabricate(e.node, s, e.msg.Attempt)
@@ -713,7 +720,7 @@ func (w *world) handle(e *event) {
 			return
 		}
 		n.wakeAt = -1
-		w.apply(e.node, n.m.Tick(now))
+		w.apply(e.node, n.m.Tick(now).Actions)
 	case evRunEnd:
 		n := w.nodes[e.node]
 		r := w.runs[e.run]
@@ -725,7 +732,7 @@ func (w *world) handle(e *event) {
 			n.awaiting[r.slot] = r.attempt
 		}
 		w.endRun(e.run, kind == protocol.RunValid || kind == protocol.RunAgentFailed, kind == protocol.RunInfraFailed)
-		w.apply(e.node, n.m.RunEnded(w.spec.Slots[r.slot].ID, protocol.RunOutcome{Kind: kind}, now))
+		w.apply(e.node, n.m.RunEnded(w.spec.Slots[r.slot].ID, r.attempt, protocol.RunOutcome{Kind: kind}, now).Actions)
 	case evCrash:
 		n := w.nodes[e.node]
 		w.res.Crashes++

@@ -1,10 +1,8 @@
-package node
+package protocol
 
 import (
 	"slices"
 	"time"
-
-	"github.com/evalmesh/evalmesh/protocol"
 )
 
 // claimClock measures claim→start per run exactly as the simulator (protocol/sim) defines
@@ -13,7 +11,7 @@ import (
 // unit; a pending claim the machine dropped without starting (a lost tie, a slot finished
 // elsewhere) hands its unit's time on to the next claim, so a lost tie counts as protocol
 // overhead, never as waiting for capacity; a run's end frees its unit at that moment.
-// Owned by the mesh loop (no locking).
+// Owned by the Coordinator (no locking).
 type claimClock struct {
 	free    []time.Time          // ready times of free units, oldest first
 	pending map[string]time.Time // slot ID → ready time of the unit its pending claim holds
@@ -29,11 +27,16 @@ func (c *claimClock) reset(capacity int, now time.Time) {
 	c.pending = map[string]time.Time{}
 }
 
-// observe follows one step of the claim machine: held is the machine's held slots after
-// it (sorted, protocol.ClaimMachine.Held), a its actions, freeSince the slot's free time.
-func (c *claimClock) observe(held []string, a protocol.Actions, freeSince func(string) time.Time, now time.Time) {
+// observe follows one step of the claim machine: heldNow returns the machine's held slots
+// after it (sorted, ClaimMachine.Held; asked only when a pending or new claim needs it, since
+// it allocates), a its actions, freeSince the slot's free time.
+func (c *claimClock) observe(heldNow func() []string, a Actions, freeSince func(string) time.Time, now time.Time) {
 	if c.pending == nil {
 		c.reset(0, now)
+	}
+	var held []string
+	if len(c.pending) > 0 || slices.ContainsFunc(a.Publish, func(m ClaimMessage) bool { return m.Kind == ClaimKindClaim }) {
+		held = heldNow()
 	}
 	started := map[string]bool{}
 	for _, st := range a.Start {
@@ -48,7 +51,7 @@ func (c *claimClock) observe(held []string, a protocol.Actions, freeSince func(s
 	}
 	slices.SortFunc(inherit, time.Time.Compare)
 	for _, msg := range a.Publish {
-		if msg.Kind != protocol.ClaimKindClaim {
+		if msg.Kind != ClaimKindClaim {
 			continue
 		}
 		if _, ok := c.pending[msg.Slot]; ok {

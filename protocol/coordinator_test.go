@@ -1,0 +1,253 @@
+package protocol
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/evalmesh/evalmesh/attest"
+)
+
+// TestCoordinator runs the datadriven scripts in testdata/coordinator: one node's
+// coordinator ("a" of lab "L1" unless said otherwise) on a virtual clock, fed verified
+// values as its daemon would, printing every action. Rewrite the expected output with
+// `go test ./protocol -run TestCoordinator -rewrite`.
+//
+// Commands:
+//
+//	coord [self=a] [lab=L1] [labs=(L1,L2,L3)] [rescore-timeout=2m] [require-witness]
+//	      [lease=10m] [settle=300ms] [awaiting-key=(c/s0@1)]
+//	    a new coordinator (a restart when one exists)
+//	heard campaign=c          CampaignHeard: prints whether to prepare it
+//	campaign id=c [lab=L2] [slots=1] [agents=1] [refused=(g1)] [replication=0] [task=t]
+//	      [no-key=(c/s0)] [deadline=1h] [hard=30m]
+//	    AddCampaign; slot i of c is c/si, of agent g(i mod agents)
+//	claim from=x [lab=L2] [kind=claim] campaign=c slot=c/s0 [lamport=1] [attempt=1] [reason=r]
+//	run id=r1 node=x lab=L2 slot=c/s0 [attempt=1] [valid=true] [score=0.5] [witness=w1]
+//	rescore id=x run=r1 node=y lab=L3 [valid=true] [score=0.5]
+//	witness id=w1 campaign=c lab=L2 node=y
+//	peer name=p lab=L1        PeerHeard (a head)
+//	advance d                 the clock moves on by d, then Tick
+//	open n=1 | free n=2 | doc mismatch=true|false
+//	started slot=s | ended slot=s outcome=valid|agent|infra|awaiting-key [attempt=1]
+//	key-arrived task=t | rescore-ended run=r1 | shutdown
+//	witness-for campaign=c | status campaign=c | claim-to-start | awaiting slot=s
+//	    (awaiting: the attempt of this node's run of s that waits for a key, 0 none)
+func TestCoordinator(t *testing.T) {
+	datadriven.Walk(t, "testdata/coordinator", func(t *testing.T, path string) {
+		h := &coordHarness{t0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		h.now = h.t0
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			return h.run(t, d)
+		})
+	})
+}
+
+type coordHarness struct {
+	t0, now time.Time
+	c       *Coordinator
+	wake    time.Time
+	out     strings.Builder
+}
+
+func (h *coordHarness) show(a CoordActions) {
+	for _, ab := range a.Abort {
+		fmt.Fprintf(&h.out, "abort %s attempt=%d reason=%s\n", ab.SlotID, ab.Attempt, ab.Reason)
+	}
+	for _, p := range a.Publish {
+		fmt.Fprintf(&h.out, "publish %s %s lamport=%d attempt=%d", p.Kind, p.Slot, p.Lamport, p.Attempt)
+		if p.Reason != "" {
+			fmt.Fprintf(&h.out, " reason=%s", p.Reason)
+		}
+		h.out.WriteString("\n")
+	}
+	for _, s := range a.Reannounce {
+		fmt.Fprintf(&h.out, "reannounce %s\n", s)
+	}
+	for _, s := range a.Start {
+		fmt.Fprintf(&h.out, "start %s attempt=%d\n", s.Slot.ID, s.Attempt)
+	}
+	for _, ig := range a.Ignored {
+		fmt.Fprintf(&h.out, "ignored %s from %s: %s\n", ig.Slot, ig.Peer, ig.Why)
+	}
+	for _, r := range a.Rescore {
+		fmt.Fprintf(&h.out, "rescore %s\n", r)
+	}
+	for _, w := range a.Witness {
+		fmt.Fprintf(&h.out, "witness %s\n", w)
+	}
+	for _, id := range a.Handed {
+		fmt.Fprintf(&h.out, "handed %s to the claim machine\n", id)
+	}
+	if a.RecomputeLedger {
+		h.out.WriteString("recompute ledger\n")
+	}
+	for _, dc := range a.Declined {
+		fmt.Fprintf(&h.out, "declined %s %s: %s\n", dc.Input, dc.ID, dc.Why)
+	}
+	if !a.Wake.IsZero() && !a.Wake.Equal(h.wake) {
+		h.wake = a.Wake
+		fmt.Fprintf(&h.out, "wake +%s\n", a.Wake.Sub(h.t0))
+	}
+}
+
+func (h *coordHarness) run(t *testing.T, d *datadriven.TestData) string {
+	h.out.Reset()
+	str := func(key, def string) string {
+		v := def
+		d.MaybeScanArgs(t, key, &v)
+		return v
+	}
+	num := func(key string, def int) int {
+		v := def
+		d.MaybeScanArgs(t, key, &v)
+		return v
+	}
+	score := func() *float64 {
+		s, ok := d.Arg("score")
+		if !ok {
+			return nil
+		}
+		f, err := strconv.ParseFloat(s.SingleVal(t), 64)
+		if err != nil {
+			d.Fatalf(t, "score %q: %v", s.SingleVal(t), err)
+		}
+		return &f
+	}
+	list := func(key string, def []string) []string {
+		if arg, ok := d.Arg(key); ok {
+			return arg.Vals
+		}
+		return def
+	}
+	if d.Cmd != "coord" && h.c == nil {
+		d.Fatalf(t, "no coordinator: start with `coord`")
+	}
+	switch d.Cmd {
+	case "coord":
+		cfg := CoordinatorConfig{
+			Claims: ClaimConfig{Self: str("self", "a"), Lab: str("lab", "L1"), Cert: []byte(`{}`),
+				Lease: mustDuration(t, str("lease", "10m")), Settle: mustDuration(t, str("settle", "300ms"))},
+			Labs: list("labs", []string{"L1", "L2", "L3"}), RescoreTimeout: mustDuration(t, str("rescore-timeout", "2m")),
+			RequireWitness: d.HasArg("require-witness"), AwaitingKey: map[string]int{},
+		}
+		for _, v := range list("awaiting-key", nil) {
+			sid, att, _ := strings.Cut(v, "@")
+			n, err := strconv.Atoi(att)
+			if err != nil {
+				d.Fatalf(t, "awaiting-key %q: want slot@attempt", v)
+			}
+			cfg.AwaitingKey[sid] = n
+		}
+		restart := h.c != nil
+		h.c, h.wake = NewCoordinator(cfg), time.Time{}
+		if restart {
+			return "restarted\n"
+		}
+		return "ok\n"
+	case "heard":
+		fmt.Fprintf(&h.out, "prepare=%v\n", h.c.CampaignHeard(str("campaign", "")))
+	case "campaign":
+		id := str("id", "c")
+		in := CoordinatorCampaign{Lab: str("lab", "L2"), Replication: num("replication", 0), Refused: map[string]bool{}}
+		for _, g := range list("refused", nil) {
+			in.Refused[g] = true
+		}
+		in.Spec = CampaignSpec{ID: id, Created: h.now, Deadline: h.now.Add(mustDuration(t, str("deadline", "1h")))}
+		noKey := list("no-key", nil)
+		agents := num("agents", 1)
+		for i := range num("slots", 1) {
+			sid := fmt.Sprintf("%s/s%d", id, i)
+			in.Spec.Slots = append(in.Spec.Slots, SlotSpec{ID: sid, HardLimit: mustDuration(t, str("hard", "30m")),
+				Slot: attest.Slot{Campaign: id, Task: str("task", "t"), Agent: fmt.Sprintf("g%d", i%agents), Seed: i}, NoKey: contains(noKey, sid)})
+		}
+		h.show(h.c.AddCampaign(in, h.now))
+	case "claim":
+		m := &ClaimMessage{V: Version, Cert: []byte(`{}`), LeaseMS: (10 * time.Minute).Milliseconds(),
+			PeerID: str("from", "x"), Lab: str("lab", "L2"), Kind: str("kind", ClaimKindClaim), Campaign: str("campaign", "c"),
+			Slot: str("slot", "c/s0"), Attempt: num("attempt", 1), Reason: str("reason", "")}
+		m.Lamport = uint64(num("lamport", 1))
+		if m.Kind == ClaimKindRelease {
+			m.LeaseMS = 0
+		}
+		h.show(h.c.Claim(m, h.now))
+	case "run":
+		sid := str("slot", "c/s0")
+		campaign, _, _ := strings.Cut(sid, "/")
+		valid, _ := strconv.ParseBool(str("valid", "true"))
+		h.show(h.c.Run(RunHeard{ID: str("id", "r1"), Node: str("node", "x"), Lab: str("lab", "L2"), SlotID: sid,
+			Slot: attest.Slot{Campaign: campaign}, Attempt: num("attempt", 1), Metric: "accuracy", Valid: valid, Score: score(),
+			Witness: str("witness", "")}, h.now))
+	case "rescore":
+		valid, _ := strconv.ParseBool(str("valid", "true"))
+		h.show(h.c.Rescore(RescoreHeard{ID: str("id", "rs1"), Run: str("run", "r1"), Node: str("node", "y"), Lab: str("lab", "L3"),
+			Metric: "accuracy", Valid: valid, Score: score()}, h.now))
+	case "witness":
+		h.show(h.c.Witness(WitnessHeard{ID: str("id", "w1"), Campaign: str("campaign", "c"), Lab: str("lab", "L2"), Node: str("node", "y")}, h.now))
+	case "peer":
+		h.c.PeerHeard(str("name", ""), str("lab", "L1"), h.now)
+	case "advance":
+		h.now = h.now.Add(mustDuration(t, d.CmdArgs[0].Key))
+		fmt.Fprintf(&h.out, "now +%s\n", h.now.Sub(h.t0))
+		h.show(h.c.Tick(h.now))
+	case "open":
+		h.show(h.c.OpenCapacity(num("n", 1), h.now))
+	case "free":
+		h.show(h.c.FreeCapacity(num("n", 0), h.now))
+		fmt.Fprintf(&h.out, "capacity=%d\n", h.c.Capacity())
+	case "doc":
+		mismatch, _ := strconv.ParseBool(str("mismatch", "true"))
+		a, changed := h.c.DocumentMismatch(mismatch, h.now)
+		h.show(a)
+		fmt.Fprintf(&h.out, "changed=%v\n", changed)
+	case "started":
+		h.show(h.c.RunStarted(str("slot", "c/s0"), h.now))
+	case "ended":
+		kinds := map[string]RunOutcomeKind{"valid": RunValid, "agent": RunAgentFailed, "infra": RunInfraFailed, "awaiting-key": RunAwaitingKey}
+		o := str("outcome", "valid")
+		if _, ok := kinds[o]; !ok {
+			d.Fatalf(t, "outcome %q", o)
+		}
+		h.show(h.c.RunEnded(str("slot", "c/s0"), num("attempt", 1), RunOutcome{Kind: kinds[o]}, h.now))
+	case "key-arrived":
+		h.show(h.c.KeyArrived(str("task", "t"), h.now))
+	case "rescore-ended":
+		h.c.RescoreEnded(str("run", "r1"))
+	case "shutdown":
+		h.show(h.c.Shutdown(h.now))
+	case "awaiting":
+		sid := str("slot", "c/s0")
+		fmt.Fprintf(&h.out, "%s awaiting-key attempt=%d\n", sid, h.c.AwaitingKey(sid))
+	case "witness-for":
+		fmt.Fprintf(&h.out, "witness=%q\n", h.c.WitnessFor(str("campaign", "c")))
+	case "status":
+		c := str("campaign", "c")
+		st, ok := h.c.Status(c, h.now)
+		if !ok {
+			return "unknown campaign\n"
+		}
+		fmt.Fprintf(&h.out, "ready=%v slots=%d unclaimed=%d claimed=%d running=%d done=%d failed=%d awaiting-key=%d held=%v\n",
+			h.c.Ready(c), st.Slots, st.Unclaimed, st.Claimed, st.Running, st.Done, st.Failed, st.AwaitingKey, h.c.Held())
+	case "claim-to-start":
+		fmt.Fprintf(&h.out, "%v\n", h.c.ClaimToStart())
+	default:
+		d.Fatalf(t, "unknown command %q", d.Cmd)
+	}
+	if h.out.Len() == 0 {
+		return "(nothing)\n"
+	}
+	return h.out.String()
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
