@@ -136,6 +136,8 @@ type Mesh struct {
 	// has signed one of (mesh_witness.go).
 	witnesses map[string][]witnessRef
 	witnessed map[string]bool
+	// claimRecs: the claim records held, by slot (mesh_claimrec.go).
+	claimRecs *claimRecords
 
 	ledgerMu    sync.Mutex
 	ledgerDirty bool
@@ -245,7 +247,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		runs: map[string]*runRecord{}, bySlot: map[string][]string{}, rescores: map[string][]rescoreRecord{},
 		rescoring: map[string]bool{}, labPeers: map[string]time.Time{}, pending: map[string]bool{}, early: map[string][]*protocol.ClaimMessage{},
 		bundles: map[string]*sync.Mutex{}, awaitingKey: awaitingKeySlots(opts.Runner, n.opts.Logf),
-		witnesses: map[string][]witnessRef{}, witnessed: map[string]bool{},
+		witnesses: map[string][]witnessRef{}, witnessed: map[string]bool{}, claimRecs: newClaimRecords(),
 		peerLab: map[string]string{},
 	}
 
@@ -503,6 +505,10 @@ func (m *Mesh) consume(kind string, msgs <-chan Message, cancel func()) {
 						}
 						return
 					}
+					if why := m.releaseIgnored(c); why != "" {
+						m.n.opts.Warnf("mesh: ignored from %s on slot %s: %s", c.PeerID, c.Slot, why)
+						return
+					}
 					m.apply(m.cm.Receive(c, m.opts.Now()))
 				})
 			case protocol.TopicAttestations:
@@ -562,6 +568,7 @@ func (m *Mesh) gossip(kind string, data []byte) {
 func (m *Mesh) apply(a protocol.Actions) {
 	m.clock.observe(m.cm.Held(), a, m.cm.FreeSince, m.opts.Now())
 	for _, c := range a.Publish {
+		m.signRelease(c)
 		select {
 		case m.publish <- c:
 		default:
@@ -819,6 +826,9 @@ func (m *Mesh) execute(ctx context.Context, s protocol.StartRun, spec *agentspec
 			return infra(err)
 		}
 	}
+	if err := m.signClaimRecord(ctx, s, witness); err != nil {
+		return infra(err)
+	}
 	dir, err := m.BundleDir(ctx, s.Slot.Slot.Task)
 	if err != nil {
 		return infra(err)
@@ -981,6 +991,8 @@ func (m *Mesh) onAttestation(env []byte) {
 	default:
 		if w := witnessOf(st, e.Payload); w != nil {
 			m.onWitness(id, w)
+		} else if c := claimRecordOf(st, e.Payload); c != nil {
+			m.onClaimRecord(id, c)
 		}
 	}
 }

@@ -70,7 +70,13 @@ func (m *Mesh) witnessFor(campaign string) string {
 // finishesSlot says whether run r can finish its slot here: in a network that requires
 // witnesses, only a run citing another lab's witness of its campaign counts, so only such a
 // run finishes the slot (others would leave it to nobody).
+//
+// Where claim records are required, the run's node must also hold its attempt by them
+// (mesh_claimrec.go): a run from a node that never claimed the slot finishes nothing.
 func (m *Mesh) finishesSlot(r *runRecord) bool {
+	if !m.heldByRecords(r) {
+		return false
+	}
 	if !m.opts.Policy.RequireWitness {
 		return true
 	}

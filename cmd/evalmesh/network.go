@@ -77,7 +77,7 @@ func networkCreate(out, network string, replication int, labDirs []string) (*pro
 		return nil, fmt.Errorf("--replication %d: want 0 or more (how many other labs re-score a run before it counts)", replication)
 	}
 	raw, err := json.Marshal(map[string]any{"version": protocol.NetworkDocVersion, "network": network,
-		"ledger": map[string]any{"replication": replication}, "signatures": []any{}})
+		"ledger": map[string]any{"replication": replication, "claims": protocol.ClaimsRequired}, "signatures": []any{}})
 	if err != nil {
 		return nil, err
 	}
