@@ -46,7 +46,8 @@ type ledgerView struct {
 	all        map[string]runInfo // every run attestation in the store
 	excluded   map[string]attest.ExcludeReason
 	misconduct []attest.Misconduct
-	agents     []string // leaderboard rows' names
+	unanswered []attest.Unanswered // held attempts with no outcome by their holder
+	agents     []string            // leaderboard rows' names
 	envelopes  int      // attestations in the store
 }
 
@@ -58,7 +59,7 @@ func (d *daemonProc) ledgerView() (ledgerView, error) {
 	if err != nil || l == nil || l.Report == nil {
 		return v, fmt.Errorf("ledger: %v", err)
 	}
-	v.root, v.misconduct = l.Root, l.Report.Misconduct
+	v.root, v.misconduct, v.unanswered = l.Root, l.Report.Misconduct, l.Report.Unanswered
 	for _, a := range l.Ledger.Agents {
 		v.agents = append(v.agents, a.Agent)
 	}
@@ -732,10 +733,13 @@ func (c *cluster) secondNode(i int) (crypto.PrivKey, *attest.NodeCert, string) {
 // signs, from a second node it certifies, (a) perfect "results" of every slot of a campaign
 // before any node has claimed them, and (b) a claim record and a result for the attempt an
 // honest node is running, ranked below the honest node's claim (class 6, pre-emption); then
-// (c) release records for attempts it never claimed (class 7, starvation by record). None
-// of it finishes, fails or aborts anything on the honest nodes: they run every slot, the
-// honest run finishes, lab3's results are excluded as not its attempt's holder's, and its
-// forged releases are proven misconduct that sets its results aside.
+// (d) a claim record ranked above an honest runner's, and (c) release records for attempts
+// it never claimed (class 7, starvation by record). None of it finishes, fails or aborts
+// anything on the honest nodes beyond what the drawn rank gives: they run every slot, the
+// outranked honest runner gives its attempt up and the slot is run again, the attempt lab3
+// took and never ran is listed against lab3, lab3's results are excluded as not its
+// attempt's holder's, and its forged releases are proven misconduct that sets its results
+// aside.
 func TestDishonestLabCannotPreemptByRecord(t *testing.T) {
 	skipShortFaults(t)
 	c, tasks := claimsCluster(t, "arithmetic")
@@ -876,6 +880,53 @@ func TestDishonestLabCannotPreemptByRecord(t *testing.T) {
 	}
 	t.Logf("pre-emption: %d of %d fabricated results excluded as %q on every node (the rest collided with lab3's own runs: equivocation); %d honest runs counted; root %.12s",
 		notHeld, len(fabricated)+1, attest.ExcludeNotHolder, len(honestBefore), views[0].root)
+
+	// (d) A claim record that outranks the runner's: the runner gives the attempt up (the
+	// rank is drawn, not chosen), the slot is run again under the next attempt, and the
+	// attempt lab3 took and never ran is listed against lab3 on every node.
+	// An agent of its own, so the busy campaign's runs of slow do not fill its cells.
+	slowB := &agentspec.Spec{Name: "slow-b", Version: "1.0.0", Command: []string{"/bin/sleep", "8"}}
+	_, outID := c.campaignOf(1, "outranked", tasks, []*agentspec.Spec{slowB}, 4)
+	var runner *daemonProc
+	var runSlot node.SlotReport
+	testutil.WaitFor(t, 60*time.Second, "an honest node running a slot that lab3's claim ranks above", func() bool {
+		for _, d := range c.nodes[:2] {
+			st, err := d.client.CampaignStatus(ctx, outID)
+			if err != nil {
+				continue
+			}
+			for _, s := range st.Slots {
+				slot := attest.Slot{Campaign: outID, Task: s.Task, Agent: s.Agent, Seed: s.Seed}
+				if s.State == "running" && attest.RankOf(slot, 1, liarLab, second).Less(attest.RankOf(slot, 1, d.lab.Lab.ID, d.peerID)) {
+					runner, runSlot = d, s
+					return true
+				}
+			}
+		}
+		return false
+	})
+	taken := attest.Slot{Campaign: outID, Task: runSlot.Task, Agent: runSlot.Agent, Seed: runSlot.Seed}
+	dir = t.TempDir()
+	signClaim(taken, 1, c.witnessOf(liar, outID, honestLab), dir)
+	c.importInto(liar, dir)
+	c.waitAllDone(c.nodes[:2], outID, 4)
+	views = c.settle("the outranked attempt listed against lab3 and the slot run again", 120*time.Second, func(v ledgerView) bool {
+		listed := slices.ContainsFunc(v.unanswered, func(u attest.Unanswered) bool {
+			return u.Principal == liarLab && u.Node == second && u.Slot == taken && u.Attempt == 1
+		})
+		again := false
+		for _, r := range v.counted {
+			again = again || (r.campaign == outID && r.seed == taken.Seed && r.attempt > 1 && daemons[r.node])
+		}
+		return listed && again
+	})
+	if log := fullLog(t, runner.log); !strings.Contains(log, "outranks this node's: giving the attempt up") {
+		t.Errorf("%s did not give up the attempt lab3's record outranks:\n%s", runner.lab.Name, log)
+	}
+	for i, v := range views {
+		c.stillCounted(t, i, v, honestBefore)
+	}
+	honestBefore = views[0].honestCounted(liarLab)
 
 	// (c) Release records of attempts lab3 never claimed, for every slot of a campaign
 	// still to run: they fail nothing, and are proof against lab3.
