@@ -48,7 +48,7 @@ type ledgerView struct {
 	misconduct []attest.Misconduct
 	unanswered []attest.Unanswered // held attempts with no outcome by their holder
 	agents     []string            // leaderboard rows' names
-	envelopes  int      // attestations in the store
+	envelopes  int                 // attestations in the store
 }
 
 func (d *daemonProc) ledgerView() (ledgerView, error) {
