@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -229,10 +230,16 @@ type ClaimRank struct {
 
 // RankOf is the ClaimRank of a claim of attempt of slot by node of principal.
 func RankOf(slot Slot, attempt int, principal, node string) ClaimRank {
-	return ClaimRank{
-		Draw: sha256.Sum256(fmt.Appendf(nil, "evalmesh/claim/v1\x00%s\x00%s\x00%s\x00%d\x00%d\x00%s", slot.Campaign, slot.Task, slot.Agent, slot.Seed, attempt, principal)),
-		Node: node,
-	}
+	// The bytes are "evalmesh/claim/v1" and each field, NUL-separated, integers in decimal.
+	buf := make([]byte, 0, 64+len(slot.Campaign)+len(slot.Task)+len(slot.Agent)+len(principal))
+	buf = append(buf, "evalmesh/claim/v1\x00"...)
+	buf = append(append(buf, slot.Campaign...), 0)
+	buf = append(append(buf, slot.Task...), 0)
+	buf = append(append(buf, slot.Agent...), 0)
+	buf = append(strconv.AppendInt(buf, int64(slot.Seed), 10), 0)
+	buf = append(strconv.AppendInt(buf, int64(attempt), 10), 0)
+	buf = append(buf, principal...)
+	return ClaimRank{Draw: sha256.Sum256(buf), Node: node}
 }
 
 // Less reports whether r holds an attempt before o.

@@ -288,3 +288,30 @@ func FuzzDecodeReleaseRecord(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkAttemptHolders: the holders of 10,000 attempts, each claimed by two labs (what a
+// ledger of 10,000 runs with one claim race in two computes on every recomputation), and
+// the size of one signed claim record (the synced set grows by one per run).
+func BenchmarkAttemptHolders(b *testing.B) {
+	w := newAcceptWorld(b, 2)
+	env, _, err := NewClaimRecord(w.labs[0].node, w.labs[0].cert, claimSlot(0), 1, EnvelopeID([]byte("w")), t0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 10000
+	claims := make([]*Verified, 0, 2*n)
+	for i := range n {
+		for lab := range 2 {
+			f := w.labs[lab]
+			claims = append(claims, &Verified{ID: fmt.Sprint(i, lab), Node: f.nodeID, Lab: f.lab.ID,
+				Claim: &ClaimPredicate{Slot: claimSlot(i), Attempt: 1, Node: f.nodeID, Lab: f.lab.ID, Time: t0}})
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		if h := AttemptHolders(claims, nil); len(h) != n {
+			b.Fatalf("%d holders", len(h))
+		}
+	}
+	b.ReportMetric(float64(len(env)), "record-bytes")
+}
