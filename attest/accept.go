@@ -50,6 +50,10 @@ type AcceptPolicy struct {
 	// in the set of its campaign by a lab other than the campaign's (CampaignWindow.Lab):
 	// proof that it was signed after another lab had seen the campaign. Needs Campaigns.
 	RequireWitness bool
+	// RequireClaimRecords counts a run only if its node holds its (slot, attempt) by the
+	// claim records in the set (Outcome.Holders, claimrec.go): a run from a node that never
+	// claimed the slot, or whose claim a better-ranked one displaced, is ExcludeNotHolder.
+	RequireClaimRecords bool
 	// AgentOwners maps an agent spec CID to the name of the lab that answers for it (the
 	// lab of the first campaign, by creation then ID, that lists it). It qualifies display
 	// names that collide (UniqueNames): results aggregate by spec CID, never by name.
@@ -100,6 +104,10 @@ const (
 	// than the campaign's (AcceptPolicy.RequireWitness): nothing shows it was signed after
 	// another lab had seen the campaign.
 	ExcludeUnwitnessed ExcludeReason = "its campaign was not witnessed by another lab when it was signed"
+	// ExcludeNotHolder: the run's node does not hold its slot's attempt by the claim
+	// records (AcceptPolicy.RequireClaimRecords): no valid claim record of it, or another
+	// node's record ranks first (ClaimRank). A result must come from its claim's holder.
+	ExcludeNotHolder ExcludeReason = "its node does not hold the slot's attempt by the claim records"
 	// ExcludeLabCap: the run's principal is over AcceptPolicy.MaxAgentsPerLab or
 	// MaxRunsPerLab.
 	ExcludeLabCap ExcludeReason = "over the lab's cap"
@@ -228,6 +236,11 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 		agentNames = UniqueNames(p.Agents, p.AgentOwners)
 	}
 
+	var holders map[Attempt]*Verified
+	if p.RequireClaimRecords {
+		holders = o.Holders(p)
+	}
+
 	type candidate struct {
 		r     scoring.Result
 		v     *Verified
@@ -276,6 +289,12 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 					exclude(v, rp.Slot, ExcludeUnwitnessed, why)
 					continue
 				}
+			}
+		}
+		if p.RequireClaimRecords {
+			if why := notHolder(v, holders); why != "" {
+				exclude(v, rp.Slot, ExcludeNotHolder, why)
+				continue
 			}
 		}
 		if !p.AllowProcessRuns && (rp.Executor == nil || rp.Executor.Isolation != IsolationContainer) {
@@ -518,15 +537,23 @@ func joinSorted(s []string) string {
 // unwitnessed says why run v does not cite a witness record of its campaign (window w) by a
 // lab other than the campaign's, or "" when it does.
 func (o Outcome) unwitnessed(v *Verified, w CampaignWindow) string {
-	id := v.Run.Witness
-	if id == "" {
+	if v.Run.Witness == "" {
 		return "the run cites no witness record"
+	}
+	return o.witnessOK(v.Run.Witness, v.Run.Slot.Campaign, w)
+}
+
+// witnessOK says why witness record id is no witness of campaign (window w) by a lab other
+// than the campaign's, or "" when it is one.
+func (o Outcome) witnessOK(id, campaign string, w CampaignWindow) string {
+	if id == "" {
+		return "cites no witness record"
 	}
 	wv, ok := o.Witnesses[id]
 	switch {
 	case !ok:
 		return "cites witness " + id + ", which is not in the set"
-	case wv.Witness.Campaign != v.Run.Slot.Campaign:
+	case wv.Witness.Campaign != campaign:
 		return fmt.Sprintf("cites witness %s of campaign %s, not of its own", id, wv.Witness.Campaign)
 	case wv.Principal() == w.Lab:
 		return fmt.Sprintf("cites witness %s by the campaign's own lab", id)
@@ -563,4 +590,18 @@ func (o Outcome) witnessedAt(campaign, campaignLab string, created time.Time) ti
 		return created
 	}
 	return at
+}
+
+// notHolder says why run v's node does not hold its slot's attempt by the claim records
+// (holders, from Outcome.Holders), or "" when it does.
+func notHolder(v *Verified, holders map[Attempt]*Verified) string {
+	a := v.Run.AttemptNumber()
+	h, ok := holders[Attempt{v.Run.Slot, a}]
+	switch {
+	case !ok:
+		return fmt.Sprintf("no valid claim record of attempt %d of its slot", a)
+	case h.Node != v.Node:
+		return fmt.Sprintf("attempt %d is held by node %s of %s (claim record %s)", a, h.Node, h.Principal(), h.ID)
+	}
+	return ""
 }

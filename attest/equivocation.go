@@ -73,6 +73,9 @@ type Outcome struct {
 	Other []*Verified
 	// Witnesses are the witness records (witness.go) by ID; runs cite them.
 	Witnesses map[string]*Verified
+	// Claims and Releases are the claim and release records (claimrec.go), by ID.
+	Claims   []*Verified
+	Releases []*Verified
 }
 
 // Reconcile sorts verified envelopes into counted runs, agreeing re-scores, equivocation
@@ -111,6 +114,10 @@ func Reconcile(vs []*Verified, agree AgreeFunc) Outcome {
 			rescores = append(rescores, v)
 		case v.Witness != nil:
 			out.Witnesses[v.ID] = v
+		case v.Claim != nil:
+			out.Claims = append(out.Claims, v)
+		case v.Release != nil:
+			out.Releases = append(out.Releases, v)
 		default:
 			out.Other = append(out.Other, v)
 		}
@@ -293,6 +300,9 @@ const (
 	// MisconductNodeEquivocation: one node signed two runs of one slot and attempt with
 	// different submissions.
 	MisconductNodeEquivocation MisconductKind = "equivocation by one node"
+	// MisconductForgedRelease: a node signed a release record of an attempt it signed no
+	// claim record for (claimrec.go): it gave up what it never took.
+	MisconductForgedRelease MisconductKind = "release of an attempt it never claimed"
 )
 
 // Misconduct is proof, in signed envelopes, that a principal misbehaved. Suspicion (anything
@@ -320,6 +330,10 @@ func ProvenMisconduct(o Outcome) []Misconduct {
 			out = append(out, Misconduct{Principal: e.Principal, Kind: MisconductNodeEquivocation, Evidence: e.A,
 				Detail: fmt.Sprintf("node %s signed %s and %s for one slot and attempt %d", e.NodeA, e.A, e.B, e.Attempt)})
 		}
+	}
+	for _, r := range o.forgedReleases() {
+		out = append(out, Misconduct{Principal: r.Principal(), Kind: MisconductForgedRelease, Evidence: r.ID,
+			Detail: fmt.Sprintf("node %s released attempt %d of slot %s (%s) without a claim record of it", r.Node, r.Release.Attempt, r.Release.Slot, r.Release.Reason)})
 	}
 	for _, d := range o.Disagreements {
 		if run := o.run(d.Run); run != nil && d.By != run.Principal() && o.confirmedBy(d.Run, d.By) {

@@ -63,6 +63,14 @@ type LedgerReport struct {
 	// CountedIDs are the attestation IDs of the counted runs, in the ledger's order (what
 	// `evalmesh verify-ledger` re-scores); outside the JSON, which keeps its shape.
 	CountedIDs []string `json:"-"`
+	// Claims and Releases count the claim and release records (claimrec.go). Unanswered
+	// lists the held attempts with no signed outcome by their holder, and UnansweredByLab
+	// how many of them are charged to each principal (their campaign's deadline passed at
+	// LedgerInput.Now); present where the policy requires claim records.
+	Claims          int            `json:"claims,omitempty"`
+	Releases        int            `json:"releases,omitempty"`
+	Unanswered      []Unanswered   `json:"unanswered,omitempty"`
+	UnansweredByLab map[string]int `json:"charged_attempts,omitempty"`
 }
 
 // LedgerInput is everything the ledger is a function of (docs/design.md §7): the envelopes, the
@@ -76,8 +84,8 @@ type LedgerInput struct {
 	// Cache remembers verdicts across calls (a node recomputing its ledger as attestations
 	// arrive verifies each envelope once); nil verifies everything afresh.
 	Cache *Cache
-	// Now is ignored: the ledger does not read the clock (see above). Kept so callers
-	// that set it still compile.
+	// Now never moves the ledger or its root (see above): it only dates which unanswered
+	// attempts the report charges to their lab (LedgerReport.Unanswered); zero charges none.
 	Now     time.Time
 	Tasks   []scoring.TaskInfo
 	Policy  AcceptPolicy
@@ -194,6 +202,18 @@ func ledgerOf(ok []*Verified, rep *LedgerReport, in LedgerInput) (*scoring.Ledge
 	rep.Rescores += len(o.Disagreements)
 	rep.Orphans, rep.Other, rep.Witnesses = len(o.Orphans), len(o.Other), len(o.Witnesses)
 	rep.Equivocations, rep.Disagreements = len(o.Equivocations), len(o.Disagreements)
+	rep.Claims, rep.Releases = len(o.Claims), len(o.Releases)
+	if p.RequireClaimRecords {
+		rep.Unanswered = o.UnansweredAttempts(p, in.Now)
+		for _, u := range rep.Unanswered {
+			if u.Charged {
+				if rep.UnansweredByLab == nil {
+					rep.UnansweredByLab = map[string]int{}
+				}
+				rep.UnansweredByLab[u.Principal]++
+			}
+		}
+	}
 	rep.Misconduct = []Misconduct{} // JSON [] when none
 	for _, m := range ProvenMisconduct(o) {
 		m.SetAside = p.SetAsideOffenders && !p.Pardoned[m.Evidence]

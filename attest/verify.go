@@ -109,6 +109,10 @@ type Verified struct {
 	// Audit is set for an audit (audit.go), signed by the node and lab it names, its VRF
 	// draw checked against that node's key; it never counts by itself.
 	Audit *AuditPredicate
+	// Claim and Release are set for claim and release records (claimrec.go), signed by the
+	// node and lab they name; neither counts by itself.
+	Claim   *ClaimPredicate
+	Release *ReleasePredicate
 }
 
 // Principal is who answers for the envelope: its lab, or the node when trusted directly.
@@ -189,6 +193,10 @@ func (v *Verified) ClaimedTime() (t time.Time, ok bool) {
 		return v.Grant.Time, true
 	case v.Witness != nil:
 		return v.Witness.Time, true
+	case v.Claim != nil:
+		return v.Claim.Time, true
+	case v.Release != nil:
+		return v.Release.Time, true
 	}
 	return time.Time{}, false
 }
@@ -317,6 +325,26 @@ func finish(p *prepared) (*Verified, error) {
 		}
 		v.Audit = a
 	}
+	switch st.PredicateType {
+	case PredicateClaimV1:
+		c, err := decodeClaimPredicate(st)
+		if err != nil {
+			return nil, err
+		}
+		if c.Node != v.Node || c.Lab != v.Lab {
+			return nil, refuse(ReasonPredicateSigner, "claim record says node %s lab %q, but the signer is node %s lab %q", c.Node, c.Lab, v.Node, v.Lab)
+		}
+		v.Claim = c
+	case PredicateReleaseV1:
+		r, err := decodeReleasePredicate(st)
+		if err != nil {
+			return nil, err
+		}
+		if r.Node != v.Node || r.Lab != v.Lab {
+			return nil, refuse(ReasonPredicateSigner, "release record says node %s lab %q, but the signer is node %s lab %q", r.Node, r.Lab, v.Node, v.Lab)
+		}
+		v.Release = r
+	}
 	return v, nil
 }
 
@@ -437,7 +465,7 @@ func certWindow(c *NodeCert, at time.Time, what string) error {
 // authenticated: the certificate's window at the time it claims. Nothing at now (the
 // window was checked by certStanding) or for a directly trusted node (no window).
 func (t *TrustStore) claimedPolicy(v *Verified, o VerifyOptions) error {
-	if !o.AtClaimedTime || v.Cert == nil || (!v.Counts && v.Grant == nil && v.Witness == nil) {
+	if !o.AtClaimedTime || v.Cert == nil || (!v.Counts && v.Grant == nil && v.Witness == nil && v.Claim == nil && v.Release == nil) {
 		return nil
 	}
 	// A run claims an interval: both ends must lie in the window, or a node could date a

@@ -299,7 +299,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 	// period passed): a restarted node must learn what finished while it was away before it
 	// claims anything (docs/protocol-claims.md, "restarts"); openCapacity opens it.
 	m.coord = protocol.NewCoordinator(protocol.CoordinatorConfig{Claims: cc, Labs: m.labs, RescoreTimeout: opts.RescoreTimeout,
-		RequireWitness: opts.Policy.RequireWitness, AwaitingKey: awaitingKeySlots(opts.Runner, n.opts.Logf)})
+		RequireWitness: opts.Policy.RequireWitness, RequireClaimRecords: opts.Policy.RequireClaimRecords, AwaitingKey: awaitingKeySlots(opts.Runner, n.opts.Logf)})
 	m.ctx, m.stop = context.WithCancel(context.Background())
 
 	network := n.cfg.Network
@@ -585,6 +585,9 @@ func (m *Mesh) gossip(kind string, data []byte) {
 // apply carries out the coordinator's actions: publish, abort, re-announce, start, then
 // re-score, witness and recompute. It decides nothing.
 func (m *Mesh) apply(a protocol.CoordActions) {
+	for _, r := range a.SignRelease {
+		m.signRelease(r) // mesh_claimrec.go
+	}
 	for _, c := range a.Publish {
 		select {
 		case m.publish <- c:
@@ -606,6 +609,11 @@ func (m *Mesh) apply(a protocol.CoordActions) {
 				continue
 			}
 			m.n.opts.Logf("mesh: aborted run of slot %s (%s)", ab.SlotID, ab.Reason)
+		}
+	}
+	for _, slotID := range a.GiveUp {
+		if r, ok := m.running[slotID]; ok {
+			r.cancel() // ends as an infrastructure failure: released, and retried elsewhere if need be
 		}
 	}
 	for _, ig := range a.Ignored {
@@ -827,6 +835,9 @@ func (m *Mesh) execute(ctx context.Context, s protocol.StartRun, spec *agentspec
 			return infra(err)
 		}
 	}
+	if err := m.signClaimRecord(ctx, s, witness); err != nil {
+		return infra(err)
+	}
 	dir, err := m.BundleDir(ctx, s.Slot.Slot.Task)
 	if err != nil {
 		return infra(err)
@@ -989,6 +1000,8 @@ func (m *Mesh) onAttestation(env []byte) {
 				m.n.opts.Logf("mesh: campaign %s: witnessed by lab %s; claiming its slots", w.Campaign, w.Lab)
 			}
 			m.apply(a)
+		} else if c := claimRecordOf(st, e.Payload); c != nil {
+			m.apply(m.coord.ClaimRecord(claimRecordHeard(id, c), now)) // mesh_claimrec.go
 		}
 	}
 }

@@ -39,6 +39,10 @@ type CoordinatorConfig struct {
 	// AwaitingKey: slot IDs whose run on this node waits for a sealed bundle's key (read
 	// from its runs at start), to the attempt that run signed.
 	AwaitingKey map[string]int
+	// RequireClaimRecords: the network's policy counts a run only from the holder of its
+	// attempt by the signed claim records (attest.AcceptPolicy.RequireClaimRecords;
+	// coordinator_claimrec.go).
+	RequireClaimRecords bool
 }
 
 // CoordinatorCampaign is a verified campaign whose bundles and agents this node has
@@ -98,6 +102,11 @@ type CoordActions struct {
 	Handed []string
 	// Declined lists inputs the coordinator did not act on, and why (for the log).
 	Declined []Declined
+	// GiveUp lists slots whose run here must be cut short and released like an
+	// infrastructure failure: a better-ranked claim record holds its attempt.
+	GiveUp []string
+	// SignRelease lists release records this node must sign (coordinator_claimrec.go).
+	SignRelease []ReleaseToSign
 }
 
 // Declined is one input the coordinator dropped, and why.
@@ -143,9 +152,15 @@ type Coordinator struct {
 	witnessed map[string]bool
 	awaitKey  map[string]int
 	running   map[string]bool // slots whose run this node started and that have not ended
-	capOpen   bool
-	docHalt   bool
-	capacity  int
+	// startedHere: the last start the claim machine asked of this node, by slot (its
+	// attempt and slot value, for claim records); claimRecs: the claim records held, by
+	// slot; preempted: slot → the attempt this node gave up to a better-ranked record.
+	startedHere map[string]StartRun
+	claimRecs   map[string][]ClaimRecordHeard
+	preempted   map[string]int
+	capOpen     bool
+	docHalt     bool
+	capacity    int
 }
 
 // NewCoordinator makes a node's coordinator; it claims nothing before OpenCapacity.
@@ -165,6 +180,7 @@ func NewCoordinator(cfg CoordinatorConfig) *Coordinator {
 		early: map[string][]*ClaimMessage{}, runs: map[string]*coordRun{}, bySlot: map[string][]string{},
 		rescores: map[string][]RescoreHeard{}, rescoring: map[string]bool{}, labPeers: map[string]time.Time{},
 		witnesses: map[string][]coordWitness{}, witnessed: map[string]bool{}, awaitKey: aw, running: map[string]bool{},
+		startedHere: map[string]StartRun{}, claimRecs: map[string][]ClaimRecordHeard{}, preempted: map[string]int{},
 	}
 }
 
@@ -177,6 +193,10 @@ func (c *Coordinator) step(out *CoordActions, a Actions, now time.Time) {
 			c.clock.unitFreed(now)
 		}
 	}
+	for _, s := range a.Start {
+		c.startedHere[s.Slot.ID] = s
+	}
+	c.releasesToSign(out, a.Publish)
 	out.Abort = append(out.Abort, a.Abort...)
 	out.Publish = append(out.Publish, a.Publish...)
 	out.Reannounce = append(out.Reannounce, a.Reannounce...)
@@ -284,6 +304,10 @@ func (c *Coordinator) Claim(m *ClaimMessage, now time.Time) CoordActions {
 		}
 		return out
 	}
+	if why := c.releaseIgnored(m); why != "" {
+		out.Ignored = append(out.Ignored, Ignored{Slot: m.Slot, Peer: m.PeerID, Why: why})
+		return out
+	}
 	c.step(&out, c.cm.Receive(m, now), now)
 	return out
 }
@@ -382,7 +406,13 @@ func (c *Coordinator) WitnessFor(campaign string) string {
 // finishesSlot says whether run r can finish its slot here: in a network that requires
 // witnesses, only a run citing another lab's witness of its campaign counts, so only such a
 // run finishes the slot (others would leave it to nobody).
+//
+// Where claim records are required, the run's node must also hold its attempt by them
+// (coordinator_claimrec.go): a run from a node that never claimed the slot finishes nothing.
 func (c *Coordinator) finishesSlot(r *coordRun) bool {
+	if !c.heldByRecords(r) {
+		return false
+	}
 	if !c.cfg.RequireWitness {
 		return true
 	}

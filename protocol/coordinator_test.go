@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"slices"
 	"fmt"
 	"strconv"
 	"strings"
@@ -80,6 +81,12 @@ func (h *coordHarness) show(a CoordActions) {
 	for _, w := range a.Witness {
 		fmt.Fprintf(&h.out, "witness %s\n", w)
 	}
+	for _, s := range a.GiveUp {
+		fmt.Fprintf(&h.out, "give up %s\n", s)
+	}
+	for _, r := range a.SignRelease {
+		fmt.Fprintf(&h.out, "sign release %s attempt=%d reason=%s\n", r.SlotID, r.Attempt, r.Reason)
+	}
 	for _, id := range a.Handed {
 		fmt.Fprintf(&h.out, "handed %s to the claim machine\n", id)
 	}
@@ -133,7 +140,7 @@ func (h *coordHarness) run(t *testing.T, d *datadriven.TestData) string {
 			Claims: ClaimConfig{Self: str("self", "a"), Lab: str("lab", "L1"), Cert: []byte(`{}`),
 				Lease: mustDuration(t, str("lease", "10m")), Settle: mustDuration(t, str("settle", "300ms"))},
 			Labs: list("labs", []string{"L1", "L2", "L3"}), RescoreTimeout: mustDuration(t, str("rescore-timeout", "2m")),
-			RequireWitness: d.HasArg("require-witness"), AwaitingKey: map[string]int{},
+			RequireWitness: d.HasArg("require-witness"), RequireClaimRecords: d.HasArg("require-claim-records"), AwaitingKey: map[string]int{},
 		}
 		for _, v := range list("awaiting-key", nil) {
 			sid, att, _ := strings.Cut(v, "@")
@@ -188,6 +195,31 @@ func (h *coordHarness) run(t *testing.T, d *datadriven.TestData) string {
 			Metric: "accuracy", Valid: valid, Score: score()}, h.now))
 	case "witness":
 		h.show(h.c.Witness(WitnessHeard{ID: str("id", "w1"), Campaign: str("campaign", "c"), Lab: str("lab", "L2"), Node: str("node", "y")}, h.now))
+	case "claim-record":
+		sid := str("slot", "c/s0")
+		slot := scriptSlot(t, d, sid)
+		att, lab, node := num("attempt", 1), str("lab", "L2"), str("node", "x")
+		h.show(h.c.ClaimRecord(ClaimRecordHeard{ID: str("id", "cr1"), SlotID: sid, Campaign: slot.Campaign, Attempt: att,
+			Node: node, Lab: lab, Witness: str("witness", ""), Rank: attest.RankOf(slot, att, lab, node)}, h.now))
+	case "holder":
+		fmt.Fprintf(&h.out, "holder=%q\n", h.c.AttemptHolder(str("slot", "c/s0"), num("attempt", 1)))
+	case "rank":
+		// The labs in claim-rank order for one attempt (least first): which lab's record
+		// holds it, so a script can pick an outranking lab.
+		sid := str("slot", "c/s0")
+		slot, att := scriptSlot(t, d, sid), num("attempt", 1)
+		labs := list("labs", []string{"L1", "L2", "L3"})
+		slices.SortFunc(labs, func(a, b string) int {
+			ra, rb := attest.RankOf(slot, att, a, "n"), attest.RankOf(slot, att, b, "n")
+			switch {
+			case ra.Less(rb):
+				return -1
+			case rb.Less(ra):
+				return 1
+			}
+			return 0
+		})
+		fmt.Fprintf(&h.out, "%v\n", labs)
 	case "peer":
 		h.c.PeerHeard(str("name", ""), str("lab", "L1"), h.now)
 	case "advance":
@@ -241,6 +273,17 @@ func (h *coordHarness) run(t *testing.T, d *datadriven.TestData) string {
 		return "(nothing)\n"
 	}
 	return h.out.String()
+}
+
+// scriptSlot is the slot value of a script's slot ID "campaign/sN", as the campaign
+// command makes it with one agent and task t.
+func scriptSlot(t *testing.T, d *datadriven.TestData, sid string) attest.Slot {
+	campaign, rest, _ := strings.Cut(sid, "/")
+	seed, err := strconv.Atoi(strings.TrimPrefix(rest, "s"))
+	if err != nil {
+		d.Fatalf(t, "slot %q: want campaign/sN", sid)
+	}
+	return attest.Slot{Campaign: campaign, Task: "t", Agent: "g0", Seed: seed}
 }
 
 func contains(xs []string, x string) bool {

@@ -88,6 +88,14 @@ type LedgerPolicy struct {
 	// (attest.AcceptPolicy.RequireWitness); "off" counts runs without one. A network of one
 	// lab has no one to witness and never requires them.
 	Witnesses string `json:"witnesses,omitempty"`
+	// Claims: "required" counts a run only from the node that holds its slot's attempt by
+	// the signed claim records (attest.AcceptPolicy.RequireClaimRecords); "off" (absent
+	// from the canonical form) counts runs without them. Absent means off, so documents
+	// written before the field keep their hash and their roots; `evalmesh network create`
+	// writes "required". A network of one lab never requires them. A build older than the
+	// field refuses a document that sets it (unknown fields are refused), rather than
+	// computing another root.
+	Claims string `json:"claims,omitempty"`
 	// Pardons lists offending envelope IDs (attest.Misconduct.Evidence) whose consequence the
 	// labs have lifted: adding one is a document change like any other.
 	Pardons []string `json:"pardons,omitempty"`
@@ -146,6 +154,18 @@ const (
 // RequiresWitness says whether runs must cite another lab's witness of their campaign.
 func (d *NetworkDoc) RequiresWitness() bool {
 	return d.Ledger.Witnesses != WitnessesOff && len(d.Labs) >= 2
+}
+
+// Claim record policies of LedgerPolicy.Claims.
+const (
+	ClaimsRequired = "required"
+	ClaimsOff      = "off"
+)
+
+// RequiresClaimRecords says whether a run counts only from its attempt's holder by the
+// signed claim records.
+func (d *NetworkDoc) RequiresClaimRecords() bool {
+	return d.Ledger.Claims == ClaimsRequired && len(d.Labs) >= 2
 }
 
 // NetworkDocVersion is the document version this build writes and reads.
@@ -285,6 +305,13 @@ func (d *NetworkDoc) normalize() error {
 	default:
 		return fmt.Errorf("network document: ledger.witnesses %q: use %s (the default) or %s", p.Witnesses, WitnessesRequired, WitnessesOff)
 	}
+	switch p.Claims {
+	case "", ClaimsOff:
+		p.Claims = ""
+	case ClaimsRequired:
+	default:
+		return fmt.Errorf("network document: ledger.claims %q: use %s or %s (the default)", p.Claims, ClaimsRequired, ClaimsOff)
+	}
 	slices.Sort(p.Pardons)
 	p.Pardons = slices.Compact(p.Pardons)
 	for _, id := range p.Pardons {
@@ -320,10 +347,11 @@ func (d *NetworkDoc) normalize() error {
 // ledger's task and agent names and campaign windows come from the campaigns, not from it.
 func (d *NetworkDoc) AcceptPolicy() attest.AcceptPolicy {
 	p := attest.AcceptPolicy{
-		Replication:       d.Ledger.Replication,
-		AllowProcessRuns:  d.CountsExecutor(attest.IsolationProcess),
-		SetAsideOffenders: d.Ledger.Misconduct != MisconductRecord,
-		RequireWitness:    d.RequiresWitness(),
+		Replication:         d.Ledger.Replication,
+		AllowProcessRuns:    d.CountsExecutor(attest.IsolationProcess),
+		SetAsideOffenders:   d.Ledger.Misconduct != MisconductRecord,
+		RequireWitness:      d.RequiresWitness(),
+		RequireClaimRecords: d.RequiresClaimRecords(),
 	}
 	if len(d.Ledger.Pardons) > 0 {
 		p.Pardoned = map[string]bool{}

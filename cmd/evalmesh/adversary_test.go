@@ -46,8 +46,9 @@ type ledgerView struct {
 	all        map[string]runInfo // every run attestation in the store
 	excluded   map[string]attest.ExcludeReason
 	misconduct []attest.Misconduct
-	agents     []string // leaderboard rows' names
-	envelopes  int      // attestations in the store
+	unanswered []attest.Unanswered // held attempts with no outcome by their holder
+	agents     []string            // leaderboard rows' names
+	envelopes  int                 // attestations in the store
 }
 
 func (d *daemonProc) ledgerView() (ledgerView, error) {
@@ -58,7 +59,7 @@ func (d *daemonProc) ledgerView() (ledgerView, error) {
 	if err != nil || l == nil || l.Report == nil {
 		return v, fmt.Errorf("ledger: %v", err)
 	}
-	v.root, v.misconduct = l.Root, l.Report.Misconduct
+	v.root, v.misconduct, v.unanswered = l.Root, l.Report.Misconduct, l.Report.Unanswered
 	for _, a := range l.Ledger.Agents {
 		v.agents = append(v.agents, a.Agent)
 	}
@@ -681,4 +682,291 @@ func mustSpec(t *testing.T, specs map[string]*agentspec.Spec, cid string) *agent
 	}
 	t.Fatalf("no example agent spec has CID %s", cid)
 	return nil
+}
+
+// claimsCluster is runningCluster under a network document that requires claim records
+// (ledger.claims "required", signed by every lab), as `evalmesh network create` writes.
+func claimsCluster(t *testing.T, tasks ...string) (*cluster, []string) {
+	t.Helper()
+	c := newCluster(t, 3)
+	doc, err := protocol.ParseNetworkDoc(c.labs.Doc.Canonical())
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc.Ledger.Claims = protocol.ClaimsRequired
+	doc.Signatures = []protocol.NetworkSignature{}
+	for _, n := range c.labs.Nodes {
+		if err := doc.Sign(n.Name, n.Lab); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range c.labs.Nodes {
+		if err := os.WriteFile(n.Home.NetworkDocPath(), doc.File(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.labs.Doc = doc
+	for i := 0; i < 3; i++ {
+		c.start(i)
+	}
+	c.connectAll()
+	return c, c.addTasks(tasks...)
+}
+
+// secondNode is a node key lab i certifies besides its daemon's: a node that never claims
+// anything through the protocol, only signs what the lab's operator hands it.
+func (c *cluster) secondNode(i int) (crypto.PrivKey, *attest.NodeCert, string) {
+	c.t.Helper()
+	key, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	id, _ := peer.IDFromPrivateKey(key)
+	cert, err := c.labs.Nodes[i].Lab.Certify(id.String(), time.Now().Add(-time.Hour), 24*time.Hour)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return key, cert, id.String()
+}
+
+// TestDishonestLabCannotPreemptByRecord: where claim records are required, lab3 (node 2)
+// signs, from a second node it certifies, (a) perfect "results" of every slot of a campaign
+// before any node has claimed them, and (b) a claim record and a result for the attempt an
+// honest node is running, ranked below the honest node's claim (class 6, pre-emption); then
+// (d) a claim record ranked above an honest runner's, and (c) release records for attempts
+// it never claimed (class 7, starvation by record). None of it finishes, fails or aborts
+// anything on the honest nodes beyond what the drawn rank gives: they run every slot, the
+// outranked honest runner gives its attempt up and the slot is run again, the attempt lab3
+// took and never ran is listed against lab3, lab3's results are excluded as not its
+// attempt's holder's, and its forged releases are proven misconduct that sets its results
+// aside.
+func TestDishonestLabCannotPreemptByRecord(t *testing.T) {
+	skipShortFaults(t)
+	c, tasks := claimsCluster(t, "arithmetic")
+	liar := c.nodes[2]
+	liarLab := c.labs.Nodes[2].Lab.ID
+	ctx := context.Background()
+	specs, err := c.labs.AgentSpecs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, cert, second := c.secondNode(2)
+	signClaim := func(slot attest.Slot, attempt int, witness, dir string) {
+		env, id, err := attest.NewClaimRecord(key, cert, slot, attempt, witness, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, id+".json"), env, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A slow campaign keeps every node busy; a second waits for room.
+	slow := &agentspec.Spec{Name: "slow", Version: "1.0.0", Command: []string{"/bin/sleep", "8"}}
+	busySlots, busyID := c.campaignOf(1, "busy", tasks, []*agentspec.Spec{slow}, 6)
+	constant := specs["constant"]
+	laterSlots, laterID := c.campaignOf(1, "later", tasks, []*agentspec.Spec{constant}, 3)
+	honestLab := c.labs.Nodes[1].Lab.ID // the campaigns' lab: a witness must be another's
+
+	// (a) Results of slots nobody has claimed yet.
+	dir := t.TempDir()
+	var fabricated []string
+	lw := c.witnessOf(liar, laterID, honestLab)
+	for seed := 0; seed < laterSlots; seed++ {
+		fabricated = append(fabricated, c.signRun(2, key, cert, attest.Slot{Campaign: laterID, Task: tasks[0], Agent: constant.CID(), Seed: seed}, 1, fmt.Sprint("fabricated", seed), 1, lw, dir))
+	}
+
+	// (b) The attempt an honest node runs, where lab3's claim ranks below the runner's.
+	var victim *daemonProc
+	var victimSlot node.SlotReport
+	testutil.WaitFor(t, 60*time.Second, "an honest node running a slow slot that lab3's claim ranks below", func() bool {
+		for _, d := range c.nodes[:2] {
+			st, err := d.client.CampaignStatus(ctx, busyID)
+			if err != nil {
+				continue
+			}
+			for _, s := range st.Slots {
+				slot := attest.Slot{Campaign: busyID, Task: s.Task, Agent: s.Agent, Seed: s.Seed}
+				if s.State == "running" && attest.RankOf(slot, 1, d.lab.Lab.ID, d.peerID).Less(attest.RankOf(slot, 1, liarLab, second)) {
+					victim, victimSlot = d, s
+					return true
+				}
+			}
+		}
+		return false
+	})
+	vs := attest.Slot{Campaign: busyID, Task: victimSlot.Task, Agent: victimSlot.Agent, Seed: victimSlot.Seed}
+	bw := c.witnessOf(liar, busyID, honestLab)
+	signClaim(vs, 1, bw, dir)
+	preempt := c.signRun(2, key, cert, vs, 1, "pre-empt", 1, bw, dir)
+	c.importInto(liar, dir)
+
+	// Every slot of both campaigns is run by the daemons, none failed, and the victim's own
+	// run of its slot comes (it was not aborted).
+	testutil.WaitFor(t, 180*time.Second, "every slot of both campaigns done on the honest nodes", func() bool {
+		done := true
+		for _, d := range c.nodes[:2] {
+			for _, cid := range []string{busyID, laterID} {
+				rep, err := d.client.CampaignStatus(ctx, cid)
+				if err != nil {
+					return false
+				}
+				if rep.Status.Failed != 0 {
+					t.Fatalf("%s: %d slots of %s failed", d.lab.Name, rep.Status.Failed, cid)
+				}
+				done = done && rep.Status.Done == rep.Status.Slots
+			}
+		}
+		return done
+	})
+	daemons := map[string]bool{}
+	for _, d := range c.nodes {
+		daemons[d.peerID] = true
+	}
+	// A fabricated result is excluded as not its attempt's holder's; where lab3's own daemon
+	// also ran that slot's attempt, the two are lab3 equivocating (two of its nodes, no
+	// misconduct), and lab3 loses its own result of the cell: its own doing.
+	views := c.settle("every slot covered by a daemon's run, the fabricated ones excluded", 120*time.Second, func(v ledgerView) bool {
+		if v.excluded[preempt] != attest.ExcludeNotHolder {
+			return false
+		}
+		for _, id := range fabricated {
+			if r := v.excluded[id]; r != attest.ExcludeNotHolder && r != attest.ExcludeEquivocation {
+				return false
+			}
+		}
+		cells := map[string]bool{}
+		for id, r := range v.all {
+			if (r.campaign != busyID && r.campaign != laterID) || !daemons[r.node] {
+				continue
+			}
+			if _, ok := v.counted[id]; ok || (r.lab == liarLab && v.excluded[id] == attest.ExcludeEquivocation) {
+				cells[fmt.Sprint(r.campaign, r.seed)] = true
+			}
+		}
+		return len(cells) == busySlots+laterSlots
+	})
+	for i, v := range views {
+		for id, r := range v.all {
+			if daemons[r.node] && r.lab != liarLab && (r.campaign == busyID || r.campaign == laterID) {
+				// Two honest nodes that raced for a slot both ran it: one fills the cell.
+				if _, ok := v.counted[id]; !ok && v.excluded[id] != attest.ExcludeSuperseded {
+					t.Errorf("%s: honest run %s of %s seed %d does not count (%s)", c.nodes[i].lab.Name, id, r.campaign, r.seed, v.excluded[id])
+				}
+			}
+		}
+		for _, r := range v.counted {
+			if r.node == second {
+				t.Errorf("%s: lab3's run %s from a node that claimed nothing counts", c.nodes[i].lab.Name, r.id)
+			}
+		}
+		found := false
+		for _, r := range v.counted {
+			found = found || (r.node == victim.peerID && r.campaign == busyID && r.task == vs.Task && r.agent == vs.Agent && r.seed == vs.Seed)
+		}
+		if !found {
+			t.Errorf("%s: the victim's own run of %s does not count", c.nodes[i].lab.Name, victimSlot.ID)
+		}
+	}
+	if log := fullLog(t, victim.log); strings.Contains(log, "aborted run of slot "+victimSlot.ID) || strings.Contains(log, "giving the attempt up") {
+		t.Errorf("%s gave up or aborted its run of %s:\n%s", victim.lab.Name, victimSlot.ID, log)
+	}
+	honestBefore := views[0].honestCounted(liarLab)
+	notHeld := 0
+	for _, id := range append(slices.Clone(fabricated), preempt) {
+		if views[0].excluded[id] == attest.ExcludeNotHolder {
+			notHeld++
+		}
+	}
+	t.Logf("pre-emption: %d of %d fabricated results excluded as %q on every node (the rest collided with lab3's own runs: equivocation); %d honest runs counted; root %.12s",
+		notHeld, len(fabricated)+1, attest.ExcludeNotHolder, len(honestBefore), views[0].root)
+
+	// (d) A claim record that outranks the runner's: the runner gives the attempt up (the
+	// rank is drawn, not chosen), the slot is run again under the next attempt, and the
+	// attempt lab3 took and never ran is listed against lab3 on every node.
+	// An agent of its own, so the busy campaign's runs of slow do not fill its cells.
+	slowB := &agentspec.Spec{Name: "slow-b", Version: "1.0.0", Command: []string{"/bin/sleep", "8"}}
+	_, outID := c.campaignOf(1, "outranked", tasks, []*agentspec.Spec{slowB}, 4)
+	var runner *daemonProc
+	var runSlot node.SlotReport
+	testutil.WaitFor(t, 60*time.Second, "an honest node running a slot that lab3's claim ranks above", func() bool {
+		for _, d := range c.nodes[:2] {
+			st, err := d.client.CampaignStatus(ctx, outID)
+			if err != nil {
+				continue
+			}
+			for _, s := range st.Slots {
+				slot := attest.Slot{Campaign: outID, Task: s.Task, Agent: s.Agent, Seed: s.Seed}
+				if s.State == "running" && attest.RankOf(slot, 1, liarLab, second).Less(attest.RankOf(slot, 1, d.lab.Lab.ID, d.peerID)) {
+					runner, runSlot = d, s
+					return true
+				}
+			}
+		}
+		return false
+	})
+	taken := attest.Slot{Campaign: outID, Task: runSlot.Task, Agent: runSlot.Agent, Seed: runSlot.Seed}
+	dir = t.TempDir()
+	signClaim(taken, 1, c.witnessOf(liar, outID, honestLab), dir)
+	c.importInto(liar, dir)
+	c.waitAllDone(c.nodes[:2], outID, 4)
+	views = c.settle("the outranked attempt listed against lab3 and the slot run again", 120*time.Second, func(v ledgerView) bool {
+		listed := slices.ContainsFunc(v.unanswered, func(u attest.Unanswered) bool {
+			return u.Principal == liarLab && u.Node == second && u.Slot == taken && u.Attempt == 1
+		})
+		again := false
+		for _, r := range v.counted {
+			again = again || (r.campaign == outID && r.seed == taken.Seed && r.attempt > 1 && daemons[r.node])
+		}
+		return listed && again
+	})
+	if log := fullLog(t, runner.log); !strings.Contains(log, "outranks this node's: giving the attempt up") {
+		t.Errorf("%s did not give up the attempt lab3's record outranks:\n%s", runner.lab.Name, log)
+	}
+	for i, v := range views {
+		c.stillCounted(t, i, v, honestBefore)
+	}
+	honestBefore = views[0].honestCounted(liarLab)
+
+	// (c) Release records of attempts lab3 never claimed, for every slot of a campaign
+	// still to run: they fail nothing, and are proof against lab3.
+	_, starvedID := c.campaignOf(1, "starved by record", tasks, []*agentspec.Spec{constant}, 2)
+	dir = t.TempDir()
+	var forged []string
+	for seed := 0; seed < 2; seed++ {
+		for attempt := 1; attempt <= protocol.DefaultMaxInfraAttempts; attempt++ {
+			env, id, err := attest.NewReleaseRecord(key, cert, attest.Slot{Campaign: starvedID, Task: tasks[0], Agent: constant.CID(), Seed: seed}, attempt, attest.ReleaseInfra, "", time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, id+".json"), env, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			forged = append(forged, id)
+		}
+	}
+	c.importInto(liar, dir)
+	c.waitAllDone(c.nodes[:2], starvedID, 2)
+	views = c.settle("the forged releases proven against lab3 and its results set aside", 120*time.Second, func(v ledgerView) bool {
+		n := 0
+		for _, m := range v.misconduct {
+			if m.Kind == attest.MisconductForgedRelease {
+				n++
+			}
+		}
+		for _, r := range v.counted {
+			if r.lab == liarLab {
+				return false
+			}
+		}
+		return n == len(forged)
+	})
+	for i, v := range views {
+		for _, m := range v.misconduct {
+			if m.Kind == attest.MisconductForgedRelease && (m.Principal != liarLab || !m.SetAside || !slices.Contains(forged, m.Evidence)) {
+				t.Errorf("%s: misconduct %+v: want lab3's forged release, setting its results aside", c.nodes[i].lab.Name, m)
+			}
+		}
+		c.stillCounted(t, i, v, honestBefore)
+	}
 }

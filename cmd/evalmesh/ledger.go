@@ -370,5 +370,11 @@ func printLedgerReport(stdout, stderr io.Writer, l *scoring.Ledger, rep *attest.
 		}
 		fmt.Fprintln(stderr, line)
 	}
+	for _, u := range rep.Unanswered {
+		if u.Charged {
+			fmt.Fprintf(stderr, "charged to %s: attempt %d of slot %s (claim record %s by node %s): no run or release by its holder before the campaign's deadline\n",
+				u.Principal, u.Attempt, u.Slot, u.Claim, u.Node)
+		}
+	}
 	return nil
 }

@@ -76,7 +76,7 @@ func networkCreate(out, network string, replication int, executors, labDirs []st
 	if replication < 0 {
 		return nil, fmt.Errorf("--replication %d: want 0 or more (how many other labs re-score a run before it counts)", replication)
 	}
-	ledger := map[string]any{"replication": replication}
+	ledger := map[string]any{"replication": replication, "claims": protocol.ClaimsRequired}
 	if len(executors) > 0 {
 		ledger["executors"] = executors
 	}
@@ -270,7 +270,9 @@ func newNetworkCreateCmd(g *globals) *cobra.Command {
 		Short: "Write a new network document of the given labs (unsigned)",
 		Long: `Write a network document for network NAME listing the labs of the given lab directories
 (only their public lab.json is read: name, public key, age recipient) with the default ledger
-policy (isolated container runs count; --replication other labs re-score each run). Labs sign
+policy (isolated container runs count; --replication other labs re-score each run; with two
+or more labs, a run counts only from the node that holds its slot's attempt by the signed
+claim records: ledger.claims "required", docs/attestation-format.md). Labs sign
 it afterwards with ` + "`evalmesh network sign`" + `. An existing FILE is not overwritten.
 
 --executors lists the isolation kinds whose runs count: container (the default) and process.
