@@ -120,7 +120,7 @@ type Node struct {
 	mesh    *Mesh // nil while the node runs alone
 	gater   *partitionGater
 	heads   headsState
-	pins    pinsState // the last repair round (pins.go)
+	pins    pinsState    // the last repair round (pins.go)
 	metrics *nodeMetrics // Prometheus counters (metrics.go)
 	dashLn  net.Listener // the dashboard's, when Options.DashboardListen is set (dashboard.go)
 
