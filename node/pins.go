@@ -79,12 +79,38 @@ type holdingsResponse struct {
 	Holds []bool          `json:"holds"`
 }
 
+// decodeHoldingsRequest reads a peer's holdings request: JSON of at most maxHoldingsBytes
+// naming at most maxHoldingsCIDs CIDs.
+func decodeHoldingsRequest(r io.Reader) (holdingsRequest, error) {
+	var req holdingsRequest
+	if err := json.NewDecoder(io.LimitReader(r, maxHoldingsBytes)).Decode(&req); err != nil {
+		return req, err
+	}
+	if len(req.CIDs) > maxHoldingsCIDs {
+		return req, fmt.Errorf("%d CIDs in one holdings request, over %d", len(req.CIDs), maxHoldingsCIDs)
+	}
+	return req, nil
+}
+
+// decodeHoldingsResponse reads a peer's answer to a request of want CIDs: one bool each.
+func decodeHoldingsResponse(r io.Reader, want int) (holdingsResponse, error) {
+	var resp holdingsResponse
+	// A certificate is at most an envelope; the bools take 6 bytes each at most.
+	if err := json.NewDecoder(io.LimitReader(r, attest.MaxEnvelopeSize+6*maxHoldingsCIDs+1024)).Decode(&resp); err != nil {
+		return resp, err
+	}
+	if len(resp.Holds) != want {
+		return resp, fmt.Errorf("%d answers for %d CIDs", len(resp.Holds), want)
+	}
+	return resp, nil
+}
+
 func (n *Node) serveHoldings() {
 	n.host.SetStreamHandler(HoldingsProtocol(n.networkName()), func(s network.Stream) {
 		defer s.Close()
 		_ = s.SetDeadline(time.Now().Add(30 * time.Second))
-		var req holdingsRequest
-		if err := json.NewDecoder(io.LimitReader(s, maxHoldingsBytes)).Decode(&req); err != nil || len(req.CIDs) > maxHoldingsCIDs {
+		req, err := decodeHoldingsRequest(s)
+		if err != nil {
 			_ = s.Reset()
 			return
 		}
@@ -152,12 +178,9 @@ func (n *Node) askHoldings(ctx context.Context, p peer.ID, cids []string, trust 
 		return "", nil, err
 	}
 	_ = s.CloseWrite()
-	var resp holdingsResponse
-	if err := json.NewDecoder(io.LimitReader(s, maxHoldingsBytes+16<<10)).Decode(&resp); err != nil {
-		return "", nil, err
-	}
-	if len(resp.Holds) != len(cids) {
-		return "", nil, fmt.Errorf("holdings of %s: %d answers for %d CIDs", p, len(resp.Holds), len(cids))
+	resp, err := decodeHoldingsResponse(s, len(cids))
+	if err != nil {
+		return "", nil, fmt.Errorf("holdings of %s: %w", p, err)
 	}
 	if len(resp.Cert) > 0 && trust != nil {
 		if c, err := trust.CheckNodeCert(resp.Cert, time.Now()); err == nil && c.Node == p.String() {

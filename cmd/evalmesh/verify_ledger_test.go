@@ -86,31 +86,39 @@ func TestVerifyLedgerFromAFreshHome(t *testing.T) {
 func TestVerifyLedgerNamesATamperedResult(t *testing.T) {
 	skipShortFaults(t)
 	c, tasks := runningCluster(t, "arithmetic")
-	id, slots := c.publish(c.nodes[1], tasks, faultAgents, 2)
+	id, slots := c.publish(c.nodes[1], tasks, faultAgents, 3)
 	c.waitAllDone(c.nodes, id, slots)
 	before := c.settle("the honest campaign counted everywhere", 120*time.Second, func(v ledgerView) bool {
 		return len(v.counted) == slots
 	})[0]
-	liar, colluder := 2, 1 // lab3 signs the run, lab2 the re-score
-	liarLab, colluderLab := c.labs.Nodes[liar].Lab.ID, c.labs.Nodes[colluder].Lab.ID
-	// A cell lab3 did not run whose draw it wins (attest's fill order: same campaign and
-	// attempt, then sha256(slot ‖ attempt ‖ lab)), so its run fills the cell instead.
+	// A cell another lab ran whose draw the liar wins (attest's fill order: same campaign
+	// and attempt, then sha256(slot ‖ attempt ‖ lab)), so its run fills the cell instead.
+	// The liar is lab3 or lab2, the colluder the other one.
 	draw := func(r runInfo, lab string) [32]byte {
 		return sha256.Sum256(fmt.Appendf(nil, "evalmesh/fill/v1\x00%s\x00%s\x00%s\x00%d\x00%d\x00%s", r.campaign, r.task, r.agent, r.seed, 1, lab))
 	}
 	var target *runInfo
+	liar, colluder := 0, 0
 	for _, r := range before.counted {
-		if r.lab == liarLab || r.attempt != 1 || !r.valid || r.score == nil {
+		if r.attempt != 1 || !r.valid || r.score == nil {
 			continue
 		}
-		if d, h := draw(r, liarLab), draw(r, r.lab); bytes.Compare(d[:], h[:]) < 0 {
-			target = &r
+		for _, l := range []int{2, 1} {
+			lab := c.labs.Nodes[l].Lab.ID
+			if d, h := draw(r, lab), draw(r, r.lab); lab != r.lab && bytes.Compare(d[:], h[:]) < 0 {
+				target, liar, colluder = &r, l, 3-l
+				break
+			}
+		}
+		if target != nil {
 			break
 		}
 	}
 	if target == nil {
-		t.Skip("no cell of another lab whose draw lab3 wins in this run")
+		t.Skip("no cell of another lab whose draw lab2 or lab3 wins in this run")
 	}
+	liarLab, colluderLab := c.labs.Nodes[liar].Lab.ID, c.labs.Nodes[colluder].Lab.ID
+	t.Logf("%s fakes the cell %s ran (seed %d), %s confirms it", c.labs.Nodes[liar].Name, target.lab, target.seed, c.labs.Nodes[colluder].Name)
 	envs, err := c.nodes[0].client.StoredEnvelopes(context.Background(), node.SetAttestations)
 	if err != nil {
 		t.Fatal(err)
