@@ -214,7 +214,7 @@ func (n *hostNode) metrics() string {
 func setUpHosts(t *testing.T) *hostsNet {
 	t.Helper()
 	if err := netnshosts.Available(); err != nil {
-		t.Skip("the hosts harness needs network namespaces: ", err)
+		t.Skipf("the hosts harness needs network namespaces: %v", err)
 	}
 	hn := &hostsNet{t: t, dir: t.TempDir(), cells: map[string]bool{}, t0: time.Now(), labNames: map[string]string{}}
 	hn.nt = netnshosts.New(t, 3)
@@ -393,10 +393,9 @@ func (hn *hostsNet) campaign(title string, tasks map[string]string, agentNames [
 // hostView is what one node reports about the ledger and a campaign.
 type hostView struct {
 	view
-	runs        int            // run attestations of the campaign's slots
-	maxPerSlot  int            // the most runs any one slot has
-	runsByLab   map[string]int // the campaign's runs by the lab that ran them
-	campaignErr error
+	runs       int            // run attestations of the campaign's slots
+	maxPerSlot int            // the most runs any one slot has
+	runsByLab  map[string]int // the campaign's runs by the lab that ran them
 }
 
 func (n *hostNode) view(campaign string) (hostView, error) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -288,5 +289,33 @@ func TestNetworkDocumentMismatchStopsClaims(t *testing.T) {
 		if _, run, _, err := attest.DecodeStatement(e.Payload); err == nil && run != nil && run.Node == old.peerID && run.Slot.Campaign == second {
 			t.Fatalf("lab1's node ran slot %v of the campaign published after it halted", run.Slot)
 		}
+	}
+}
+
+// network create --executors writes the isolation kinds that count (process runs only where
+// asked) and refuses a kind it does not know, naming it.
+func TestNetworkCreateExecutors(t *testing.T) {
+	dir := t.TempDir()
+	mustCLI(t, "lab", "init", "--dir", filepath.Join(dir, "acme"), "--name", "acme")
+	show := func(doc string) []string {
+		t.Helper()
+		var s networkShowOut
+		if err := json.Unmarshal([]byte(mustCLI(t, "network", "show", doc, "--json")), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Ledger.Executors
+	}
+	plain, trial := filepath.Join(dir, "plain.json"), filepath.Join(dir, "trial.json")
+	mustCLI(t, "network", "create", "--network", "airs", "--out", plain, "--lab", filepath.Join(dir, "acme"))
+	mustCLI(t, "network", "create", "--network", "airs", "--out", trial, "--executors", "container,process", "--lab", filepath.Join(dir, "acme"))
+	if got := show(plain); !slices.Equal(got, []string{"container"}) {
+		t.Errorf("default executors %v, want [container]", got)
+	}
+	if got := show(trial); !slices.Equal(got, []string{"container", "process"}) {
+		t.Errorf("--executors container,process gave %v", got)
+	}
+	code, _, stderr := cliRun(t, "network", "create", "--network", "airs", "--out", filepath.Join(dir, "bad.json"), "--executors", "vm")
+	if code == 0 || !strings.Contains(stderr, `"vm"`) {
+		t.Errorf("--executors vm: exit %d, %s (want a refusal naming vm)", code, stderr)
 	}
 }

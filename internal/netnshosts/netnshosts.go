@@ -76,7 +76,16 @@ func Available() error {
 	if out, err := exec.Command("ip", "netns", "add", probe).CombinedOutput(); err != nil {
 		return fmt.Errorf("`ip netns add` fails here: %s", strings.TrimSpace(string(out)))
 	}
-	exec.Command("ip", "netns", "del", probe).Run()
+	defer exec.Command("ip", "netns", "del", probe).Run()
+	// A container may allow namespaces but not bridges or veth pairs (no kernel module).
+	for _, args := range [][]string{
+		{"-n", probe, "link", "add", "br0", "type", "bridge"},
+		{"-n", probe, "link", "add", "vprobe0", "type", "veth", "peer", "name", "vprobe1"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("`ip %s` fails here: %s", strings.Join(args, " "), strings.TrimSpace(string(out)))
+		}
+	}
 	return nil
 }
 

@@ -27,7 +27,7 @@ func TestBlocks(t *testing.T) {
 // up; nothing of theirs is visible in the root namespace, and all is gone after cleanup.
 func TestHostsLinkAndCleanup(t *testing.T) {
 	if err := Available(); err != nil {
-		t.Skip("netnshosts: ", err)
+		t.Skipf("netnshosts: %v", err)
 	}
 	var nt *Net
 	t.Run("hosts", func(t *testing.T) {
