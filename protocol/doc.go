@@ -1,6 +1,8 @@
 // Package protocol owns what crosses between nodes over pubsub and streams: wire messages and
 // their versions, topic names, message validators, the claim state machine (pure: inputs in,
-// actions out, in the shape of etcd's raft) and anti-entropy reconciliation of attestation sets.
+// actions out, in the shape of etcd's raft), anti-entropy reconciliation of attestation sets,
+// and the audit rules (audit.go: draw thresholds, impact weights, the statistical test, the
+// auditors' vote), pure functions every node evaluates alike.
 //
 // It never starts hosts or containers; the node package does the I/O the actions ask for.
 package protocol
