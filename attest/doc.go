@@ -1,5 +1,6 @@
 // Package attest owns attestations: in-toto Statements v1 inside DSSE envelopes signed with
-// ed25519, the evalmesh run and re-score predicates, lab keys, node certificates and
+// ed25519, the evalmesh run, re-score, witness, grant and audit predicates (an audit's VRF
+// draw checked against its node's key, internal/ecvrf), lab keys, node certificates and
 // revocations, the trust store, verification with a reason for every refusal, equivocation
 // evidence, and the verified-envelope cache. docs/attestation-format.md and
 // docs/trust-format.md describe the formats.

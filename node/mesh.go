@@ -611,8 +611,9 @@ func (m *Mesh) apply(a protocol.CoordActions) {
 			m.n.opts.Logf("mesh: aborted run of slot %s (%s)", ab.SlotID, ab.Reason)
 		}
 	}
-	for _, slotID := range a.GiveUp {
-		if r, ok := m.running[slotID]; ok {
+	for _, g := range a.GiveUp {
+		if r, ok := m.running[g.SlotID]; ok {
+			m.n.opts.Warnf("mesh: slot %s attempt %d: %s: giving the attempt up", g.SlotID, g.Attempt, g.Why)
 			r.cancel() // ends as an infrastructure failure: released, and retried elsewhere if need be
 		}
 	}

@@ -104,7 +104,7 @@ type CoordActions struct {
 	Declined []Declined
 	// GiveUp lists slots whose run here must be cut short and released like an
 	// infrastructure failure: a better-ranked claim record holds its attempt.
-	GiveUp []string
+	GiveUp []GiveUp
 	// SignRelease lists release records this node must sign (coordinator_claimrec.go).
 	SignRelease []ReleaseToSign
 }

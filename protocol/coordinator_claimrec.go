@@ -43,6 +43,14 @@ type ReleaseToSign struct {
 	Reason string
 }
 
+// GiveUp asks the caller to cut short this node's run of an attempt another node holds by
+// the claim records; the run ends as an infrastructure failure (released, retried).
+type GiveUp struct {
+	SlotID  string
+	Attempt int
+	Why     string
+}
+
 // maxClaimRecordsPerSlot bounds the records a node remembers for one slot: an honest slot
 // sees one per attempt, and a flood by one lab must not grow memory per slot without bound.
 // The ledger, which reads the store, still sees every one.
@@ -80,9 +88,8 @@ func (c *Coordinator) ClaimRecord(r ClaimRecordHeard, now time.Time) CoordAction
 	if running && c.running[r.SlotID] && s.Attempt == r.Attempt && r.Node != c.cfg.Claims.Self && c.claimRecordValid(r) &&
 		r.Rank.Less(attest.RankOf(s.Slot.Slot, s.Attempt, c.cfg.Claims.Lab, c.cfg.Claims.Self)) {
 		c.preempted[r.SlotID] = r.Attempt
-		out.GiveUp = append(out.GiveUp, r.SlotID)
-		out.Declined = append(out.Declined, Declined{Input: "own claim", ID: r.SlotID,
-			Why: fmt.Sprintf("attempt %d: claim record %s of node %s (%s) outranks this node's; giving the attempt up", r.Attempt, r.ID, r.Node, r.Lab)})
+		out.GiveUp = append(out.GiveUp, GiveUp{SlotID: r.SlotID, Attempt: r.Attempt,
+			Why: fmt.Sprintf("claim record %s of node %s (%s) outranks this node's", r.ID, r.Node, r.Lab)})
 	}
 	return out
 }

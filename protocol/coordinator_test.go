@@ -81,8 +81,8 @@ func (h *coordHarness) show(a CoordActions) {
 	for _, w := range a.Witness {
 		fmt.Fprintf(&h.out, "witness %s\n", w)
 	}
-	for _, s := range a.GiveUp {
-		fmt.Fprintf(&h.out, "give up %s\n", s)
+	for _, g := range a.GiveUp {
+		fmt.Fprintf(&h.out, "give up %s attempt=%d: %s\n", g.SlotID, g.Attempt, g.Why)
 	}
 	for _, r := range a.SignRelease {
 		fmt.Fprintf(&h.out, "sign release %s attempt=%d reason=%s\n", r.SlotID, r.Attempt, r.Reason)

@@ -2,8 +2,9 @@
 // their versions, topic names, message validators, the claim state machine and the
 // Coordinator that wraps it with a node's other duties (who re-scores, witnessing,
 // campaigns held until prepared or witnessed, sealed-key waits, capacity): pure, inputs in,
-// actions out, in the shape of etcd's raft, with time an input; and anti-entropy
-// reconciliation of attestation sets.
+// actions out, in the shape of etcd's raft, with time an input; anti-entropy
+// reconciliation of attestation sets; and the audit rules (audit.go: draw thresholds, impact
+// weights, the statistical test, the auditors' vote), pure functions every node evaluates alike.
 //
 // It never starts hosts or containers; the node package does the I/O the actions ask for.
 package protocol

@@ -75,3 +75,18 @@ func withoutWall(t *testing.T, out string) string {
 	}
 	return out[:i]
 }
+
+// evalmesh sim audits prints the table for the sizes asked, and names a bad --labs.
+func TestSimAuditsTable(t *testing.T) {
+	code, out, stderr := cliRun(t, "sim", "audits", "--labs", "3,4", "--networks", "5", "--agents", "deterministic")
+	if code != 0 {
+		t.Fatalf("sim audits: %d %s", code, stderr)
+	}
+	if !strings.Contains(out, "| 3 | deterministic |") || !strings.Contains(out, "| 4 | deterministic |") || strings.Contains(out, "stochastic") {
+		t.Fatalf("table:\n%s", out)
+	}
+	code, _, stderr = cliRun(t, "sim", "audits", "--labs", "2")
+	if code == 0 || !strings.Contains(stderr, "--labs") {
+		t.Fatalf("--labs 2: code %d, %s", code, stderr)
+	}
+}

@@ -472,6 +472,11 @@ func simulate(c Config, rng *rand.Rand) outcome {
 		}
 		for pass, changed := 0, true; changed && pass < 8; pass++ {
 			changed = false
+			for l := 0; l < L; l++ {
+				for _, r := range perLab[l][:round+1] {
+					r.counted = !r.held && !suspect[l] && !proven[l]
+				}
+			}
 			cSum, cN := countedSums(perLab)
 			for l := 0; l < L; l++ {
 				for a := 0; a < agents; a++ {
