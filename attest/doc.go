@@ -2,7 +2,8 @@
 // ed25519, the evalmesh run, re-score, witness, grant and audit predicates (an audit's VRF
 // draw checked against its node's key, internal/ecvrf), lab keys, node certificates and
 // revocations, the trust store, verification with a reason for every refusal, equivocation
-// evidence, and the verified-envelope cache. docs/attestation-format.md and
+// evidence, witness, claim and release records and the holder of each attempt they imply
+// (AttemptHolders, a pure function of the claim records), and the verified-envelope cache. docs/attestation-format.md and
 // docs/trust-format.md describe the formats.
 //
 // It knows nothing of pubsub or the network. Verify and Reconcile are functions of their

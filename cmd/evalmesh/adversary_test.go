@@ -886,7 +886,9 @@ func TestDishonestLabCannotPreemptByRecord(t *testing.T) {
 	// attempt lab3 took and never ran is listed against lab3 on every node.
 	// An agent of its own, so the busy campaign's runs of slow do not fill its cells.
 	slowB := &agentspec.Spec{Name: "slow-b", Version: "1.0.0", Command: []string{"/bin/sleep", "8"}}
-	_, outID := c.campaignOf(1, "outranked", tasks, []*agentspec.Spec{slowB}, 4)
+	// Twelve seeds: whether lab3 outranks a runner is a coin flip per slot (that is the
+	// rule), and the honest nodes run about eight of them.
+	outSlots, outID := c.campaignOf(1, "outranked", tasks, []*agentspec.Spec{slowB}, 12)
 	var runner *daemonProc
 	var runSlot node.SlotReport
 	testutil.WaitFor(t, 60*time.Second, "an honest node running a slot that lab3's claim ranks above", func() bool {
@@ -909,7 +911,7 @@ func TestDishonestLabCannotPreemptByRecord(t *testing.T) {
 	dir = t.TempDir()
 	signClaim(taken, 1, c.witnessOf(liar, outID, honestLab), dir)
 	c.importInto(liar, dir)
-	c.waitAllDone(c.nodes[:2], outID, 4)
+	c.waitAllDone(c.nodes[:2], outID, outSlots)
 	views = c.settle("the outranked attempt listed against lab3 and the slot run again", 120*time.Second, func(v ledgerView) bool {
 		listed := slices.ContainsFunc(v.unanswered, func(u attest.Unanswered) bool {
 			return u.Principal == liarLab && u.Node == second && u.Slot == taken && u.Attempt == 1
