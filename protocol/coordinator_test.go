@@ -1,8 +1,8 @@
 package protocol
 
 import (
-	"slices"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
