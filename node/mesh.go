@@ -166,9 +166,12 @@ type slotRef struct {
 }
 
 type activeRun struct {
-	cancel  context.CancelFunc
+	cancel  context.CancelCauseFunc
 	attempt int
 	aborted bool
+	// abortReason is logged once the aborted run's goroutine has returned: the runner has
+	// then killed and removed its tasks (runner.ErrAborted), so the line means it.
+	abortReason string
 }
 
 type runRecord struct {
@@ -452,7 +455,7 @@ func (m *Mesh) loop() {
 		select {
 		case <-m.ctx.Done():
 			for _, r := range m.running {
-				r.cancel()
+				r.cancel(nil) // shutdown, not an abort: a restarted node re-attaches to the run
 			}
 			return
 		case f := <-m.events:
@@ -574,7 +577,11 @@ func (m *Mesh) apply(a protocol.Actions) {
 	for _, ab := range a.Abort {
 		if r, ok := m.running[ab.SlotID]; ok {
 			r.aborted = true
-			r.cancel()
+			if ab.Reason == protocol.AbortShutdown {
+				r.cancel(nil) // left on disk: the next start recovers it (Close)
+			} else {
+				r.cancel(runner.ErrAborted) // the runner kills and removes its tasks
+			}
 			delete(m.running, ab.SlotID)
 			m.clock.unitFreed(m.opts.Now())
 			if ab.Reason == protocol.AbortFinishedElsewhere && m.signedHere(ab.SlotID, r.attempt) {
@@ -582,7 +589,7 @@ func (m *Mesh) apply(a protocol.Actions) {
 				// reported back: there was nothing left to cut short.
 				continue
 			}
-			m.n.opts.Logf("mesh: aborted run of slot %s (%s)", ab.SlotID, ab.Reason)
+			r.abortReason = string(ab.Reason)
 		}
 	}
 	for _, ig := range a.Ignored {
@@ -774,7 +781,7 @@ func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 		return
 	}
 	m.clock.started(s.Slot.ID, now)
-	ctx, cancel := context.WithCancel(m.ctx)
+	ctx, cancel := context.WithCancelCause(m.ctx)
 	ar := &activeRun{cancel: cancel, attempt: s.Attempt}
 	m.running[s.Slot.ID] = ar
 	m.apply(m.cm.RunStarted(s.Slot.ID, now))
@@ -783,10 +790,13 @@ func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		defer cancel()
+		defer cancel(nil)
 		outcome := m.execute(ctx, s, spec, witness)
 		m.do(func() {
 			m.n.metrics.runEnded(outcome, ar.aborted)
+			if ar.abortReason != "" {
+				m.n.opts.Logf("mesh: aborted run of slot %s (%s): its tasks are stopped and removed", s.Slot.ID, ar.abortReason)
+			}
 			if ar.aborted || m.running[s.Slot.ID] != ar {
 				return // the machine already considers the run over
 			}

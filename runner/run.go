@@ -294,11 +294,17 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 		}
 		if st.Agent.Model != nil {
 			if err := r.startModel(ctx, ex, st, &cfg); err != nil {
+				if aborted(ctx) {
+					return nil, r.abort(ctx, ex, st)
+				}
 				return nil, r.fail(st, err)
 			}
 		}
 		h, err := ex.Start(ctx, cfg)
 		if err != nil {
+			if aborted(ctx) {
+				return nil, r.abort(ctx, ex, st)
+			}
 			r.endModel(ctx, ex, st)
 			return nil, r.fail(st, fmt.Errorf("start agent %s: %w", st.Agent.Name, err))
 		}
@@ -315,6 +321,9 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 			meter = gpu.ResumeMeter(r.GPUs, st.GPUs, st.Telemetry)
 		}
 		exit, err := r.waitAgent(ctx, ex, st, meter)
+		if aborted(ctx) {
+			return nil, r.abort(ctx, ex, st)
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err() // the run stays in PhaseAgent: a restarted node re-attaches
 		}
@@ -354,6 +363,9 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 		}
 		if _, err := os.Stat(filepath.Join(dir, statementFile)); err != nil {
 			if err := r.evaluateAndState(ctx, ex, st, b); err != nil {
+				if aborted(ctx) {
+					return nil, r.abort(ctx, ex, st)
+				}
 				if ctx.Err() != nil {
 					return nil, ctx.Err() // left in PhaseEvaluating for Recover
 				}
