@@ -73,8 +73,13 @@ type ClaimConfig struct {
 	Settle time.Duration
 	// MaxInfraAttempts caps the attempts of a slot (DefaultMaxInfraAttempts): after that
 	// many runs ended by infrastructure failures (crash, hung past the hard limit, executor
-	// error) nobody claims it again and Status counts it failed.
+	// error), on that many distinct labs (see Labs), nobody claims it again and Status
+	// counts it failed.
 	MaxInfraAttempts int
+	// Labs is how many labs the network has (0: unknown). A slot is failed only when its
+	// infrastructure failures come from MaxInfraAttempts distinct labs, or from all Labs
+	// when fewer; a lab whose nodes failed it MaxInfraAttempts times claims it no more.
+	Labs int
 	// KeyHolderHeadStart is how long a free SlotSpec.NoKey slot is left to nodes that hold
 	// its key before this node claims it (default: Lease). A key holder that is up and has
 	// room claims a free slot within a settle, so a lease's wait costs a keyless node little
@@ -258,9 +263,12 @@ type slotState struct {
 	// takes the next, so a retry, or a second run after a lapse, signs a new attempt.
 	maxAttempt int
 	// failedAttempts are the attempts known to have ended by an infrastructure failure (a
-	// release with reason infra, a live run whose claim lapsed, our own); at
-	// MaxInfraAttempts of them the slot is failed.
+	// release with reason infra, a live run whose claim lapsed, our own), with the lab of
+	// the node that ran each (failedLabs[i]). The slot is failed once MaxInfraAttempts of
+	// them came from that many distinct labs (failed): one lab's broken node must not use
+	// up a slot for the network.
 	failedAttempts []int
+	failedLabs     []string
 	// touched: a claim for the slot was seen or made at some time. Untouched slots are
 	// tried before lapsed or released ones, whose holder may be alive behind a partition.
 	touched    bool
@@ -329,12 +337,52 @@ func (s *slotState) hardLimit() time.Duration {
 	return s.spec.HardLimit
 }
 
-func (s *slotState) failed(cap int) bool { return !s.finished && len(s.failedAttempts) >= cap }
+// failed reports whether the slot is failed for the network: at least cap infrastructure
+// failures, on at least cap distinct labs, or on every lab of the network when it has
+// fewer (labs, 0: unknown). A lab's own repeated failures count once.
+func (s *slotState) failed(cap, labs int) bool {
+	if s.finished || len(s.failedAttempts) < cap {
+		return false
+	}
+	need := cap
+	if labs > 0 {
+		need = min(need, labs)
+	}
+	distinct := 0
+	for i, l := range s.failedLabs {
+		if !slices.Contains(s.failedLabs[:i], l) {
+			distinct++
+		}
+	}
+	return distinct >= need
+}
 
-func (s *slotState) infraFailed(attempt int) {
+// labFailures counts the slot's infrastructure failures on nodes of lab.
+func (s *slotState) labFailures(lab string) int {
+	n := 0
+	for _, l := range s.failedLabs {
+		if l == lab {
+			n++
+		}
+	}
+	return n
+}
+
+// infraFailed records that attempt, run by a node of lab, ended by an infrastructure
+// failure.
+func (s *slotState) infraFailed(attempt int, lab string) {
 	s.maxAttempt = max(s.maxAttempt, attempt)
 	if !slices.Contains(s.failedAttempts, attempt) {
 		s.failedAttempts = append(s.failedAttempts, attempt)
+		s.failedLabs = append(s.failedLabs, lab)
+	}
+}
+
+// forgetFailure takes back attempt's failure (its run waits for a key after all).
+func (s *slotState) forgetFailure(attempt int) {
+	if i := slices.Index(s.failedAttempts, attempt); i >= 0 {
+		s.failedAttempts = slices.Delete(s.failedAttempts, i, i+1)
+		s.failedLabs = slices.Delete(s.failedLabs, i, i+1)
 	}
 }
 
@@ -470,7 +518,7 @@ func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 			// their sender never claimed would otherwise fail the slot for good. A genuine
 			// release whose claim we missed costs at most a retry more.
 			if msg.PeerID == m.cfg.Self || s.standing(msg.PeerID, msg.Attempt) {
-				s.infraFailed(msg.Attempt)
+				s.infraFailed(msg.Attempt, msg.Lab)
 			} else {
 				m.out.Ignored = append(m.out.Ignored, Ignored{Slot: s.spec.ID, Peer: msg.PeerID,
 					Why: fmt.Sprintf("infra release of attempt %d, which it neither holds here nor was heard running", msg.Attempt)})
@@ -483,7 +531,7 @@ func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 			// claimer whose lapse counted it can: no node undoes another's failures.
 			if peer, ok := s.lapsedBy[msg.Attempt]; ok && peer == msg.PeerID {
 				delete(s.lapsedBy, msg.Attempt)
-				s.failedAttempts = slices.DeleteFunc(s.failedAttempts, func(a int) bool { return a == msg.Attempt })
+				s.forgetFailure(msg.Attempt)
 				m.freed[s.spec.ID] = s // a failed slot left freed when a pick passed it
 			}
 		}
@@ -549,7 +597,7 @@ func (m *ClaimMachine) receiveStale(s *slotState, msg *ClaimMessage) {
 	reason := ReleaseStale
 	if msg.Kind == ClaimKindRenew {
 		reason = ReleaseInfra
-		s.infraFailed(msg.Attempt)
+		s.infraFailed(msg.Attempt, m.cfg.Lab)
 	}
 	m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: msg.Campaign, Slot: msg.Slot,
 		Lamport: msg.Lamport, Attempt: msg.Attempt, Reason: reason})
@@ -675,7 +723,7 @@ func (m *ClaimMachine) RunEnded(slotID string, o RunOutcome, now time.Time) Acti
 		m.publishAwaitingKeyRelease(s, mine.lamport, mine.attempt, now)
 	default:
 		m.dropMine(s)
-		s.infraFailed(mine.attempt)
+		s.infraFailed(mine.attempt, m.cfg.Lab)
 		s.avoidUntil = now.Add(m.cfg.Lease)
 		m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
 			Lamport: mine.lamport, Attempt: mine.attempt, Reason: ReleaseInfra})
@@ -693,7 +741,7 @@ func (m *ClaimMachine) Shutdown(now time.Time) Actions {
 		reason := ReleaseShutdown
 		if mine.phase == phaseRunning {
 			reason = ReleaseInfra
-			s.infraFailed(mine.attempt)
+			s.infraFailed(mine.attempt, m.cfg.Lab)
 			m.abort(s, AbortShutdown)
 		}
 		m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
@@ -715,7 +763,7 @@ func (m *ClaimMachine) Status(campaignID string, now time.Time) (st CampaignStat
 		switch {
 		case s.finished:
 			st.Done++
-		case s.failed(m.cfg.MaxInfraAttempts):
+		case s.failed(m.cfg.MaxInfraAttempts, m.cfg.Labs):
 			st.Failed++
 		case s.mine != nil && s.mine.phase == phaseRunning,
 			s.mine == nil && s.holder != nil && s.holder.running && now.Before(s.holder.expires):
@@ -819,7 +867,7 @@ func (m *ClaimMachine) advance(now time.Time) {
 				reason = AbortCampaignDeadline
 			}
 			m.abort(s, reason)
-			s.infraFailed(mine.attempt)
+			s.infraFailed(mine.attempt, m.cfg.Lab)
 			s.avoidUntil = now.Add(m.cfg.Lease)
 			m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
 				Lamport: mine.lamport, Attempt: mine.attempt, Reason: ReleaseInfra})
@@ -846,7 +894,7 @@ func (m *ClaimMachine) advance(now time.Time) {
 		}
 		if s.holder.running {
 			// A live run that went silent (crash, hung, cut off) consumed its attempt.
-			s.infraFailed(s.holder.attempt)
+			s.infraFailed(s.holder.attempt, s.holder.lab)
 			if s.lapsedBy == nil {
 				s.lapsedBy = map[int]string{}
 			}
@@ -967,11 +1015,16 @@ func (m *ClaimMachine) pick(now time.Time) *slotState {
 	m.headStartEnd = time.Time{}
 	var best, avoided *slotState
 	for id, s := range m.freed {
-		if s.finished || s.mine != nil || s.holder != nil || s.declined || s.failed(m.cfg.MaxInfraAttempts) {
+		if s.finished || s.mine != nil || s.holder != nil || s.declined || s.failed(m.cfg.MaxInfraAttempts, m.cfg.Labs) {
 			delete(m.freed, id)
 			continue
 		}
 		if !now.Before(s.camp.spec.Deadline) || now.Before(s.camp.spec.Created) {
+			continue
+		}
+		if s.labFailures(m.cfg.Lab) >= m.cfg.MaxInfraAttempts {
+			// This lab had its tries: the slot is left to other labs, whose failures alone
+			// can fail it (failed).
 			continue
 		}
 		if s.noKey {

@@ -20,7 +20,7 @@ import (
 // Commands:
 //
 //	node name=a [capacity=1] [lease=10m] [heartbeat=3m] [settle=300ms] [max-attempts=3]
-//	     [head-start=10m]
+//	     [head-start=10m] [lab=lab-a] [labs=0]
 //	    a new machine (a restart, when the name exists; queued messages stay in flight)
 //	campaign id=c [slots=N] [deadline=1h] [hard=30m] [nodes=(a,b)] [awaiting-key=(c/s0[@2])]
 //	     [task=t] [no-key=(c/s0)]
@@ -124,6 +124,8 @@ func (h *claimHarness) run(t *testing.T, d *datadriven.TestData) string {
 		cfg := ClaimConfig{Self: name, Lab: "lab-" + name, Cert: []byte(`{}`), Capacity: 1}
 		d.MaybeScanArgs(t, "capacity", &cfg.Capacity)
 		d.MaybeScanArgs(t, "max-attempts", &cfg.MaxInfraAttempts)
+		d.MaybeScanArgs(t, "lab", &cfg.Lab)
+		d.MaybeScanArgs(t, "labs", &cfg.Labs)
 		for _, f := range []struct {
 			key string
 			dst *time.Duration
