@@ -56,6 +56,9 @@ type MeshOptions struct {
 	CapacityEvery time.Duration
 	// Claims tunes leases, heartbeats and settling (zero fields: protocol defaults).
 	Claims protocol.ClaimConfig
+	// MaxInfraStreak: this node's own runs ending by infrastructure failures in a row after
+	// which it stops claiming (0: DefaultMaxInfraStreak; mesh_health.go).
+	MaxInfraStreak int
 	// RescoreTimeout is how long a chosen re-scorer lab may stay silent before the next lab
 	// in the order steps in (default 2 minutes).
 	RescoreTimeout time.Duration
@@ -122,6 +125,9 @@ type Mesh struct {
 	// so this node claims nothing.
 	peerLab map[string]string
 	docHalt bool
+	// health: this node's own consecutive run failures; claiming stops at its limit
+	// (mesh_health.go).
+	health infraStreak
 	// awaitingKey: slot IDs whose run here waits for a sealed bundle's key, to the attempt
 	// that run signed (mesh_sealed.go).
 	awaitingKey map[string]int
@@ -249,7 +255,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		rescoring: map[string]bool{}, labPeers: map[string]time.Time{}, pending: map[string]bool{}, early: map[string][]*protocol.ClaimMessage{},
 		bundles: map[string]*sync.Mutex{}, awaitingKey: awaitingKeySlots(opts.Runner, n.opts.Logf),
 		witnesses: map[string][]witnessRef{}, witnessed: map[string]bool{},
-		peerLab: map[string]string{},
+		peerLab: map[string]string{}, health: infraStreak{limit: opts.MaxInfraStreak},
 	}
 
 	cc := opts.Claims
@@ -797,6 +803,7 @@ func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 		outcome := m.execute(ctx, s, spec, witness)
 		m.do(func() {
 			m.n.metrics.runEnded(outcome, ar.aborted)
+			m.runOutcome(outcome, ar.aborted)
 			if ar.abortReason != "" {
 				m.n.opts.Logf("mesh: aborted run of slot %s (%s): its tasks are stopped and removed", s.Slot.ID, ar.abortReason)
 			}

@@ -81,8 +81,8 @@ func (m *Mesh) setDocHalt(v protocol.DocumentVerdict, ours string) {
 // claimCapacity is what the claim machine may hold: none while the network document
 // differs from the majority's (on the loop).
 func (m *Mesh) claimCapacity() int {
-	if m.docHalt {
-		return 0
+	if m.docHalt || m.health.stopped != "" {
+		return 0 // (mesh_health.go: stopped for failures of its own)
 	}
 	return m.opts.Capacity
 }
