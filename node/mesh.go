@@ -721,6 +721,7 @@ func (m *Mesh) addCampaign(mc *meshCampaign) {
 	m.campaigns[mc.v.ID] = mc
 	spec := protocol.CampaignSpec{ID: mc.v.ID, Created: c.Created, Deadline: c.Deadline}
 	m.refuseByPolicy(mc)
+	cannot := m.unrunnable(mc) // mesh_runnable.go
 	// Checked here, on the loop: a grant that keyArrived handled before this campaign was
 	// added found nothing to lift, so this is where it counts.
 	for t := range mc.noKey {
@@ -731,7 +732,7 @@ func (m *Mesh) addCampaign(mc *meshCampaign) {
 	for _, s := range c.Slots() {
 		id := protocol.SlotID(s)
 		m.slots[id] = slotRef{campaign: mc.v.ID, slot: s}
-		if _, no := mc.refused[s.Agent]; no {
+		if _, no := mc.refused[s.Agent]; no || cannot[id] != "" {
 			continue // never claimed here
 		}
 		limit := time.Duration(0)

@@ -52,6 +52,9 @@ const (
 	DefaultHeartbeat        = DefaultLease / 3
 	DefaultSettle           = 300 * time.Millisecond
 	DefaultMaxInfraAttempts = 3
+	// DefaultDeadAfter: see ClaimConfig.DeadAfter; the simulator runs behind it are in
+	// docs/protocol-claims.md ("Dead holders").
+	DefaultDeadAfter = 2 * time.Minute
 	// DefaultHardLimit applies to a slot whose SlotSpec.HardLimit is 0.
 	DefaultHardLimit = 24 * time.Hour
 )
@@ -80,6 +83,11 @@ type ClaimConfig struct {
 	// infrastructure failures come from MaxInfraAttempts distinct labs, or from all Labs
 	// when fewer; a lab whose nodes failed it MaxInfraAttempts times claims it no more.
 	Labs int
+	// DeadAfter: a running claim whose node has not been heard for DeadAfter (no claim
+	// message of any slot, no PeerSeen), while other nodes were heard well after it fell
+	// silent, lapses then instead of at its lease's end (claim_dead.go). Default
+	// DefaultDeadAfter; negative: only the lease.
+	DeadAfter time.Duration
 	// KeyHolderHeadStart is how long a free SlotSpec.NoKey slot is left to nodes that hold
 	// its key before this node claims it (default: Lease). A key holder that is up and has
 	// room claims a free slot within a settle, so a lease's wait costs a keyless node little
@@ -104,6 +112,12 @@ func (c ClaimConfig) withDefaults() ClaimConfig {
 	}
 	if c.KeyHolderHeadStart <= 0 {
 		c.KeyHolderHeadStart = c.Lease
+	}
+	switch {
+	case c.DeadAfter == 0:
+		c.DeadAfter = DefaultDeadAfter
+	case c.DeadAfter < 0:
+		c.DeadAfter = 0
 	}
 	return c
 }
@@ -415,6 +429,10 @@ type ClaimMachine struct {
 	shutdown     bool
 	now          time.Time // of the input being handled
 	out          Actions
+	// live: when each peer was last heard (claim_dead.go); deadCheck: the next scan for
+	// running holders gone silent.
+	live      map[string]time.Time
+	deadCheck time.Time
 }
 
 // NewClaimMachine returns a machine holding no claims; a restarted node starts from a new
@@ -430,6 +448,7 @@ func NewClaimMachine(cfg ClaimConfig) *ClaimMachine {
 		watched:   map[string]*slotState{},
 		freed:     map[string]*slotState{},
 		releasing: map[string]*repeatedRelease{},
+		live:      map[string]time.Time{},
 	}
 }
 
@@ -495,6 +514,7 @@ func (m *ClaimMachine) Tick(now time.Time) Actions {
 // unknown campaigns or slots are ignored.
 func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 	m.now = now
+	m.heard(msg.PeerID, now)
 	m.lamport = max(m.lamport, msg.Lamport)
 	s, ok := m.slots[msg.Slot]
 	if !ok || s.camp.spec.ID != msg.Campaign {
@@ -880,6 +900,7 @@ func (m *ClaimMachine) advance(now time.Time) {
 		}
 	}
 	m.repeatReleases(now)
+	m.lapseSilent(now)
 	if m.holderMin.IsZero() || now.Before(m.holderMin) {
 		return
 	}
@@ -1093,6 +1114,9 @@ func (m *ClaimMachine) nextWake(now time.Time) time.Time {
 	}
 	if !m.holderMin.IsZero() {
 		at(m.holderMin)
+	}
+	if m.cfg.DeadAfter > 0 && len(m.watched) > 0 {
+		at(m.deadCheck)
 	}
 	for _, r := range m.releasing {
 		at(r.at)
