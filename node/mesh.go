@@ -280,7 +280,11 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		protocol.TopicAttestations: protocol.AttestationValidator(protocol.AttestationCheck{Trust: trust}),
 		// Recording a head (and syncing with a peer whose set differs) is the node's.
 		protocol.TopicHeads: func(from peer.ID, data []byte) protocol.Validation {
-			return n.ObserveHead(data, from, opts.Now())
+			v := n.ObserveHead(data, from, opts.Now())
+			if v.Verdict == protocol.Accept {
+				m.peerSeen(from.String()) // liveness for dead-holder detection (claim_dead.go)
+			}
+			return v
 		},
 	}
 	ps, err := NewPubSub(ctx, n.host, network, validators, opts.PubSub)
