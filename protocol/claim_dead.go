@@ -14,7 +14,9 @@ import (
 // node gossips every few seconds, which cost no claim messages) — and lapses a running claim
 // once its node has been silent for DeadAfter while others were heard after DeadAfter/2 of
 // that silence: a node cut off from everyone suspects nobody, so its own isolation does not
-// look like the others' death. The lapse is the lease's: the slot is free again, and a
+// look like the others' death, and nor does a node that finds more than one in eight of the
+// nodes it knows silent at once (a partition: its other side is alive and running). The
+// lapse is the lease's: the slot is free again, and a
 // claim heard running (renewed) counts its attempt as an infrastructure failure. A claim
 // not yet renewed is lapsed too: a node that died just after claiming was never heard
 // renewing it. What it costs is a duplicate run when a
@@ -57,6 +59,18 @@ func (m *ClaimMachine) lapseSilent(now time.Time) {
 		case second == "" || t.After(m.live[second]) || t.Equal(m.live[second]) && p < second:
 			second = p
 		}
+	}
+	// Many nodes silent at once is a partition, not deaths: leave their claims to the
+	// lease, or both sides would run each other's slots again. Only peers silent for less
+	// than a lease count (one gone for longer lost its claims to the lease already).
+	silent := 0
+	for _, t := range m.live {
+		if since := now.Sub(t); since >= d && since < m.cfg.Lease {
+			silent++
+		}
+	}
+	if silent > max(1, len(m.live)/8) {
+		return
 	}
 	ids := make([]string, 0, len(m.watched))
 	for id := range m.watched {
