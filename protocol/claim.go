@@ -55,6 +55,8 @@ const (
 	// DefaultDeadAfter: see ClaimConfig.DeadAfter; the simulator runs behind it are in
 	// docs/protocol-claims.md ("Dead holders").
 	DefaultDeadAfter = 2 * time.Minute
+	// DefaultCertMargin: see ClaimConfig.CertNotAfter.
+	DefaultCertMargin = 10 * time.Minute
 	// DefaultHardLimit applies to a slot whose SlotSpec.HardLimit is 0.
 	DefaultHardLimit = 24 * time.Hour
 )
@@ -83,6 +85,13 @@ type ClaimConfig struct {
 	// infrastructure failures come from MaxInfraAttempts distinct labs, or from all Labs
 	// when fewer; a lab whose nodes failed it MaxInfraAttempts times claims it no more.
 	Labs int
+	// CertNotAfter is when this node's certificate expires (zero: not checked). The node
+	// claims a slot only while the certificate outlasts the slot's hard limit plus
+	// CertMargin (default DefaultCertMargin): a run signed under an expired certificate
+	// counts nowhere, and the preflight that refuses it costs the slot an attempt
+	// (claim_cert.go). SetCertificate takes a renewed one.
+	CertNotAfter time.Time
+	CertMargin   time.Duration
 	// DeadAfter: a running claim whose node has not been heard for DeadAfter (no claim
 	// message of any slot, no PeerSeen), while other nodes were heard well after it fell
 	// silent, lapses then instead of at its lease's end (claim_dead.go). Default
@@ -112,6 +121,9 @@ func (c ClaimConfig) withDefaults() ClaimConfig {
 	}
 	if c.KeyHolderHeadStart <= 0 {
 		c.KeyHolderHeadStart = c.Lease
+	}
+	if c.CertMargin <= 0 {
+		c.CertMargin = DefaultCertMargin
 	}
 	switch {
 	case c.DeadAfter == 0:
@@ -1026,7 +1038,9 @@ func (m *ClaimMachine) pick(now time.Time) *slotState {
 	for _, c := range open {
 		// Untouched slots only ever become touched, and a noKey slot waits in freed from the
 		// start, so order[:cursor] never needs a rescan.
-		for c.cursor < len(c.order) && (c.order[c.cursor].touched || c.order[c.cursor].finished || c.order[c.cursor].noKey) {
+		// A slot the certificate cannot cover now never will under it (time only shortens
+		// what is left): skipped for good, until SetCertificate rescans.
+		for c.cursor < len(c.order) && (c.order[c.cursor].touched || c.order[c.cursor].finished || c.order[c.cursor].noKey || !m.certCovers(c.order[c.cursor], now)) {
 			c.cursor++
 		}
 		if c.cursor < len(c.order) {
@@ -1041,6 +1055,9 @@ func (m *ClaimMachine) pick(now time.Time) *slotState {
 			continue
 		}
 		if !now.Before(s.camp.spec.Deadline) || now.Before(s.camp.spec.Created) {
+			continue
+		}
+		if !m.certCovers(s, now) {
 			continue
 		}
 		if s.labFailures(m.cfg.Lab) >= m.cfg.MaxInfraAttempts {
