@@ -59,6 +59,9 @@ type MeshOptions struct {
 	// MaxInfraStreak: this node's own runs ending by infrastructure failures in a row after
 	// which it stops claiming (0: DefaultMaxInfraStreak; mesh_health.go).
 	MaxInfraStreak int
+	// CertEvery is how often the node certificate file is checked for a renewal (0: 10 s;
+	// mesh_cert.go).
+	CertEvery time.Duration
 	// RescoreTimeout is how long a chosen re-scorer lab may stay silent before the next lab
 	// in the order steps in (default 2 minutes).
 	RescoreTimeout time.Duration
@@ -263,6 +266,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 	// period passed): a restarted node must learn what finished while it was away before it
 	// claims anything (docs/protocol-claims.md, "restarts").
 	cc.Self, cc.Lab, cc.Cert, cc.Capacity = m.self, cert.Lab, cert.Raw(), 0
+	cc.CertNotAfter = cert.NotAfter // claims only what it can sign (protocol/claim_cert.go)
 	m.labs = trustedLabIDs(opts.Trust) // the trust store is fixed for the mesh's life
 	if cc.Labs == 0 {
 		cc.Labs = len(m.labs) // a slot fails on failures of this many labs at most
@@ -359,6 +363,8 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		m.wg.Add(1)
 		go m.watchDocument()
 	}
+	m.wg.Add(1)
+	go m.watchCert() // mesh_cert.go
 	return m, nil
 }
 

@@ -77,6 +77,9 @@ type Runner struct {
 	StopGrace time.Duration
 
 	invOnce sync.Once
+	// certMu guards Cert once the runner is in use: a daemon swaps in a renewed
+	// certificate (SetCert) while runs sign.
+	certMu sync.RWMutex
 	inv     gpu.Inventory
 	invErr  error
 }
@@ -814,7 +817,7 @@ func (r *Runner) sign(st *RunState) (*Outcome, error) {
 		if rerr != nil {
 			return nil, r.fail(st, fmt.Errorf("no statement to sign: %w", rerr))
 		}
-		signed, _, serr := attest.Sign(r.Key, r.Cert, stmt)
+		signed, _, serr := attest.Sign(r.Key, r.CurrentCert(), stmt)
 		if serr != nil {
 			return nil, r.fail(st, fmt.Errorf("sign: %w", serr))
 		}
