@@ -4,11 +4,19 @@
 # goal network of bench/sim.sh (20 nodes, 5 labs, 2,000 slots, 5 % loss, 30 % of the nodes
 # cut off for 10 virtual minutes) with 2 nodes that crash for good (--crash-down 24h), each
 # option over the same seeds; figures are means over the seeds, takeover max the worst.
-# Usage: bench/sim-takeover.sh [-seeds "1 2 3"]   (output: the table in docs/protocol-claims.md)
+# Usage: bench/sim-takeover.sh [-seeds "1 2 3"] [-slots 2000]   (output: the table in
+# docs/protocol-claims.md; fewer slots only for a smoke run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds="1 2 3"
-if [[ ${1:-} == -seeds ]]; then seeds=$2; fi
+slots=2000
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	-seeds) seeds=$2; shift 2 ;;
+	-slots) slots=$2; shift 2 ;;
+	*) echo "usage: bench/sim-takeover.sh [-seeds \"1 2 3\"] [-slots 2000]" >&2; exit 2 ;;
+	esac
+done
 bin=$(mktemp -d)/evalmesh
 trap 'rm -rf "$(dirname "$bin")"' EXIT
 go build -o "$bin" ./cmd/evalmesh
@@ -17,7 +25,7 @@ option() { # label, then sim flags
 	local label=$1
 	shift
 	for s in $seeds; do
-		"$bin" sim --crash 2 --crash-down 24h --seed "$s" --json "$@" 2>/dev/null
+		"$bin" sim --slots "$slots" --crash 2 --crash-down 24h --seed "$s" --json "$@" 2>/dev/null
 	done | jq -rs --arg name "$label" '[
 		$name,
 		((map(.messages_per_slot) | add / length * 100 | round) / 100),
