@@ -266,7 +266,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 	// period passed): a restarted node must learn what finished while it was away before it
 	// claims anything (docs/protocol-claims.md, "restarts").
 	cc.Self, cc.Lab, cc.Cert, cc.Capacity = m.self, cert.Lab, cert.Raw(), 0
-	cc.CertNotAfter = cert.NotAfter // claims only what it can sign (protocol/claim_cert.go)
+	cc.CertNotAfter = cert.NotAfter    // claims only what it can sign (protocol/claim_cert.go)
 	m.labs = trustedLabIDs(opts.Trust) // the trust store is fixed for the mesh's life
 	if cc.Labs == 0 {
 		cc.Labs = len(m.labs) // a slot fails on failures of this many labs at most

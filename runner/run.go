@@ -80,8 +80,8 @@ type Runner struct {
 	// certMu guards Cert once the runner is in use: a daemon swaps in a renewed
 	// certificate (SetCert) while runs sign.
 	certMu sync.RWMutex
-	inv     gpu.Inventory
-	invErr  error
+	inv    gpu.Inventory
+	invErr error
 }
 
 // Progress is a snapshot for a live status line.
