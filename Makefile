@@ -37,6 +37,7 @@ bench-smoke:
 	@echo "== bench smoke: start"; go test -run '^$$' -bench . -benchtime 1x ./bench/start/ >/dev/null
 	@echo "== bench smoke: crossarch (native)"; bench/crossarch.sh $$(go env GOHOSTARCH) >/dev/null
 	@echo "== bench smoke: sim"; bench/sim.sh -seeds 1 >/dev/null
+	@echo "== bench smoke: sim-takeover"; bench/sim-takeover.sh -seeds 1 -slots 200 >/dev/null
 	@echo "== bench smoke: sync"; bench/sync.sh -n 200 -ids 2000 -new 20 -cache $(BENCH_WORK)-sync >/dev/null; rm -rf $(BENCH_WORK)-sync
 	@echo "== bench smoke: ledger-scale"; bench/ledger-scale.sh -rounds 1 -solvers cg 20 >/dev/null
 	@echo "== bench smoke: campaign"; bench/campaign.sh -seeds 1 >/dev/null

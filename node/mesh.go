@@ -60,6 +60,12 @@ type MeshOptions struct {
 	CapacityEvery time.Duration
 	// Claims tunes leases, heartbeats and settling (zero fields: protocol defaults).
 	Claims protocol.ClaimConfig
+	// MaxInfraStreak: this node's own runs ending by infrastructure failures in a row after
+	// which it stops claiming (0: DefaultMaxInfraStreak; mesh_health.go).
+	MaxInfraStreak int
+	// CertEvery is how often the node certificate file is checked for a renewal (0: 10 s;
+	// mesh_cert.go).
+	CertEvery time.Duration
 	// RescoreTimeout is how long a chosen re-scorer lab may stay silent before the next lab
 	// in the order steps in (default 2 minutes).
 	RescoreTimeout time.Duration
@@ -174,7 +180,10 @@ type Mesh struct {
 	// checked against the trust store): the only peers whose heads vote on the network
 	// document (mesh_netdoc.go).
 	peerLab map[string]string
-	wake    clock.Timer
+	// health: this node's own consecutive run failures; claiming stops at its limit
+	// (mesh_health.go).
+	health infraStreak
+	wake   clock.Timer
 
 	bundleMu sync.Mutex
 	bundles  map[string]*sync.Mutex // per-CID fetch lock
@@ -199,9 +208,12 @@ type meshCampaign struct {
 }
 
 type activeRun struct {
-	cancel  context.CancelFunc
+	cancel  context.CancelCauseFunc
 	attempt int
 	aborted bool
+	// abortReason is logged once the aborted run's goroutine has returned: the runner has
+	// then killed and removed its tasks (runner.ErrAborted), so the line means it.
+	abortReason string
 }
 
 type runRecord struct {
@@ -289,7 +301,7 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		events: make(chan func(), 1024), publish: make(chan protocol.ClaimMessage, 4096),
 		campaigns: map[string]*meshCampaign{}, running: map[string]*activeRun{},
 		runs: map[string]*runRecord{}, bySlot: map[string][]string{}, rescores: map[string][]rescoreRecord{},
-		bundles: map[string]*sync.Mutex{}, peerLab: map[string]string{},
+		bundles: map[string]*sync.Mutex{}, peerLab: map[string]string{}, health: infraStreak{limit: opts.MaxInfraStreak},
 	}
 
 	cc := opts.Claims
@@ -298,6 +310,10 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 	// No capacity until the store is replayed and one reconciliation has run (or a grace
 	// period passed): a restarted node must learn what finished while it was away before it
 	// claims anything (docs/protocol-claims.md, "restarts"); openCapacity opens it.
+	cc.CertNotAfter = cert.NotAfter // claims only what it can sign (protocol/claim_cert.go)
+	if cc.Labs == 0 {
+		cc.Labs = len(m.labs) // a slot fails on failures of this many labs at most
+	}
 	m.coord = protocol.NewCoordinator(protocol.CoordinatorConfig{Claims: cc, Labs: m.labs, RescoreTimeout: opts.RescoreTimeout,
 		RequireWitness: opts.Policy.RequireWitness, RequireClaimRecords: opts.Policy.RequireClaimRecords, AwaitingKey: awaitingKeySlots(opts.Runner, n.opts.Logf)})
 	m.ctx, m.stop = context.WithCancel(context.Background())
@@ -312,7 +328,11 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		protocol.TopicAttestations: protocol.AttestationValidator(protocol.AttestationCheck{Trust: trust}),
 		// Recording a head (and syncing with a peer whose set differs) is the node's.
 		protocol.TopicHeads: func(from peer.ID, data []byte) protocol.Validation {
-			return n.ObserveHead(data, from, opts.Now())
+			v := n.ObserveHead(data, from, opts.Now())
+			if v.Verdict == protocol.Accept {
+				m.peerSeen(from.String()) // liveness for dead-holder detection (claim_dead.go)
+			}
+			return v
 		},
 	}
 	ps, err := NewPubSub(ctx, n.host, network, validators, opts.PubSub)
@@ -387,6 +407,8 @@ func StartMesh(ctx context.Context, n *Node, opts MeshOptions) (*Mesh, error) {
 		m.wg.Add(1)
 		go m.watchDocument()
 	}
+	m.wg.Add(1)
+	go m.watchCert() // mesh_cert.go
 	return m, nil
 }
 
@@ -491,7 +513,7 @@ func (m *Mesh) loop() {
 		select {
 		case <-m.ctx.Done():
 			for _, r := range m.running {
-				r.cancel()
+				r.cancel(nil) // shutdown, not an abort: a restarted node re-attaches to the run
 			}
 			return
 		case f := <-m.events:
@@ -601,20 +623,24 @@ func (m *Mesh) apply(a protocol.CoordActions) {
 	for _, ab := range a.Abort {
 		if r, ok := m.running[ab.SlotID]; ok {
 			r.aborted = true
-			r.cancel()
+			if ab.Reason == protocol.AbortShutdown {
+				r.cancel(nil) // left on disk: the next start recovers it (Close)
+			} else {
+				r.cancel(runner.ErrAborted) // the runner kills and removes its tasks
+			}
 			delete(m.running, ab.SlotID)
 			if ab.Reason == protocol.AbortFinishedElsewhere && m.signedHere(ab.SlotID, r.attempt) {
 				// This run's own attestation finished the slot before the run's goroutine
 				// reported back: there was nothing left to cut short.
 				continue
 			}
-			m.n.opts.Logf("mesh: aborted run of slot %s (%s)", ab.SlotID, ab.Reason)
+			r.abortReason = string(ab.Reason)
 		}
 	}
 	for _, g := range a.GiveUp {
 		if r, ok := m.running[g.SlotID]; ok {
 			m.n.opts.Warnf("mesh: slot %s attempt %d: %s: giving the attempt up", g.SlotID, g.Attempt, g.Why)
-			r.cancel() // ends as an infrastructure failure: released, and retried elsewhere if need be
+			r.cancel(runner.ErrAborted) // the runner removes its tasks; the run ends as an infrastructure failure: released, and retried elsewhere if need be
 		}
 	}
 	for _, ig := range a.Ignored {
@@ -751,7 +777,7 @@ func (m *Mesh) addCampaign(mc *meshCampaign) {
 	m.campaigns[mc.v.ID] = mc
 	m.refuseByPolicy(mc)
 	in := protocol.CoordinatorCampaign{Spec: protocol.CampaignSpec{ID: mc.v.ID, Created: c.Created, Deadline: c.Deadline},
-		Lab: mc.v.Lab, Replication: c.Replication, Refused: map[string]bool{}}
+		Lab: mc.v.Lab, Replication: c.Replication, Refused: map[string]bool{}, Unrunnable: m.unrunnable(mc)} // mesh_runnable.go
 	for a := range mc.refused {
 		in.Refused[a] = true
 	}
@@ -795,7 +821,7 @@ func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 		m.apply(m.coord.RunEnded(s.Slot.ID, s.Attempt, protocol.RunOutcome{Kind: protocol.RunInfraFailed, Detail: "campaign unknown"}, now))
 		return
 	}
-	ctx, cancel := context.WithCancel(m.ctx)
+	ctx, cancel := context.WithCancelCause(m.ctx)
 	ar := &activeRun{cancel: cancel, attempt: s.Attempt}
 	m.running[s.Slot.ID] = ar
 	m.apply(m.coord.RunStarted(s.Slot.ID, now))
@@ -804,10 +830,14 @@ func (m *Mesh) startRun(s protocol.StartRun, now time.Time) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		defer cancel()
+		defer cancel(nil)
 		outcome := m.execute(ctx, s, spec, witness)
 		m.do(func() {
 			m.n.metrics.runEnded(outcome, ar.aborted)
+			m.runOutcome(outcome, ar.aborted)
+			if ar.abortReason != "" {
+				m.n.opts.Logf("mesh: aborted run of slot %s (%s): its tasks are stopped and removed", s.Slot.ID, ar.abortReason)
+			}
 			if ar.aborted || m.running[s.Slot.ID] != ar {
 				return // the machine already considers the run over
 			}

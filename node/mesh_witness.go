@@ -21,7 +21,7 @@ func (m *Mesh) witness(id string) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		env, _, err := attest.NewWitness(m.opts.Runner.Key, m.opts.Runner.Cert, id, m.opts.Now())
+		env, _, err := attest.NewWitness(m.opts.Runner.Key, m.opts.Runner.CurrentCert(), id, m.opts.Now())
 		if err == nil {
 			_, err = m.store.Attestations().Add([][]byte{env}, SourceLocal, "")
 		}

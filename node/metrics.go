@@ -33,6 +33,8 @@ type nodeMetrics struct {
 	ledgerSeconds prometheus.Histogram
 	runGPUSeconds prometheus.Counter
 	runEnergy     prometheus.Counter
+	// claimingStopped is 1 once the node stopped claiming for failures of its own (mesh_health.go).
+	claimingStopped prometheus.Gauge
 
 	regOnce sync.Once
 	reg     *prometheus.Registry
@@ -58,6 +60,8 @@ func newNodeMetrics() *nodeMetrics {
 			Help: "GPU-seconds of the runs this node signed."}),
 		runEnergy: prometheus.NewCounter(prometheus.CounterOpts{Name: "evalmesh_run_energy_joules_total",
 			Help: "Energy of the runs this node signed, from the GPUs' counters."}),
+		claimingStopped: prometheus.NewGauge(prometheus.GaugeOpts{Name: "evalmesh_claiming_stopped",
+			Help: "1 when this node stopped claiming because its own runs kept failing on its side (the log's WARN line says why); 0 otherwise."}),
 	}
 }
 
@@ -119,7 +123,7 @@ func (n *Node) Metrics() *prometheus.Registry {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 			collectors.NewBuildInfoCollector(),
 			nm.runs, nm.claims, nm.syncSessions, nm.syncRounds, nm.syncBytes, nm.transferBytes, nm.ledgerSeconds,
-			nm.runGPUSeconds, nm.runEnergy, nodeStateCollector{n}, pinsCollector{n})
+			nm.runGPUSeconds, nm.runEnergy, nm.claimingStopped, nodeStateCollector{n}, pinsCollector{n})
 		nm.reg = reg
 	})
 	return nm.reg

@@ -52,6 +52,11 @@ const (
 	DefaultHeartbeat        = DefaultLease / 3
 	DefaultSettle           = 300 * time.Millisecond
 	DefaultMaxInfraAttempts = 3
+	// DefaultDeadAfter: see ClaimConfig.DeadAfter; the simulator runs behind it are in
+	// docs/protocol-claims.md ("Dead holders").
+	DefaultDeadAfter = 2 * time.Minute
+	// DefaultCertMargin: see ClaimConfig.CertNotAfter.
+	DefaultCertMargin = 10 * time.Minute
 	// DefaultHardLimit applies to a slot whose SlotSpec.HardLimit is 0.
 	DefaultHardLimit = 24 * time.Hour
 )
@@ -73,8 +78,25 @@ type ClaimConfig struct {
 	Settle time.Duration
 	// MaxInfraAttempts caps the attempts of a slot (DefaultMaxInfraAttempts): after that
 	// many runs ended by infrastructure failures (crash, hung past the hard limit, executor
-	// error) nobody claims it again and Status counts it failed.
+	// error), on that many distinct labs (see Labs), nobody claims it again and Status
+	// counts it failed.
 	MaxInfraAttempts int
+	// Labs is how many labs the network has (0: unknown). A slot is failed only when its
+	// infrastructure failures come from MaxInfraAttempts distinct labs, or from all Labs
+	// when fewer; a lab whose nodes failed it MaxInfraAttempts times claims it no more.
+	Labs int
+	// CertNotAfter is when this node's certificate expires (zero: not checked). The node
+	// claims a slot only while the certificate outlasts the slot's hard limit plus
+	// CertMargin (default DefaultCertMargin): a run signed under an expired certificate
+	// counts nowhere, and the preflight that refuses it costs the slot an attempt
+	// (claim_cert.go). SetCertificate takes a renewed one.
+	CertNotAfter time.Time
+	CertMargin   time.Duration
+	// DeadAfter: a running claim whose node has not been heard for DeadAfter (no claim
+	// message of any slot, no PeerSeen), while other nodes were heard well after it fell
+	// silent, lapses then instead of at its lease's end (claim_dead.go). Default
+	// DefaultDeadAfter; negative: only the lease.
+	DeadAfter time.Duration
 	// KeyHolderHeadStart is how long a free SlotSpec.NoKey slot is left to nodes that hold
 	// its key before this node claims it (default: Lease). A key holder that is up and has
 	// room claims a free slot within a settle, so a lease's wait costs a keyless node little
@@ -99,6 +121,15 @@ func (c ClaimConfig) withDefaults() ClaimConfig {
 	}
 	if c.KeyHolderHeadStart <= 0 {
 		c.KeyHolderHeadStart = c.Lease
+	}
+	if c.CertMargin <= 0 {
+		c.CertMargin = DefaultCertMargin
+	}
+	switch {
+	case c.DeadAfter == 0:
+		c.DeadAfter = DefaultDeadAfter
+	case c.DeadAfter < 0:
+		c.DeadAfter = 0
 	}
 	return c
 }
@@ -258,9 +289,12 @@ type slotState struct {
 	// takes the next, so a retry, or a second run after a lapse, signs a new attempt.
 	maxAttempt int
 	// failedAttempts are the attempts known to have ended by an infrastructure failure (a
-	// release with reason infra, a live run whose claim lapsed, our own); at
-	// MaxInfraAttempts of them the slot is failed.
+	// release with reason infra, a live run whose claim lapsed, our own), with the lab of
+	// the node that ran each (failedLabs[i]). The slot is failed once MaxInfraAttempts of
+	// them came from that many distinct labs (failed): one lab's broken node must not use
+	// up a slot for the network.
 	failedAttempts []int
+	failedLabs     []string
 	// touched: a claim for the slot was seen or made at some time. Untouched slots are
 	// tried before lapsed or released ones, whose holder may be alive behind a partition.
 	touched    bool
@@ -329,12 +363,52 @@ func (s *slotState) hardLimit() time.Duration {
 	return s.spec.HardLimit
 }
 
-func (s *slotState) failed(cap int) bool { return !s.finished && len(s.failedAttempts) >= cap }
+// failed reports whether the slot is failed for the network: at least cap infrastructure
+// failures, on at least cap distinct labs, or on every lab of the network when it has
+// fewer (labs, 0: unknown). A lab's own repeated failures count once.
+func (s *slotState) failed(cap, labs int) bool {
+	if s.finished || len(s.failedAttempts) < cap {
+		return false
+	}
+	need := cap
+	if labs > 0 {
+		need = min(need, labs)
+	}
+	distinct := 0
+	for i, l := range s.failedLabs {
+		if !slices.Contains(s.failedLabs[:i], l) {
+			distinct++
+		}
+	}
+	return distinct >= need
+}
 
-func (s *slotState) infraFailed(attempt int) {
+// labFailures counts the slot's infrastructure failures on nodes of lab.
+func (s *slotState) labFailures(lab string) int {
+	n := 0
+	for _, l := range s.failedLabs {
+		if l == lab {
+			n++
+		}
+	}
+	return n
+}
+
+// infraFailed records that attempt, run by a node of lab, ended by an infrastructure
+// failure.
+func (s *slotState) infraFailed(attempt int, lab string) {
 	s.maxAttempt = max(s.maxAttempt, attempt)
 	if !slices.Contains(s.failedAttempts, attempt) {
 		s.failedAttempts = append(s.failedAttempts, attempt)
+		s.failedLabs = append(s.failedLabs, lab)
+	}
+}
+
+// forgetFailure takes back attempt's failure (its run waits for a key after all).
+func (s *slotState) forgetFailure(attempt int) {
+	if i := slices.Index(s.failedAttempts, attempt); i >= 0 {
+		s.failedAttempts = slices.Delete(s.failedAttempts, i, i+1)
+		s.failedLabs = slices.Delete(s.failedLabs, i, i+1)
 	}
 }
 
@@ -367,6 +441,10 @@ type ClaimMachine struct {
 	shutdown     bool
 	now          time.Time // of the input being handled
 	out          Actions
+	// live: when each peer was last heard (claim_dead.go); deadCheck: the next scan for
+	// running holders gone silent.
+	live      map[string]time.Time
+	deadCheck time.Time
 }
 
 // NewClaimMachine returns a machine holding no claims; a restarted node starts from a new
@@ -382,6 +460,7 @@ func NewClaimMachine(cfg ClaimConfig) *ClaimMachine {
 		watched:   map[string]*slotState{},
 		freed:     map[string]*slotState{},
 		releasing: map[string]*repeatedRelease{},
+		live:      map[string]time.Time{},
 	}
 }
 
@@ -447,6 +526,7 @@ func (m *ClaimMachine) Tick(now time.Time) Actions {
 // unknown campaigns or slots are ignored.
 func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 	m.now = now
+	m.heard(msg.PeerID, now)
 	m.lamport = max(m.lamport, msg.Lamport)
 	s, ok := m.slots[msg.Slot]
 	if !ok || s.camp.spec.ID != msg.Campaign {
@@ -470,7 +550,7 @@ func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 			// their sender never claimed would otherwise fail the slot for good. A genuine
 			// release whose claim we missed costs at most a retry more.
 			if msg.PeerID == m.cfg.Self || s.standing(msg.PeerID, msg.Attempt) {
-				s.infraFailed(msg.Attempt)
+				s.infraFailed(msg.Attempt, msg.Lab)
 			} else {
 				m.out.Ignored = append(m.out.Ignored, Ignored{Slot: s.spec.ID, Peer: msg.PeerID,
 					Why: fmt.Sprintf("infra release of attempt %d, which it neither holds here nor was heard running", msg.Attempt)})
@@ -483,7 +563,7 @@ func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 			// claimer whose lapse counted it can: no node undoes another's failures.
 			if peer, ok := s.lapsedBy[msg.Attempt]; ok && peer == msg.PeerID {
 				delete(s.lapsedBy, msg.Attempt)
-				s.failedAttempts = slices.DeleteFunc(s.failedAttempts, func(a int) bool { return a == msg.Attempt })
+				s.forgetFailure(msg.Attempt)
 				m.freed[s.spec.ID] = s // a failed slot left freed when a pick passed it
 			}
 		}
@@ -549,7 +629,7 @@ func (m *ClaimMachine) receiveStale(s *slotState, msg *ClaimMessage) {
 	reason := ReleaseStale
 	if msg.Kind == ClaimKindRenew {
 		reason = ReleaseInfra
-		s.infraFailed(msg.Attempt)
+		s.infraFailed(msg.Attempt, m.cfg.Lab)
 	}
 	m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: msg.Campaign, Slot: msg.Slot,
 		Lamport: msg.Lamport, Attempt: msg.Attempt, Reason: reason})
@@ -675,7 +755,7 @@ func (m *ClaimMachine) RunEnded(slotID string, o RunOutcome, now time.Time) Acti
 		m.publishAwaitingKeyRelease(s, mine.lamport, mine.attempt, now)
 	default:
 		m.dropMine(s)
-		s.infraFailed(mine.attempt)
+		s.infraFailed(mine.attempt, m.cfg.Lab)
 		s.avoidUntil = now.Add(m.cfg.Lease)
 		m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
 			Lamport: mine.lamport, Attempt: mine.attempt, Reason: ReleaseInfra})
@@ -693,7 +773,7 @@ func (m *ClaimMachine) Shutdown(now time.Time) Actions {
 		reason := ReleaseShutdown
 		if mine.phase == phaseRunning {
 			reason = ReleaseInfra
-			s.infraFailed(mine.attempt)
+			s.infraFailed(mine.attempt, m.cfg.Lab)
 			m.abort(s, AbortShutdown)
 		}
 		m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
@@ -715,7 +795,7 @@ func (m *ClaimMachine) Status(campaignID string, now time.Time) (st CampaignStat
 		switch {
 		case s.finished:
 			st.Done++
-		case s.failed(m.cfg.MaxInfraAttempts):
+		case s.failed(m.cfg.MaxInfraAttempts, m.cfg.Labs):
 			st.Failed++
 		case s.mine != nil && s.mine.phase == phaseRunning,
 			s.mine == nil && s.holder != nil && s.holder.running && now.Before(s.holder.expires):
@@ -819,7 +899,7 @@ func (m *ClaimMachine) advance(now time.Time) {
 				reason = AbortCampaignDeadline
 			}
 			m.abort(s, reason)
-			s.infraFailed(mine.attempt)
+			s.infraFailed(mine.attempt, m.cfg.Lab)
 			s.avoidUntil = now.Add(m.cfg.Lease)
 			m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
 				Lamport: mine.lamport, Attempt: mine.attempt, Reason: ReleaseInfra})
@@ -832,6 +912,7 @@ func (m *ClaimMachine) advance(now time.Time) {
 		}
 	}
 	m.repeatReleases(now)
+	m.lapseSilent(now)
 	if m.holderMin.IsZero() || now.Before(m.holderMin) {
 		return
 	}
@@ -846,7 +927,7 @@ func (m *ClaimMachine) advance(now time.Time) {
 		}
 		if s.holder.running {
 			// A live run that went silent (crash, hung, cut off) consumed its attempt.
-			s.infraFailed(s.holder.attempt)
+			s.infraFailed(s.holder.attempt, s.holder.lab)
 			if s.lapsedBy == nil {
 				s.lapsedBy = map[int]string{}
 			}
@@ -957,7 +1038,9 @@ func (m *ClaimMachine) pick(now time.Time) *slotState {
 	for _, c := range open {
 		// Untouched slots only ever become touched, and a noKey slot waits in freed from the
 		// start, so order[:cursor] never needs a rescan.
-		for c.cursor < len(c.order) && (c.order[c.cursor].touched || c.order[c.cursor].finished || c.order[c.cursor].noKey) {
+		// A slot the certificate cannot cover now never will under it (time only shortens
+		// what is left): skipped for good, until SetCertificate rescans.
+		for c.cursor < len(c.order) && (c.order[c.cursor].touched || c.order[c.cursor].finished || c.order[c.cursor].noKey || !m.certCovers(c.order[c.cursor], now)) {
 			c.cursor++
 		}
 		if c.cursor < len(c.order) {
@@ -967,11 +1050,19 @@ func (m *ClaimMachine) pick(now time.Time) *slotState {
 	m.headStartEnd = time.Time{}
 	var best, avoided *slotState
 	for id, s := range m.freed {
-		if s.finished || s.mine != nil || s.holder != nil || s.declined || s.failed(m.cfg.MaxInfraAttempts) {
+		if s.finished || s.mine != nil || s.holder != nil || s.declined || s.failed(m.cfg.MaxInfraAttempts, m.cfg.Labs) {
 			delete(m.freed, id)
 			continue
 		}
 		if !now.Before(s.camp.spec.Deadline) || now.Before(s.camp.spec.Created) {
+			continue
+		}
+		if !m.certCovers(s, now) {
+			continue
+		}
+		if s.labFailures(m.cfg.Lab) >= m.cfg.MaxInfraAttempts {
+			// This lab had its tries: the slot is left to other labs, whose failures alone
+			// can fail it (failed).
 			continue
 		}
 		if s.noKey {
@@ -1040,6 +1131,9 @@ func (m *ClaimMachine) nextWake(now time.Time) time.Time {
 	}
 	if !m.holderMin.IsZero() {
 		at(m.holderMin)
+	}
+	if m.cfg.DeadAfter > 0 && len(m.watched) > 0 {
+		at(m.deadCheck)
 	}
 	for _, r := range m.releasing {
 		at(r.at)

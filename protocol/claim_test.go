@@ -20,7 +20,8 @@ import (
 // Commands:
 //
 //	node name=a [capacity=1] [lease=10m] [heartbeat=3m] [settle=300ms] [max-attempts=3]
-//	     [head-start=10m]
+//	     [head-start=10m] [lab=lab-a] [labs=0] [dead-after=2m] (default: off)
+//	     [cert-until=2h] (the certificate expires that long from now; default: never)
 //	    a new machine (a restart, when the name exists; queued messages stay in flight)
 //	campaign id=c [slots=N] [deadline=1h] [hard=30m] [nodes=(a,b)] [awaiting-key=(c/s0[@2])]
 //	     [task=t] [no-key=(c/s0)]
@@ -33,6 +34,8 @@ import (
 //	drop [from=a] [to=b] [kind=renew]      lose them
 //	started|ended|finished node=a slot=s [outcome=valid|agent|infra|awaiting-key]
 //	inject node=a from=x kind=renew campaign=c slot=s lamport=1 attempt=1 [reason=infra]
+//	cert node=a until=5h   a renewed certificate, expiring that long from now
+//	seen node=a peer=b   node a hears from b by other means (PeerSeen: the daemon's heads)
 //	shutdown node=a; capacity node=a n=2; status node=a campaign=c; queued
 func TestClaimMachine(t *testing.T) {
 	datadriven.Walk(t, "testdata/claims", func(t *testing.T, path string) {
@@ -124,10 +127,19 @@ func (h *claimHarness) run(t *testing.T, d *datadriven.TestData) string {
 		cfg := ClaimConfig{Self: name, Lab: "lab-" + name, Cert: []byte(`{}`), Capacity: 1}
 		d.MaybeScanArgs(t, "capacity", &cfg.Capacity)
 		d.MaybeScanArgs(t, "max-attempts", &cfg.MaxInfraAttempts)
+		// Dead-holder detection is off unless a script asks (dead-after=2m): the other scripts
+		// test leases, and its periodic wake would only add lines to them.
+		cfg.DeadAfter = -1
+		var certUntil string
+		if d.MaybeScanArgs(t, "cert-until", &certUntil) {
+			cfg.CertNotAfter = h.now.Add(mustDuration(t, certUntil))
+		}
+		d.MaybeScanArgs(t, "lab", &cfg.Lab)
+		d.MaybeScanArgs(t, "labs", &cfg.Labs)
 		for _, f := range []struct {
 			key string
 			dst *time.Duration
-		}{{"lease", &cfg.Lease}, {"heartbeat", &cfg.Heartbeat}, {"settle", &cfg.Settle}, {"head-start", &cfg.KeyHolderHeadStart}} {
+		}{{"lease", &cfg.Lease}, {"heartbeat", &cfg.Heartbeat}, {"settle", &cfg.Settle}, {"head-start", &cfg.KeyHolderHeadStart}, {"dead-after", &cfg.DeadAfter}} {
 			var s string
 			if d.MaybeScanArgs(t, f.key, &s) {
 				*f.dst = mustDuration(t, s)
@@ -259,6 +271,17 @@ func (h *claimHarness) run(t *testing.T, d *datadriven.TestData) string {
 		var task string
 		d.ScanArgs(t, "task", &task)
 		h.show(name, m.KeyArrived(task, h.now))
+	case "cert":
+		name, m := h.node(t, d)
+		var until string
+		d.ScanArgs(t, "until", &until)
+		h.show(name, m.SetCertificate([]byte(`{}`), h.now.Add(mustDuration(t, until)), h.now))
+	case "seen":
+		_, m := h.node(t, d)
+		var peer string
+		d.ScanArgs(t, "peer", &peer)
+		m.PeerSeen(peer, h.now)
+		return "ok\n"
 	case "shutdown":
 		name, m := h.node(t, d)
 		h.show(name, m.Shutdown(h.now))

@@ -57,6 +57,9 @@ type CoordinatorCampaign struct {
 	// Refused: agent CIDs this node's policy will not run; their slots are never claimed
 	// here (they still count for re-scores and finishing).
 	Refused map[string]bool
+	// Unrunnable: slot IDs this node cannot run (executor, image, GPUs), to why; never
+	// claimed here either (runner.CheckRunnable decides, node/mesh_runnable.go).
+	Unrunnable map[string]string
 }
 
 // RunHeard is a verified run attestation, as the coordinator needs it.
@@ -160,6 +163,7 @@ type Coordinator struct {
 	preempted   map[string]int
 	capOpen     bool
 	docHalt     bool
+	stopped     bool // StopClaiming: this node's own runs keep failing
 	capacity    int
 }
 
@@ -237,7 +241,7 @@ func (c *Coordinator) AddCampaign(in CoordinatorCampaign, now time.Time) CoordAc
 		if s.NoKey {
 			cc.noKey[s.Slot.Task] = true
 		}
-		if in.Refused[s.Slot.Agent] {
+		if in.Refused[s.Slot.Agent] || in.Unrunnable[s.ID] != "" {
 			continue // never claimed here
 		}
 		if att, ok := c.awaitKey[s.ID]; ok && att > 0 {
@@ -597,7 +601,7 @@ func (c *Coordinator) DocumentMismatch(mismatch bool, now time.Time) (CoordActio
 // claimCapacity is what the claim machine may hold: none while the network document
 // differs from the majority's.
 func (c *Coordinator) claimCapacity() int {
-	if c.docHalt {
+	if c.docHalt || c.stopped {
 		return 0
 	}
 	return c.capacity

@@ -27,7 +27,8 @@ func (r *Runner) CheckSigning(maxWall time.Duration) error {
 	if err != nil {
 		return err
 	}
-	if r.Cert == nil {
+	cert := r.CurrentCert()
+	if cert == nil {
 		if r.SelfSigned {
 			return nil
 		}
@@ -36,12 +37,12 @@ func (r *Runner) CheckSigning(maxWall time.Duration) error {
 			"or pass --self-signed to sign with the node key alone", ErrUncertified, r.Home.CertPath(), node, node, r.Home.CertPath())
 	}
 	now := r.now()
-	if err := attest.CheckSigningChain(r.Key, r.Cert, r.Trust, now); err != nil {
+	if err := attest.CheckSigningChain(r.Key, cert, r.Trust, now); err != nil {
 		return fmt.Errorf("run refused before it starts: %w", err)
 	}
 	if maxWall > 0 {
 		end := now.Add(maxWall)
-		if err := attest.CheckSigningChain(r.Key, r.Cert, r.Trust, end); err != nil {
+		if err := attest.CheckSigningChain(r.Key, cert, r.Trust, end); err != nil {
 			return fmt.Errorf("run refused before it starts: the task may run until %s (its wall-clock limit) and then: %w",
 				end.Format(time.RFC3339), err)
 		}
@@ -97,4 +98,19 @@ func runPredicateOf(env []byte) *attest.RunPredicate {
 		return nil
 	}
 	return &p
+}
+
+// CurrentCert is the node certificate runs sign under now (Cert, or the last SetCert).
+func (r *Runner) CurrentCert() *attest.NodeCert {
+	r.certMu.RLock()
+	defer r.certMu.RUnlock()
+	return r.Cert
+}
+
+// SetCert swaps in a renewed node certificate: runs that sign from now on use it. The
+// caller has checked it (the node's, of a trusted lab, valid now).
+func (r *Runner) SetCert(c *attest.NodeCert) {
+	r.certMu.Lock()
+	defer r.certMu.Unlock()
+	r.Cert = c
 }

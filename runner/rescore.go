@@ -96,7 +96,7 @@ func (r *Runner) signRescore(runID, metric string, ev *evalResult, sub attest.Su
 	if err != nil {
 		return nil, fmt.Errorf("rescore %s: build statement: %w", runID, err)
 	}
-	env, id, err := attest.Sign(r.Key, r.Cert, stmt)
+	env, id, err := attest.Sign(r.Key, r.CurrentCert(), stmt)
 	if err != nil {
 		return nil, fmt.Errorf("rescore %s: sign: %w", runID, err)
 	}

@@ -77,8 +77,11 @@ type Runner struct {
 	StopGrace time.Duration
 
 	invOnce sync.Once
-	inv     gpu.Inventory
-	invErr  error
+	// certMu guards Cert once the runner is in use: a daemon swaps in a renewed
+	// certificate (SetCert) while runs sign.
+	certMu sync.RWMutex
+	inv    gpu.Inventory
+	invErr error
 }
 
 // Progress is a snapshot for a live status line.
@@ -294,11 +297,17 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 		}
 		if st.Agent.Model != nil {
 			if err := r.startModel(ctx, ex, st, &cfg); err != nil {
+				if aborted(ctx) {
+					return nil, r.abort(ctx, ex, st)
+				}
 				return nil, r.fail(st, err)
 			}
 		}
 		h, err := ex.Start(ctx, cfg)
 		if err != nil {
+			if aborted(ctx) {
+				return nil, r.abort(ctx, ex, st)
+			}
 			r.endModel(ctx, ex, st)
 			return nil, r.fail(st, fmt.Errorf("start agent %s: %w", st.Agent.Name, err))
 		}
@@ -315,6 +324,9 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 			meter = gpu.ResumeMeter(r.GPUs, st.GPUs, st.Telemetry)
 		}
 		exit, err := r.waitAgent(ctx, ex, st, meter)
+		if aborted(ctx) {
+			return nil, r.abort(ctx, ex, st)
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err() // the run stays in PhaseAgent: a restarted node re-attaches
 		}
@@ -354,6 +366,9 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 		}
 		if _, err := os.Stat(filepath.Join(dir, statementFile)); err != nil {
 			if err := r.evaluateAndState(ctx, ex, st, b); err != nil {
+				if aborted(ctx) {
+					return nil, r.abort(ctx, ex, st)
+				}
 				if ctx.Err() != nil {
 					return nil, ctx.Err() // left in PhaseEvaluating for Recover
 				}
@@ -802,7 +817,7 @@ func (r *Runner) sign(st *RunState) (*Outcome, error) {
 		if rerr != nil {
 			return nil, r.fail(st, fmt.Errorf("no statement to sign: %w", rerr))
 		}
-		signed, _, serr := attest.Sign(r.Key, r.Cert, stmt)
+		signed, _, serr := attest.Sign(r.Key, r.CurrentCert(), stmt)
 		if serr != nil {
 			return nil, r.fail(st, fmt.Errorf("sign: %w", serr))
 		}

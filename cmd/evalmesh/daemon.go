@@ -159,6 +159,7 @@ Example:
 	_ = cmd.Flags().MarkHidden("test-controls")
 	cmd.Flags().StringVar(&dashboardListen, "dashboard-listen", "", "serve the read-only web dashboard, its JSON API and /metrics on this host:port (e.g. 127.0.0.1:5280; port 0 picks one; default off). It needs no token and serves no control endpoint: safe to expose (docs/api.md)")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format on stderr: text (key=value lines) or json (one object a line)")
+	cmd.Flags().DurationVar(&claims.DeadAfter, "dead-after", protocol.DefaultDeadAfter, "a node silent this long (no claim message, no heads) while others are heard is taken for dead: its slots are free again before their leases lapse (negative: wait for the lease; docs/protocol-claims.md rule 4a)")
 	cmd.Flags().DurationVar(&claims.Heartbeat, "heartbeat", 0, "how often live claims are renewed and re-announced (default lease/3)")
 	cmd.Flags().DurationVar(&claims.KeyHolderHeadStart, "key-holder-head-start", 0, "how long a free slot of a sealed bundle this lab cannot open is left to labs that hold its key before this node runs it anyway (default: the lease)")
 	return cmd

@@ -142,6 +142,8 @@ Examples:
 	f.DurationVar(&c.Lease, "lease", c.Lease, "claim lease")
 	f.DurationVar(&c.Heartbeat, "heartbeat", 0, "renew interval of a live claim (default lease/3)")
 	f.DurationVar(&c.Settle, "settle", c.Settle, "how long a claim waits for a conflicting one before starting")
+	f.DurationVar(&c.DeadAfter, "dead-after", 0, "a node silent this long while others are heard is taken for dead and its claims lapse (default: the daemon's, 2m; negative: only the lease)")
+	f.DurationVar(&c.AliveEvery, "alive-every", c.AliveEvery, "how often each node is heard apart from claim messages (the daemon's heads); negative: never")
 	f.IntVar(&c.MaxInfraAttempts, "max-attempts", c.MaxInfraAttempts, "infrastructure failures after which a slot is failed")
 	f.IntVar(&c.Replication, "replication", c.Replication, "labs other than the runner's that re-score each run")
 	f.DurationVar(&c.RescoreTimeout, "rescore-timeout", c.RescoreTimeout, "silence after which the next lab in order re-scores instead")

@@ -56,6 +56,11 @@ type Config struct {
 
 	Lease, Heartbeat, Settle time.Duration // the claim machine's knobs (protocol.ClaimConfig)
 	MaxInfraAttempts         int
+	// DeadAfter is protocol.ClaimConfig.DeadAfter (0: its default; negative: off).
+	// AliveEvery is how often each node is heard by the others apart from claim messages
+	// (the daemon's heads: every 5 s; each copy lost as a message is); negative: never, so
+	// only claim messages tell a node alive.
+	DeadAfter, AliveEvery time.Duration
 
 	Replication    int           // labs that must re-score each run
 	RescoreTimeout time.Duration // silence after which the next lab steps in
@@ -94,6 +99,7 @@ var Defaults = Config{
 	AgentFail: 0.1, InfraFail: 0.01, Hang: 0.002, Grace: 10 * time.Minute,
 	Lease: protocol.DefaultLease, Heartbeat: protocol.DefaultHeartbeat, Settle: protocol.DefaultSettle,
 	MaxInfraAttempts: protocol.DefaultMaxInfraAttempts,
+	AliveEvery:       30 * time.Second,
 	Replication:      2, RescoreTimeout: 10 * time.Minute, RescoreTime: time.Minute,
 	ReconEvery: time.Minute,
 	Seed:       1,
@@ -128,6 +134,7 @@ func (c Config) WithDefaults() Config {
 	setD(&c.Grace, d.Grace)
 	setD(&c.Lease, d.Lease)
 	setD(&c.Settle, d.Settle)
+	setD(&c.AliveEvery, d.AliveEvery)
 	setD(&c.RescoreTimeout, d.RescoreTimeout)
 	setD(&c.RescoreTime, d.RescoreTime)
 	setD(&c.ReconEvery, d.ReconEvery)
@@ -193,8 +200,15 @@ type Result struct {
 	InfraFailures int `json:"infra_failures"` // runs ended by infra failure, crash, hang or deadline
 	// ClaimToStart is, for each run, the time from the moment its node had free capacity
 	// while the slot was free (campaign known, lease lapsed, or released) to the run's start.
-	ClaimToStart      Latency `json:"claim_to_start_ms"`
-	MessagesPerSlot   float64 `json:"messages_per_slot"`   // claim-topic messages published / slots
+	ClaimToStart    Latency `json:"claim_to_start_ms"`
+	MessagesPerSlot float64 `json:"messages_per_slot"` // claim-topic messages published / slots
+	// Takeover is, for each slot a crashed node was running, the time from the crash until
+	// the slot was free again on the node that claimed it next (its lease lapsed, or its
+	// holder was taken for dead), in seconds: what a dead holder costs a campaign's tail.
+	Takeover Latency `json:"takeover_s"`
+	// AlivePerSlot: liveness messages (AliveEvery; the daemon's heads, which it sends
+	// anyway) published / slots: not claim messages, not in MessagesPerSlot.
+	AlivePerSlot      float64 `json:"alive_per_slot"`
 	DeliveriesPerSlot float64 `json:"deliveries_per_slot"` // of those, deliveries to nodes / slots
 	MessagesLost      int     `json:"messages_lost"`       // deliveries lost (loss, partition, node down)
 	// RescoredOK counts finished slots whose counted run was re-scored by Replication
@@ -239,6 +253,7 @@ const (
 	evRescore // check which labs are due for run
 	evRescoreDone
 	evForge // a dishonest node forges infra releases of slot
+	evAlive // node is heard by the others (the daemon's heads), apart from claims
 )
 
 type event struct {
@@ -325,12 +340,15 @@ type world struct {
 	res         Result
 	c2s         []float64
 	published   int
+	alive       int                   // liveness messages (evAlive) published
+	crashedAt   map[int]time.Duration // slot -> when the node running it crashed
+	takeover    []float64             // seconds from such a crash to the slot's being free
 	delivered   int
 }
 
 func newWorld(c Config) *world {
 	w := &world{c: c, rng: rand.New(rand.NewPCG(c.Seed, 0x65766d73696d)), // "evmsim"
-		t0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), slotIdx: map[string]int{}}
+		t0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), slotIdx: map[string]int{}, crashedAt: map[int]time.Duration{}}
 	for l := range c.Labs {
 		w.labs = append(w.labs, fmt.Sprintf("lab%02d", l))
 	}
@@ -421,7 +439,11 @@ func (w *world) startNode(i int) {
 		Self: n.id, Lab: w.labs[n.lab], Cert: []byte(`{}`),
 		Lease: w.c.Lease, Heartbeat: w.c.Heartbeat, Settle: w.c.Settle,
 		MaxInfraAttempts: w.c.MaxInfraAttempts, KeyHolderHeadStart: w.c.KeyHolderHeadStart,
+		DeadAfter: w.c.DeadAfter,
 	}, Labs: w.labs, AwaitingKey: awaiting})
+	if w.c.AliveEvery > 0 {
+		w.push(&event{at: w.now + time.Duration(w.rng.Float64()*float64(w.c.AliveEvery)), kind: evAlive, node: i, epoch: n.epoch})
+	}
 	n.freeUnits = n.freeUnits[:0]
 	for range w.c.Capacity {
 		n.freeUnits = append(n.freeUnits, w.now)
@@ -503,6 +525,12 @@ func (w *world) apply(i int, a protocol.Actions) {
 		if msg.Kind == protocol.ClaimKindClaim {
 			if _, ok := n.pending[s]; !ok {
 				free := n.m.FreeSince(msg.Slot).Sub(w.t0)
+				if t, ok := w.crashedAt[s]; ok && free >= t {
+					// The first claim of a slot a crashed node held: it was free here from
+					// its lapse on (whenever this node got round to it).
+					w.takeover = append(w.takeover, (free - t).Seconds())
+					delete(w.crashedAt, s)
+				}
 				n.pending[s] = max(w.takeUnit(n), free)
 			}
 		}
@@ -572,6 +600,7 @@ func (w *world) startRun(i, s, attempt int) {
 	}
 	delete(n.pending, s)
 	w.c2s = append(w.c2s, float64(w.now-ready)/float64(time.Millisecond))
+
 	for _, r := range w.slotRuns[s] {
 		if o := w.runs[r]; o.active || (o.result && !o.fabricated) {
 			w.res.DuplicateRuns++
@@ -733,9 +762,26 @@ func (w *world) handle(e *event) {
 		}
 		w.endRun(e.run, kind == protocol.RunValid || kind == protocol.RunAgentFailed, kind == protocol.RunInfraFailed)
 		w.apply(e.node, n.m.RunEnded(w.spec.Slots[r.slot].ID, r.attempt, protocol.RunOutcome{Kind: kind}, now).Actions)
+	case evAlive:
+		n := w.nodes[e.node]
+		if !n.up || e.epoch != n.epoch {
+			return
+		}
+		w.alive++
+		for j, o := range w.nodes {
+			if j != e.node && o.up && w.connected(e.node, j) && w.rng.Float64() >= w.c.Loss {
+				o.m.PeerSeen(n.id, now)
+			}
+		}
+		if w.nFinished < w.c.Slots {
+			w.push(&event{at: w.now + w.c.AliveEvery, kind: evAlive, node: e.node, epoch: n.epoch})
+		}
 	case evCrash:
 		n := w.nodes[e.node]
 		w.res.Crashes++
+		for s := range n.runs {
+			w.crashedAt[s] = w.now
+		}
 		for _, idx := range sortedValues(n.runs) {
 			w.runs[idx].active = false
 			w.runs[idx].failed = true
@@ -938,6 +984,16 @@ func (w *world) result() Result {
 			Max: round3(x[len(x)-1]),
 		}
 	}
+	if len(w.takeover) > 0 {
+		x := slices.Clone(w.takeover)
+		slices.Sort(x)
+		res.Takeover = Latency{
+			P50: round3(stat.Quantile(0.5, stat.Empirical, x, nil)),
+			P99: round3(stat.Quantile(0.99, stat.Empirical, x, nil)),
+			Max: round3(x[len(x)-1]),
+		}
+	}
+	res.AlivePerSlot = round3(float64(w.alive) / float64(c.Slots))
 	res.MessagesPerSlot = round3(float64(w.published) / float64(c.Slots))
 	res.DeliveriesPerSlot = round3(float64(w.delivered) / float64(c.Slots))
 	end := w.lastFinish

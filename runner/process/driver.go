@@ -323,16 +323,19 @@ func (e *Executor) Stop(ctx context.Context, h *runner.Handle, grace time.Durati
 	return nil
 }
 
-// Destroy implements runner.Executor: it kills whatever is left of the task, removes its
-// cgroups and its status file. The log stays: it belongs to the run.
+// Destroy implements runner.Executor: it kills whatever is left of the task and waits
+// until none of its processes is alive (killAll), then removes its cgroups and its status
+// file. The log stays: it belongs to the run.
 func (e *Executor) Destroy(ctx context.Context, h *runner.Handle) error {
 	s, err := decodeState(h)
 	if err != nil {
 		return err
 	}
-	if alive(s) {
-		_ = syscall.Kill(-s.PID, syscall.SIGKILL)
-	}
+	// Nothing of the task may outlive Destroy: its supervisor, a child that ignored SIGTERM
+	// or left the process group, anything in its cgroups.
+	kctx, cancel := context.WithTimeout(ctx, killTimeout)
+	kerr := killAll(kctx, s)
+	cancel()
 	e.mu.Lock()
 	c := e.children[s.PID]
 	delete(e.children, s.PID)
@@ -340,7 +343,7 @@ func (e *Executor) Destroy(ctx context.Context, h *runner.Handle) error {
 	if c != nil {
 		<-c.done
 	}
-	err = removeCgroups(s.Cgroups)
+	err = errors.Join(kerr, removeCgroups(s.Cgroups))
 	sb := sandboxLayout{Dir: s.Sandbox}
 	err = errors.Join(err, collectOutput(sb, h.Config.OutputDir, h.Config.Limits.OutputBytes), removeSandbox(sb))
 	if rerr := os.Remove(s.StatusPath); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
@@ -348,6 +351,10 @@ func (e *Executor) Destroy(ctx context.Context, h *runner.Handle) error {
 	}
 	return err
 }
+
+// killTimeout bounds Destroy's wait for a task's processes to die after SIGKILL (a process
+// in uninterruptible sleep, e.g. on a dead NFS mount, may never).
+const killTimeout = 30 * time.Second
 
 // rebuild returns a fresh, unstarted copy of cmd (an exec.Cmd cannot be started twice).
 func rebuild(cmd *exec.Cmd) *exec.Cmd {

@@ -66,6 +66,9 @@ func decodeState(h *runner.Handle) (state, error) {
 type procStat struct {
 	State      byte
 	StartTicks uint64
+	// Session is field 6: the session ID, which every descendant of the supervisor keeps
+	// unless it calls setsid(2) (then only the task's cgroups still hold it).
+	Session int
 }
 
 // parseStat parses /proc/PID/stat. The command name (field 2) is in parentheses and may
@@ -84,7 +87,11 @@ func parseStat(b []byte) (procStat, error) {
 	if err != nil {
 		return procStat{}, fmt.Errorf("stat start time: %w", err)
 	}
-	return procStat{State: f[0][0], StartTicks: st}, nil
+	sid, err := strconv.Atoi(f[3])
+	if err != nil {
+		return procStat{}, fmt.Errorf("stat session: %w", err)
+	}
+	return procStat{State: f[0][0], StartTicks: st, Session: sid}, nil
 }
 
 // parseStatus reads a status file: either the bare exit status the supervisor shell wrote

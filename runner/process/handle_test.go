@@ -16,9 +16,9 @@ func TestParseStat(t *testing.T) {
 		want  procStat
 		valid bool
 	}{
-		{"1234 (sh) S 1 1234 1234 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 0 987654 2244608 200 18446744073709551615", procStat{'S', 987654}, true},
+		{"1234 (sh) S 1 1234 1234 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 0 987654 2244608 200 18446744073709551615", procStat{'S', 987654, 1234}, true},
 		// A command name with spaces and parentheses must not shift the fields.
-		{"77 (a) b) (c) Z 1 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0 0", procStat{'Z', 42}, true},
+		{"77 (a) b) (c) Z 1 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0 0", procStat{'Z', 42, 77}, true},
 		{"77 (x) S 1 2", procStat{}, false},
 		{"no paren", procStat{}, false},
 		{"1 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 notanumber 0", procStat{}, false},

@@ -212,9 +212,41 @@ func (e *Executor) Destroy(ctx context.Context, h *runner.Handle) error {
 				return fmt.Errorf("slurm executor: task %s: cancel job %s: %w", h.Config.ID, s.JobID, err)
 			}
 		}
+		if err := e.awaitInactive(ctx, h.Config.ID, s.JobID); err != nil {
+			return err
+		}
 	}
 	return removeJobFiles(s.JobDir)
 }
+
+// awaitInactive waits until Slurm reports the job ended (or forgets it). scancel only asks:
+// the job stays COMPLETING until slurmd has killed every process of it (its cgroup or
+// proctrack), and a run is not over, nor its GPUs free, before that.
+func (e *Executor) awaitInactive(ctx context.Context, task, jobID string) error {
+	ctx, cancel := context.WithTimeout(ctx, cancelTimeout)
+	defer cancel()
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		j, err := e.cli.lookup(ctx, jobID)
+		if err == nil && (j == nil || !j.active()) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			state := "unknown"
+			if j != nil {
+				state = j.State
+			}
+			return fmt.Errorf("slurm executor: task %s: job %s still %s after scancel: %w", task, jobID, state, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// cancelTimeout bounds the wait for a cancelled job to end: Slurm's KillWait (30 s by
+// default) between SIGTERM and SIGKILL, plus slack for the epilog.
+const cancelTimeout = 2 * time.Minute
 
 func removeJobFiles(dir string) error {
 	for _, f := range []string{specFile, scriptFile, stoppedFile} {

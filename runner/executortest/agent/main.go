@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -107,6 +108,11 @@ func main() {
 		fmt.Println("allocated all", len(keep), "MiB")
 	case "writes":
 		writes()
+	case "term-children": // two children that ignore SIGTERM, one in a process group of its own
+		termChildren()
+	case "ignore-term":
+		signal.Ignore(syscall.SIGTERM)
+		time.Sleep(time.Hour)
 	case "child-of-forkbomb":
 		time.Sleep(time.Hour)
 	case "output": // output KIND [ARG]: a hostile submission.csv (see hostileOutput)
@@ -290,4 +296,21 @@ func hostileOutput(kind, a string) {
 		os.Exit(64)
 	}
 	fmt.Printf("output %s: %v\n", kind, err)
+}
+
+// termChildren starts two children that ignore SIGTERM, the second in a process group of
+// its own (so a signal to the agent's group misses it), prints "child pid N" for each and
+// sleeps, ignoring SIGTERM itself: the hardest agent to abort short of setsid.
+func termChildren() {
+	signal.Ignore(syscall.SIGTERM)
+	for _, ownGroup := range []bool{false, true} {
+		cmd := exec.Command(os.Args[0], "ignore-term")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: ownGroup}
+		if err := cmd.Start(); err != nil {
+			fmt.Println("start child:", err)
+			os.Exit(70)
+		}
+		fmt.Println("child pid", cmd.Process.Pid)
+	}
+	time.Sleep(time.Hour)
 }
