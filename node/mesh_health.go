@@ -11,8 +11,9 @@ import (
 // release each as an infrastructure failure within seconds, burning other labs' attempts
 // and starving them of slots (issue 45: 8 of 12 slots failed within a second). After
 // MeshOptions.MaxInfraStreak such failures in a row (default DefaultMaxInfraStreak) it
-// stops claiming, says why at WARN and in /metrics (evalmesh_claiming_stopped), and
-// claims again only after a restart: what broke is the operator's to fix. A run that produced a result (valid, or
+// stops claiming, says why at WARN, in /metrics (evalmesh_claiming_stopped) and in
+// `ledger status` and `doctor` (LedgerStatus.ClaimingStopped), and claims again only
+// after a restart: what broke is the operator's to fix. A run that produced a result (valid, or
 // an agent failure, which is the agent's) resets the count; an aborted run counts nothing.
 
 // DefaultMaxInfraStreak is how many of its own runs in a row may end by an infrastructure
@@ -58,5 +59,13 @@ func (m *Mesh) runOutcome(o protocol.RunOutcome, aborted bool) {
 	}
 	m.n.opts.Warnf("mesh: this node stops claiming: %s; it claims again once restarted — fix the node first (`evalmesh doctor`)", m.health.stopped)
 	m.n.metrics.claimingStopped.Set(1)
+	m.n.metrics.stoppedWhy.Store(m.health.stopped)
 	m.apply(m.coord.StopClaiming(m.opts.Now()))
+}
+
+// ClaimingStopped says why this node stopped claiming for failures of its own ("": it
+// claims).
+func (n *Node) ClaimingStopped() string {
+	why, _ := n.metrics.stoppedWhy.Load().(string)
+	return why
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,8 +34,10 @@ type nodeMetrics struct {
 	ledgerSeconds prometheus.Histogram
 	runGPUSeconds prometheus.Counter
 	runEnergy     prometheus.Counter
-	// claimingStopped is 1 once the node stopped claiming for failures of its own (mesh_health.go).
+	// claimingStopped is 1 once the node stopped claiming for failures of its own
+	// (mesh_health.go); stoppedWhy says why (a string), for LedgerStatus and doctor.
 	claimingStopped prometheus.Gauge
+	stoppedWhy      atomic.Value
 
 	regOnce sync.Once
 	reg     *prometheus.Registry

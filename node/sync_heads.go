@@ -182,6 +182,9 @@ type LedgerStatus struct {
 	// the mesh has run it): Mismatch means this node claims nothing until its document
 	// matches the majority's.
 	DocumentMajority *protocol.DocumentVerdict `json:"network_doc_majority,omitempty"`
+	// ClaimingStopped: why this node stopped claiming after failures of its own runs
+	// (mesh_health.go); empty while it claims.
+	ClaimingStopped string `json:"claiming_stopped,omitempty"`
 }
 
 // LedgerStatus compares our head with every peer's latest; heads older than the staleness
@@ -194,7 +197,7 @@ func (n *Node) LedgerStatus() LedgerStatus {
 	hs.mu.Unlock()
 	return LedgerStatus{Network: o.Network, NetworkDoc: o.NetworkDoc, LedgerRoot: o.LedgerRoot,
 		Attestations: o.Attestations, Fingerprint: o.Fingerprint, Refused: n.vstore.Attestations().RefusedLen(),
-		Campaigns: n.vstore.Campaigns().Len(), Peers: orEmpty(peers), DocumentMajority: n.documentVerdict()}
+		Campaigns: n.vstore.Campaigns().Len(), Peers: orEmpty(peers), DocumentMajority: n.documentVerdict(), ClaimingStopped: n.ClaimingStopped()}
 }
 
 // peerHeads is every peer's latest head, stale ones marked (the statuses compare with

@@ -485,6 +485,10 @@ func checkDaemon(ctx context.Context, h home.Home, cfg home.Config, doc *protoco
 		out = append(out, Check{Name: "network_agreement", Status: Warn, Detail: "the daemon does not say its peers' heads: " + err.Error()})
 	} else {
 		out = append(out, checkAgreement(h, doc, st))
+		if st.ClaimingStopped != "" {
+			out = append(out, Check{Name: "claiming", Status: Fail, Detail: "this node stopped claiming: " + st.ClaimingStopped,
+				Fix: "fix what the last failure names (its runs' logs are under " + h.Dir + "/runs), then restart the daemon"})
+		}
 	}
 	out = append(out, Check{Name: "clock", Status: Info,
 		Detail: "offset against peers unknown: their heads carry no time (protocol.Head), so it cannot be measured from here"})
