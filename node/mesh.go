@@ -962,7 +962,6 @@ func (m *Mesh) BundleDir(ctx context.Context, cs string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("task CID %q: %w", cs, err)
 	}
-	dir := filepath.Join(m.n.home.BundlesDir(), c.String())
 	m.bundleMu.Lock()
 	mu := m.bundles[c.String()]
 	if mu == nil {
@@ -972,6 +971,15 @@ func (m *Mesh) BundleDir(ctx context.Context, cs string) (string, error) {
 	m.bundleMu.Unlock()
 	mu.Lock()
 	defer mu.Unlock()
+	return m.n.bundleDir(ctx, c, 0)
+}
+
+// bundleDir returns the unpacked bundle c under HOME/bundles, fetching it from the connected
+// peers first (within timeout; 0: the fetch's default) when this home does not have it. It
+// unpacks into a temporary folder beside it and renames, so a crash leaves no half bundle;
+// callers that may fetch one CID at once serialise (Mesh.BundleDir).
+func (n *Node) bundleDir(ctx context.Context, c cid.Cid, timeout time.Duration) (string, error) {
+	dir := filepath.Join(n.home.BundlesDir(), c.String())
 	if _, err := os.Stat(filepath.Join(dir, tasks.MetaFile)); err == nil {
 		return dir, nil
 	}
@@ -984,7 +992,7 @@ func (m *Mesh) BundleDir(ctx context.Context, cs string) (string, error) {
 	}
 	defer os.RemoveAll(tmp)
 	target := filepath.Join(tmp, "b")
-	if err := m.n.Get(ctx, c, target, GetOptions{}); err != nil {
+	if err := n.Get(ctx, c, target, GetOptions{Timeout: timeout}); err != nil {
 		return "", err
 	}
 	if err := os.Rename(target, dir); err != nil {

@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"time"
@@ -380,26 +378,7 @@ func (n *Node) verifyBundleDir(ctx context.Context, cs string, timeout time.Dura
 	if err != nil {
 		return "", fmt.Errorf("task CID %q: %w", cs, err)
 	}
-	dir := filepath.Join(n.home.BundlesDir(), c.String())
-	if _, err := os.Stat(filepath.Join(dir, tasks.MetaFile)); err == nil {
-		return dir, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return "", err
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".unpack-"+c.String()+"-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	target := filepath.Join(tmp, "b")
-	if err := n.Get(ctx, c, target, GetOptions{Timeout: timeout}); err != nil {
-		return "", err
-	}
-	if err := os.Rename(target, dir); err != nil {
-		return "", err
-	}
-	return dir, nil
+	return n.bundleDir(ctx, c, timeout)
 }
 
 // verifyRescore re-scores one counted run with the daemons' code and records the outcome.
