@@ -76,7 +76,7 @@ func networkCreate(out, network string, replication int, executors, labDirs []st
 	if replication < 0 {
 		return nil, fmt.Errorf("--replication %d: want 0 or more (how many other labs re-score a run before it counts)", replication)
 	}
-	ledger := map[string]any{"replication": replication, "claims": protocol.ClaimsRequired}
+	ledger := map[string]any{"replication": replication, "claims": protocol.ClaimsRequired, "caps": protocol.DefaultCaps}
 	if len(executors) > 0 {
 		ledger["executors"] = executors
 	}
