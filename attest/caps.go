@@ -101,6 +101,8 @@ func (o Outcome) RefusedCampaigns(p AcceptPolicy) []RefusedCampaign {
 	for id, why := range o.AdmitCampaigns(p) {
 		out = append(out, RefusedCampaign{Campaign: id, Lab: p.Campaigns[id].Lab, Reason: why})
 	}
-	slices.SortFunc(out, func(a, b RefusedCampaign) int { return cmp.Or(cmp.Compare(a.Lab, b.Lab), cmp.Compare(a.Campaign, b.Campaign)) })
+	slices.SortFunc(out, func(a, b RefusedCampaign) int {
+		return cmp.Or(cmp.Compare(a.Lab, b.Lab), cmp.Compare(a.Campaign, b.Campaign))
+	})
 	return out
 }

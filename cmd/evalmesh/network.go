@@ -221,6 +221,11 @@ func printNetworkShow(w io.Writer, s *networkShowOut) {
 	fmt.Fprintf(w, "network  %s (document version %d)\nhash     %s\n", s.Network, s.Version, s.Hash)
 	fmt.Fprintf(w, "ledger   replication %d, executors %s, worst %s, bootstrap rounds %d\n", s.Ledger.Replication,
 		strings.Join(s.Ledger.Executors, ","), s.Ledger.Worst, s.Ledger.BootstrapRounds)
+	if c := s.Ledger.Caps; c != nil {
+		fmt.Fprintf(w, "caps     per lab: %s agents, %s campaigns (a campaign past either is refused whole)\n", capText(c.AgentsPerLab), capText(c.CampaignsPerLab))
+	} else {
+		fmt.Fprintln(w, "caps     none (ledger.caps absent)")
+	}
 	fmt.Fprintf(w, "labs     %d\n", len(s.Labs))
 	for _, l := range s.Labs {
 		state := "not signed"
@@ -458,4 +463,11 @@ Example:
 			return nil
 		},
 	}
+}
+
+func capText(n int) string {
+	if n == 0 {
+		return "any number of"
+	}
+	return fmt.Sprintf("at most %d", n)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -335,5 +336,8 @@ func TestNetworkCreateWritesCaps(t *testing.T) {
 	}
 	if p := d.AcceptPolicy(); p.MaxAgentsPerLab != protocol.DefaultCaps.AgentsPerLab || p.MaxCampaignsPerLab != protocol.DefaultCaps.CampaignsPerLab {
 		t.Fatalf("policy %+v", p)
+	}
+	if show := mustCLI(t, "network", "show", out); !strings.Contains(show, fmt.Sprintf("at most %d agents, at most %d campaigns", protocol.DefaultCaps.AgentsPerLab, protocol.DefaultCaps.CampaignsPerLab)) {
+		t.Fatalf("network show does not state the caps:\n%s", show)
 	}
 }
