@@ -38,14 +38,16 @@ type AcceptPolicy struct {
 	// process executor an agent can read the task's private labels. A network (or the demo)
 	// that opts in should say so wherever it shows the ledger.
 	AllowProcessRuns bool
-	// MaxAgentsPerLab caps how many distinct agents one principal (lab, or directly trusted
-	// node) can put on the ledger: its runs of the agents past the first MaxAgentsPerLab, by
-	// agent name, do not count (ExcludeLabCap). 0 is no cap. A trusted lab signing cheap runs
-	// under thousands of agent IDs then costs the ledger at most this many players.
-	MaxAgentsPerLab int
-	// MaxRunsPerLab caps how many runs of one principal count: past the first MaxRunsPerLab
-	// by (task, agent, seed, ID), its runs do not count (ExcludeLabCap). 0 is no cap.
-	MaxRunsPerLab int
+	// MaxAgentsPerLab and MaxCampaignsPerLab are caps at admission (AdmitCampaigns): a
+	// lab's campaigns are admitted one by one in an order nobody at the lab chooses (when
+	// other labs witnessed them, then campaign ID), and a campaign that would take its lab
+	// past MaxAgentsPerLab distinct agent specs or MaxCampaignsPerLab campaigns is refused
+	// as a whole: none of its runs count (ExcludeCampaignOverCap). No run of an admitted
+	// campaign is ever dropped, and a later campaign never displaces an earlier one, so a
+	// lab cannot choose which of its results count by naming agents or grinding IDs. 0 is
+	// no cap. They need Campaigns (with CampaignWindow.Agents); without it they do nothing.
+	MaxAgentsPerLab    int
+	MaxCampaignsPerLab int
 	// RequireWitness counts a run only if it cites (RunPredicate.Witness) a witness record
 	// in the set of its campaign by a lab other than the campaign's (CampaignWindow.Lab):
 	// proof that it was signed after another lab had seen the campaign. Needs Campaigns.
@@ -75,6 +77,9 @@ type CampaignWindow struct {
 	// Lab is the lab ID that signed the campaign: its own witness records do not count for
 	// its campaign (AcceptPolicy.RequireWitness).
 	Lab string
+	// Agents are the agent spec CIDs the campaign lists, in any order: what it adds to its
+	// lab's agents under AcceptPolicy.MaxAgentsPerLab.
+	Agents []string
 }
 
 // ExcludeReason says why a run attestation does not count. The strings are stable: the CLI
@@ -108,9 +113,10 @@ const (
 	// records (AcceptPolicy.RequireClaimRecords): no valid claim record of it, or another
 	// node's record ranks first (ClaimRank). A result must come from its claim's holder.
 	ExcludeNotHolder ExcludeReason = "its node does not hold the slot's attempt by the claim records"
-	// ExcludeLabCap: the run's principal is over AcceptPolicy.MaxAgentsPerLab or
-	// MaxRunsPerLab.
-	ExcludeLabCap ExcludeReason = "over the lab's cap"
+	// ExcludeCampaignOverCap: the run's campaign was refused at admission
+	// (AdmitCampaigns): admitting it would have taken its lab past
+	// AcceptPolicy.MaxAgentsPerLab agents or MaxCampaignsPerLab campaigns.
+	ExcludeCampaignOverCap ExcludeReason = "its campaign is over its lab's cap"
 	// ExcludeUnknownTask: the slot's task bundle is not one the ledger scores.
 	ExcludeUnknownTask ExcludeReason = "unknown task bundle"
 	// ExcludeUnknownAgent: the slot's agent spec is not one the ledger knows.
@@ -250,6 +256,7 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 		task, agent string
 		seed        int
 	}
+	overCap := o.AdmitCampaigns(p)
 	var passed []candidate
 	for _, v := range o.Runs {
 		rp := v.Run
@@ -275,6 +282,10 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 			w, ok := p.Campaigns[rp.Slot.Campaign]
 			if !ok {
 				exclude(v, rp.Slot, ExcludeUnknownCampaign, "campaign "+rp.Slot.Campaign)
+				continue
+			}
+			if why, out := overCap[rp.Slot.Campaign]; out {
+				exclude(v, rp.Slot, ExcludeCampaignOverCap, why)
 				continue
 			}
 			if rp.Start.Before(w.Created) || rp.End.After(w.Deadline) {
@@ -333,10 +344,6 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 		}
 		passed = append(passed, candidate{r: toResult(v, task, agent), v: v, order: order})
 	}
-	// The caps apply before the cells are filled, so a capped run never displaces another
-	// lab's run of the same cell.
-	passed = applyLabCaps(passed, p, func(c candidate) (*Verified, scoring.Result) { return c.v, c.r },
-		func(c candidate, detail string) { exclude(c.v, c.v.Run.Slot, ExcludeLabCap, detail) })
 	best := map[cell]candidate{}
 	var losers []candidate
 	for _, c := range passed {
@@ -447,66 +454,6 @@ func qualified(name, owner string) string {
 	return name + "@" + owner
 }
 
-// applyLabCaps keeps, per principal, the runs of its first MaxAgentsPerLab agents (by agent
-// name) and then its first MaxRunsPerLab runs (by task, agent, seed, ID); drop is told of
-// every other. The order is fixed by the inputs alone, so every node drops the same runs.
-func applyLabCaps[C any](cs []C, p AcceptPolicy, of func(C) (*Verified, scoring.Result), drop func(C, string)) []C {
-	if p.MaxAgentsPerLab <= 0 && p.MaxRunsPerLab <= 0 {
-		return cs
-	}
-	byLab := map[string][]C{}
-	var labs []string
-	for _, c := range cs {
-		v, _ := of(c)
-		if _, ok := byLab[v.Principal()]; !ok {
-			labs = append(labs, v.Principal())
-		}
-		byLab[v.Principal()] = append(byLab[v.Principal()], c)
-	}
-	slices.Sort(labs)
-	var kept []C
-	for _, lab := range labs {
-		runs := byLab[lab]
-		slices.SortFunc(runs, func(a, b C) int {
-			va, ra := of(a)
-			vb, rb := of(b)
-			return cmp.Or(cmp.Compare(ra.Task, rb.Task), cmp.Compare(ra.Agent, rb.Agent), cmp.Compare(ra.Seed, rb.Seed), cmp.Compare(va.ID, vb.ID))
-		})
-		if p.MaxAgentsPerLab > 0 {
-			var agents []string
-			for _, c := range runs {
-				_, r := of(c)
-				agents = append(agents, r.Agent)
-			}
-			slices.Sort(agents)
-			agents = slices.Compact(agents)
-			if len(agents) > p.MaxAgentsPerLab {
-				allowed := map[string]bool{}
-				for _, a := range agents[:p.MaxAgentsPerLab] {
-					allowed[a] = true
-				}
-				in := runs[:0:0]
-				for _, c := range runs {
-					if _, r := of(c); allowed[r.Agent] {
-						in = append(in, c)
-					} else {
-						drop(c, fmt.Sprintf("%s has runs of %d agents; a lab counts for at most %d (the first by name)", lab, len(agents), p.MaxAgentsPerLab))
-					}
-				}
-				runs = in
-			}
-		}
-		if p.MaxRunsPerLab > 0 && len(runs) > p.MaxRunsPerLab {
-			for _, c := range runs[p.MaxRunsPerLab:] {
-				drop(c, fmt.Sprintf("%s has %d runs that would count; a lab counts for at most %d (the first by task, agent, seed)", lab, len(runs), p.MaxRunsPerLab))
-			}
-			runs = runs[:p.MaxRunsPerLab]
-		}
-		kept = append(kept, runs...)
-	}
-	return kept
-}
-
 func toResult(v *Verified, task, agent string) scoring.Result {
 	rp := v.Run
 	r := scoring.Result{Task: task, Agent: agent, Seed: rp.Slot.Seed, AttestationID: v.ID}
@@ -577,6 +524,11 @@ func (o Outcome) witnessedAt(campaign, campaignLab string, created time.Time) ti
 			first[w.Principal()] = w.Witness.Time
 		}
 	}
+	return witnessTime(first, created)
+}
+
+// witnessTime is witnessedAt given each other lab's earliest witness time of the campaign.
+func witnessTime(first map[string]time.Time, created time.Time) time.Time {
 	if len(first) == 0 {
 		return created
 	}

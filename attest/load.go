@@ -60,6 +60,9 @@ type LedgerReport struct {
 	// Misconduct is the proven misbehaviour in the set (ProvenMisconduct), each saying
 	// whether it sets its principal's results aside under the policy.
 	Misconduct []Misconduct `json:"misconduct"`
+	// RefusedCampaigns are the campaigns refused at admission by the per-lab caps
+	// (Outcome.AdmitCampaigns): none of their runs count (ExcludeCampaignOverCap).
+	RefusedCampaigns []RefusedCampaign `json:"refused_campaigns,omitempty"`
 	// CountedIDs are the attestation IDs of the counted runs, in the ledger's order (what
 	// `evalmesh verify-ledger` re-scores); outside the JSON, which keeps its shape.
 	CountedIDs []string `json:"-"`
@@ -214,6 +217,7 @@ func ledgerOf(ok []*Verified, rep *LedgerReport, in LedgerInput) (*scoring.Ledge
 			}
 		}
 	}
+	rep.RefusedCampaigns = o.RefusedCampaigns(p)
 	rep.Misconduct = []Misconduct{} // JSON [] when none
 	for _, m := range ProvenMisconduct(o) {
 		m.SetAside = p.SetAsideOffenders && !p.Pardoned[m.Evidence]

@@ -164,6 +164,7 @@ func FuzzParseNetworkDoc(f *testing.F) {
 	f.Add([]byte(`{"version":1,"network":"a"}`))
 	f.Add([]byte(`{"version":1,"network":"a","labs":[{"name":"x","key":"8jO3llk1VFAI2toO//YNjsB26i0VUzM5ce7g1PH7Lno=","retired":"2026-01-02T03:04:05.6+01:00"}],"signatures":[{"lab":"x","sig":"AAAA"}]}`))
 	f.Add([]byte(`{"version":1,"network":"a","signatures":[]}`))
+	f.Add([]byte(`{"version":1,"network":"a","ledger":{"caps":{"agents_per_lab":2,"campaigns_per_lab":0}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := ParseNetworkDoc(b)
 		if err != nil {

@@ -48,7 +48,12 @@ func NamesOf(campaigns []LedgerCampaign) LedgerNames {
 	infos := map[string]scoring.TaskInfo{}
 	bundleNames := map[string]string{}
 	for _, c := range cs {
-		out.Windows[c.ID] = attest.CampaignWindow{Created: c.Created, Deadline: c.Deadline, Lab: c.Lab}
+		agents := make([]string, 0, len(c.Agents))
+		for cid := range c.Agents {
+			agents = append(agents, cid)
+		}
+		slices.Sort(agents)
+		out.Windows[c.ID] = attest.CampaignWindow{Created: c.Created, Deadline: c.Deadline, Lab: c.Lab, Agents: agents}
 		for cid, t := range c.Tasks {
 			if _, ok := infos[cid]; !ok {
 				infos[cid], bundleNames[cid] = t, t.Name

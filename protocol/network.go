@@ -107,7 +107,25 @@ type LedgerPolicy struct {
 	// canonical form so documents without it keep their hash, means DefaultPinFactor; all
 	// active labs when they are fewer (NetworkDoc.PinFactor, protocol/holders.go).
 	PinFactor int `json:"pin_factor,omitempty"`
+	// Caps are the per-lab caps at admission (attest.AcceptPolicy.MaxAgentsPerLab,
+	// MaxCampaignsPerLab; attest.Outcome.AdmitCampaigns). nil, absent from the canonical
+	// form, is no cap, so documents written before the field keep their hash and roots;
+	// `evalmesh network create` writes DefaultCaps. A build older than the field refuses a
+	// document that sets it (unknown fields are refused) rather than computing another root.
+	Caps *LedgerCaps `json:"caps,omitempty"`
 }
+
+// LedgerCaps bounds what one lab can put on the ledger: a campaign that would take its lab
+// past either cap is refused whole at admission. 0 (absent) is no cap on that count.
+type LedgerCaps struct {
+	AgentsPerLab    int `json:"agents_per_lab,omitempty"`
+	CampaignsPerLab int `json:"campaigns_per_lab,omitempty"`
+}
+
+// DefaultCaps are the caps `evalmesh network create` writes: room for any lab's honest
+// work (a few dozen agents, a campaign a day for months) while a lab signing cheap
+// campaigns under thousands of agent specs adds at most this many rows and campaigns.
+var DefaultCaps = LedgerCaps{AgentsPerLab: 64, CampaignsPerLab: 512}
 
 // AuditPolicy is the network's audit rate and what becomes of results nobody can audit.
 type AuditPolicy struct {
@@ -322,6 +340,15 @@ func (d *NetworkDoc) normalize() error {
 	if len(p.Pardons) == 0 {
 		p.Pardons = nil
 	}
+	if c := p.Caps; c != nil {
+		if c.AgentsPerLab < 0 || c.CampaignsPerLab < 0 {
+			return fmt.Errorf("network document: ledger.caps {agents_per_lab %d, campaigns_per_lab %d}: give each cap as 1 or more, or leave it out for none (%d and %d are what `network create` writes)",
+				c.AgentsPerLab, c.CampaignsPerLab, DefaultCaps.AgentsPerLab, DefaultCaps.CampaignsPerLab)
+		}
+		if *c == (LedgerCaps{}) {
+			p.Caps = nil // no cap stays out of the canonical form: older documents keep their hash
+		}
+	}
 	if a := p.Audits; a != nil {
 		if math.IsNaN(a.Rate) || a.Rate < 0 || a.Rate > 1 {
 			return fmt.Errorf("network document: ledger.audits.rate %v: use a number from 0 to 1 (expected audits per run; %v by default)", a.Rate, DefaultAuditRate)
@@ -353,6 +380,9 @@ func (d *NetworkDoc) AcceptPolicy() attest.AcceptPolicy {
 		RequireWitness:      d.RequiresWitness(),
 		RequireClaimRecords: d.RequiresClaimRecords(),
 	}
+	if c := d.Ledger.Caps; c != nil {
+		p.MaxAgentsPerLab, p.MaxCampaignsPerLab = c.AgentsPerLab, c.CampaignsPerLab
+	}
 	if len(d.Ledger.Pardons) > 0 {
 		p.Pardoned = map[string]bool{}
 		for _, id := range d.Ledger.Pardons {
@@ -373,6 +403,10 @@ func (d *NetworkDoc) Canonical() []byte {
 	if d.Ledger.Audits != nil {
 		a := *d.Ledger.Audits
 		c.Ledger.Audits = &a
+	}
+	if d.Ledger.Caps != nil {
+		k := *d.Ledger.Caps
+		c.Ledger.Caps = &k
 	}
 	if err := c.normalize(); err != nil {
 		panic("protocol: Canonical of an invalid network document: " + err.Error())

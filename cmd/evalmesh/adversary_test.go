@@ -46,9 +46,10 @@ type ledgerView struct {
 	all        map[string]runInfo // every run attestation in the store
 	excluded   map[string]attest.ExcludeReason
 	misconduct []attest.Misconduct
-	unanswered []attest.Unanswered // held attempts with no outcome by their holder
-	agents     []string            // leaderboard rows' names
-	envelopes  int                 // attestations in the store
+	refused    []attest.RefusedCampaign // campaigns refused at admission (ledger.caps)
+	unanswered []attest.Unanswered      // held attempts with no outcome by their holder
+	agents     []string                 // leaderboard rows' names
+	envelopes  int                      // attestations in the store
 }
 
 func (d *daemonProc) ledgerView() (ledgerView, error) {
@@ -59,7 +60,7 @@ func (d *daemonProc) ledgerView() (ledgerView, error) {
 	if err != nil || l == nil || l.Report == nil {
 		return v, fmt.Errorf("ledger: %v", err)
 	}
-	v.root, v.misconduct, v.unanswered = l.Root, l.Report.Misconduct, l.Report.Unanswered
+	v.root, v.misconduct, v.unanswered, v.refused = l.Root, l.Report.Misconduct, l.Report.Unanswered, l.Report.RefusedCampaigns
 	for _, a := range l.Ledger.Agents {
 		v.agents = append(v.agents, a.Agent)
 	}
@@ -688,12 +689,19 @@ func mustSpec(t *testing.T, specs map[string]*agentspec.Spec, cid string) *agent
 // (ledger.claims "required", signed by every lab), as `evalmesh network create` writes.
 func claimsCluster(t *testing.T, tasks ...string) (*cluster, []string) {
 	t.Helper()
+	return docCluster(t, func(d *protocol.NetworkDoc) { d.Ledger.Claims = protocol.ClaimsRequired }, tasks...)
+}
+
+// docCluster is runningCluster under the demo's network document changed by edit, signed by
+// every lab.
+func docCluster(t *testing.T, edit func(*protocol.NetworkDoc), tasks ...string) (*cluster, []string) {
+	t.Helper()
 	c := newCluster(t, 3)
 	doc, err := protocol.ParseNetworkDoc(c.labs.Doc.Canonical())
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc.Ledger.Claims = protocol.ClaimsRequired
+	edit(doc)
 	doc.Signatures = []protocol.NetworkSignature{}
 	for _, n := range c.labs.Nodes {
 		if err := doc.Sign(n.Name, n.Lab); err != nil {
@@ -970,5 +978,122 @@ func TestDishonestLabCannotPreemptByRecord(t *testing.T) {
 			}
 		}
 		c.stillCounted(t, i, v, honestBefore)
+	}
+}
+
+// witnessedByOthers waits until node d holds witness records of campaign by every lab of the
+// cluster but notLab (the campaign's): from then on its admission time is fixed.
+func (c *cluster) witnessedByOthers(d *daemonProc, campaign, notLab string) {
+	c.t.Helper()
+	testutil.WaitFor(c.t, 60*time.Second, "witnesses of "+campaign+" by every other lab on "+d.lab.Name, func() bool {
+		envs, err := d.client.StoredEnvelopes(context.Background(), node.SetAttestations)
+		if err != nil {
+			return false
+		}
+		by := map[string]bool{}
+		for _, env := range envs {
+			if e, err := attest.DecodeEnvelope(env); err == nil {
+				if w, err := attest.DecodeWitness(e.Payload); err == nil && w.Campaign == campaign && w.Lab != notLab {
+					by[w.Lab] = true
+				}
+			}
+		}
+		return len(by) == len(c.labs.Nodes)-1
+	})
+}
+
+// TestDishonestLabCannotChooseWhatCountsUnderCaps: under ledger.caps (2 agents, 2 campaigns
+// per lab), lab3 (node 2) has a campaign of "solver" counted, then publishes a campaign of
+// two agents named to sort first ("aaa-1", "aaa-2": under the old rule, which kept a lab's
+// first agents by name, they pushed solver's counted runs out), then a campaign of one more
+// agent, then a fourth campaign. Every honest node refuses the second (agents) and the
+// fourth (campaigns) whole, lists them in its ledger report, and keeps counting the honest
+// labs' runs and lab3's first and third campaigns: no counted run was dropped, and no later
+// campaign displaced an earlier one.
+func TestDishonestLabCannotChooseWhatCountsUnderCaps(t *testing.T) {
+	skipShortFaults(t)
+	c, tasks := docCluster(t, func(d *protocol.NetworkDoc) {
+		d.Ledger.Caps = &protocol.LedgerCaps{AgentsPerLab: 2, CampaignsPerLab: 2}
+	}, "arithmetic")
+	liarLab := c.labs.Nodes[2].Lab.ID
+	liar := c.nodes[2]
+	specs, err := c.labs.AgentSpecs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	honestID, honestSlots := c.publish(c.nodes[1], tasks, []string{"constant", "heuristic"}, 3)
+	c.waitAllDone(c.nodes, honestID, honestSlots)
+	before := c.settle("the honest campaign counted everywhere", 120*time.Second, func(v ledgerView) bool {
+		return len(v.counted) == honestSlots
+	})[0]
+	// The honest campaign's results, whichever lab ran each slot.
+	var honestBefore []string
+	for id := range before.counted {
+		honestBefore = append(honestBefore, id)
+	}
+	if len(before.honestCounted(liarLab)) == 0 {
+		t.Fatal("no honest lab ran a slot: the test would prove nothing")
+	}
+
+	// publish signs and publishes one lab3 campaign, waits until every node has run it and
+	// both other labs have witnessed it (its admission time fixed), and returns its ID.
+	publish := func(title string, agents ...*agentspec.Spec) string {
+		n, id := c.campaignOf(2, title, tasks, agents, 1)
+		c.waitAllDone(c.nodes, id, n)
+		c.witnessedByOthers(liar, id, liarLab)
+		return id
+	}
+	first := publish("first", specs["solver"])
+	c.settle("lab3's first campaign counted", 120*time.Second, func(v ledgerView) bool {
+		return len(v.counted) == honestSlots+1
+	})
+	a1, a2 := *specs["constant"], *specs["heuristic"]
+	a1.Name, a2.Name = "aaa-1", "aaa-2"
+	overAgents := publish("sorts first", &a1, &a2)
+	third := publish("third", specs["flaky"])
+	overCampaigns := publish("fourth", specs["solver"])
+
+	campaignRuns := func(v ledgerView, campaign string) (ids []string) {
+		for id, r := range v.all {
+			if r.campaign == campaign {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	}
+	views := c.settle("lab3's over-cap campaigns refused everywhere", 120*time.Second, func(v ledgerView) bool {
+		return len(v.refused) == 2 && len(campaignRuns(v, overCampaigns)) > 0
+	})
+	for i, v := range views {
+		name := c.nodes[i].lab.Name
+		c.stillCounted(t, i, v, honestBefore)
+		refused := map[string]attest.RefusedCampaign{}
+		for _, r := range v.refused {
+			refused[r.Campaign] = r
+		}
+		for _, want := range []struct{ id, says string }{{overAgents, "at most 2"}, {overCampaigns, "at most 2"}} {
+			r, ok := refused[want.id]
+			if !ok || r.Lab != liarLab || !strings.Contains(r.Reason, want.says) {
+				t.Errorf("%s: campaign %s not refused as lab3's over its cap in the ledger report: %+v", name, want.id, v.refused)
+			}
+			for _, id := range campaignRuns(v, want.id) {
+				if got := v.excluded[id]; got != attest.ExcludeCampaignOverCap {
+					t.Errorf("%s: run %s of refused campaign %s: %q, want %q", name, id, want.id, got, attest.ExcludeCampaignOverCap)
+				}
+			}
+		}
+		for _, admitted := range []string{first, third} {
+			counted := 0
+			for _, id := range campaignRuns(v, admitted) {
+				if _, ok := v.counted[id]; ok {
+					counted++
+				} else if v.excluded[id] == attest.ExcludeCampaignOverCap {
+					t.Errorf("%s: run %s of lab3's admitted campaign %s: %q", name, id, admitted, v.excluded[id])
+				}
+			}
+			if counted != 1 { // one task, one agent, one seed
+				t.Errorf("%s: %d counted runs of lab3's admitted campaign %s, want 1", name, counted, admitted)
+			}
+		}
 	}
 }

@@ -124,9 +124,6 @@ The table's terms (docs/scoring.md has the formulas; docs/cli-json.md the JSON):
 				return fmt.Errorf("--replication %d: give how many other labs must confirm a run, 0 or more", o.Policy.Replication)
 			}
 			o.Scoring.BootstrapRounds = rounds
-			if o.Policy.MaxAgentsPerLab < 0 || o.Policy.MaxRunsPerLab < 0 {
-				return fmt.Errorf("--max-agents-per-lab %d / --max-runs-per-lab %d: give a cap of 1 or more, or 0 for none", o.Policy.MaxAgentsPerLab, o.Policy.MaxRunsPerLab)
-			}
 			if o.Policy.AllowProcessRuns {
 				fmt.Fprintln(cmd.ErrOrStderr(), "this network counts process-executor runs (--allow-process-runs): their agents could read the tasks' private files")
 			}
@@ -163,8 +160,6 @@ The table's terms (docs/scoring.md has the formulas; docs/cli-json.md the JSON):
 	cmd.Flags().StringArrayVar(&o.Agents, "agents", nil, "agent spec file or folder of specs, to name agents (repeatable)")
 	cmd.Flags().IntVar(&o.Policy.Replication, "replication", 0, "other labs that must re-score a run to the same value for it to count")
 	cmd.Flags().BoolVar(&o.Policy.AllowProcessRuns, "allow-process-runs", false, "also count runs not isolated in a container (process executor, or attestations that do not say)")
-	cmd.Flags().IntVar(&o.Policy.MaxAgentsPerLab, "max-agents-per-lab", 0, "count the runs of at most this many agents per lab, the first by name (0: no cap)")
-	cmd.Flags().IntVar(&o.Policy.MaxRunsPerLab, "max-runs-per-lab", 0, "count at most this many runs per lab, the first by task, agent, seed (0: no cap)")
 	cmd.Flags().StringVar(&o.Scoring.Worst, "worst", "population", `worst anchor of the normalized score: "population" or "estimated"`)
 	cmd.Flags().IntVar(&rounds, "bootstrap-rounds", 100, "bootstrap rounds for the confidence intervals")
 	cmd.Flags().StringVar(&o.Scoring.EloBootstrap, "elo-bootstrap", scoring.EloBootstrapGames, `Elo interval bootstrap: "games" (resample games, refit) or "tasks-linearised" (resample tasks, linear step; docs/scoring.md §4)`)

@@ -323,7 +323,6 @@ func TestLedgerCommandErrors(t *testing.T) {
 		{"no trust", []string{"ledger", "--tasks", dir}, "--tasks DIR and one of --trust TRUST.yaml or --network-doc FILE are required"},
 		{"missing folder", []string{"ledger", "--trust", trust, "--tasks", filepath.Join(dir, "tasks"), "--attestations", filepath.Join(dir, "nope")}, "does not exist"},
 		{"negative replication", []string{"ledger", "--trust", trust, "--tasks", dir, "--replication", "-1"}, "--replication -1"},
-		{"negative cap", []string{"ledger", "--trust", trust, "--tasks", dir, "--max-agents-per-lab", "-1"}, "--max-agents-per-lab -1"},
 		{"same agent name twice", []string{"ledger", "--trust", trust, "--tasks", filepath.Join(dir, "tasks"), "--attestations", dir, "--agents", dup}, "both called x@1"},
 	}
 	for _, c := range cases {

@@ -76,7 +76,7 @@ func networkCreate(out, network string, replication int, executors, labDirs []st
 	if replication < 0 {
 		return nil, fmt.Errorf("--replication %d: want 0 or more (how many other labs re-score a run before it counts)", replication)
 	}
-	ledger := map[string]any{"replication": replication, "claims": protocol.ClaimsRequired}
+	ledger := map[string]any{"replication": replication, "claims": protocol.ClaimsRequired, "caps": protocol.DefaultCaps}
 	if len(executors) > 0 {
 		ledger["executors"] = executors
 	}
@@ -221,6 +221,11 @@ func printNetworkShow(w io.Writer, s *networkShowOut) {
 	fmt.Fprintf(w, "network  %s (document version %d)\nhash     %s\n", s.Network, s.Version, s.Hash)
 	fmt.Fprintf(w, "ledger   replication %d, executors %s, worst %s, bootstrap rounds %d\n", s.Ledger.Replication,
 		strings.Join(s.Ledger.Executors, ","), s.Ledger.Worst, s.Ledger.BootstrapRounds)
+	if c := s.Ledger.Caps; c != nil {
+		fmt.Fprintf(w, "caps     per lab: %s agents, %s campaigns (a campaign past either is refused whole)\n", capText(c.AgentsPerLab), capText(c.CampaignsPerLab))
+	} else {
+		fmt.Fprintln(w, "caps     none (ledger.caps absent)")
+	}
 	fmt.Fprintf(w, "labs     %d\n", len(s.Labs))
 	for _, l := range s.Labs {
 		state := "not signed"
@@ -458,4 +463,11 @@ Example:
 			return nil
 		},
 	}
+}
+
+func capText(n int) string {
+	if n == 0 {
+		return "any number of"
+	}
+	return fmt.Sprintf("at most %d", n)
 }

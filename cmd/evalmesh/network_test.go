@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -317,5 +318,26 @@ func TestNetworkCreateExecutors(t *testing.T) {
 	code, _, stderr := cliRun(t, "network", "create", "--network", "airs", "--out", filepath.Join(dir, "bad.json"), "--executors", "vm")
 	if code == 0 || !strings.Contains(stderr, `"vm"`) {
 		t.Errorf("--executors vm: exit %d, %s (want a refusal naming vm)", code, stderr)
+	}
+}
+
+// network create writes the per-lab caps at admission on (protocol.DefaultCaps).
+func TestNetworkCreateWritesCaps(t *testing.T) {
+	dir := t.TempDir()
+	mustCLI(t, "lab", "init", "--dir", filepath.Join(dir, "acme"), "--name", "acme")
+	out := filepath.Join(dir, "network.json")
+	mustCLI(t, "network", "create", "--network", "airs", "--out", out, "--lab", filepath.Join(dir, "acme"))
+	d, err := networkRead(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Ledger.Caps == nil || *d.Ledger.Caps != protocol.DefaultCaps {
+		t.Fatalf("caps %+v, want %+v", d.Ledger.Caps, protocol.DefaultCaps)
+	}
+	if p := d.AcceptPolicy(); p.MaxAgentsPerLab != protocol.DefaultCaps.AgentsPerLab || p.MaxCampaignsPerLab != protocol.DefaultCaps.CampaignsPerLab {
+		t.Fatalf("policy %+v", p)
+	}
+	if show := mustCLI(t, "network", "show", out); !strings.Contains(show, fmt.Sprintf("at most %d agents, at most %d campaigns", protocol.DefaultCaps.AgentsPerLab, protocol.DefaultCaps.CampaignsPerLab)) {
+		t.Fatalf("network show does not state the caps:\n%s", show)
 	}
 }
