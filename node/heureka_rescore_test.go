@@ -43,15 +43,15 @@ type heurekaLab struct {
 func heurekaNetwork(t *testing.T, taskDir string) (labs []heurekaLab, campaign string) {
 	t.Helper()
 	agent := &agentspec.Spec{Name: "cosci-thorough", Version: "1.0.0", Command: []string{"evalmesh", "agent", "cosci-thorough"}}
-	return rescoreNetwork(t, taskDir, agent, func() (map[string]runner.Executor, string) {
+	return rescoreNetwork(t, taskDir, agent, func(int) (map[string]runner.Executor, string) {
 		return map[string]runner.Executor{"process": process.New(process.Options{})}, "process"
 	})
 }
 
 // rescoreNetwork starts two labs' nodes with their meshes (replication 1), connected, their
-// runners on the executors executors returns, and publishes a campaign of one slot of agent
+// runners on the executors executors returns for each (lab-a is 0), and publishes a campaign of one slot of agent
 // on the task in taskDir (added on the first node only); it returns once lab-a ran the slot.
-func rescoreNetwork(t *testing.T, taskDir string, agent *agentspec.Spec, executors func() (map[string]runner.Executor, string)) (labs []heurekaLab, campaign string) {
+func rescoreNetwork(t *testing.T, taskDir string, agent *agentspec.Spec, executors func(lab int) (map[string]runner.Executor, string)) (labs []heurekaLab, campaign string) {
 	t.Helper()
 	trust := attest.NewTrustStore()
 	type pending struct {
@@ -88,7 +88,7 @@ func rescoreNetwork(t *testing.T, taskDir string, agent *agentspec.Spec, executo
 	}
 	connect(t, nodes[1], nodes[0])
 	startMesh := func(i int) heurekaLab {
-		exs, executor := executors()
+		exs, executor := executors(i)
 		r, err := runner.ForHome(ps[i].h, exs, executor, io.Discard)
 		if err != nil {
 			t.Fatal(err)
