@@ -2,15 +2,18 @@ package runner_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/evalmesh/evalmesh/agentspec"
+	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/docker"
 	"github.com/evalmesh/evalmesh/runner/executortest"
+	"github.com/evalmesh/evalmesh/tasks"
 )
 
 // evaluatorTask is the regression example scored by the evaluator image img (its
@@ -95,5 +98,66 @@ func TestRescoreEvaluatorNeedsDocker(t *testing.T) {
 	_, err = r.RescoreSubmission(bg, run.AttestationID, &run.Predicate, []byte("id,y\n"), "", "", evaluatorTask(t, img))
 	if err == nil || !strings.Contains(err.Error(), "no Docker engine") || !strings.Contains(err.Error(), img) {
 		t.Fatalf("re-score without Docker: %v", err)
+	}
+}
+
+// A sealed bundle scored by its evaluator image: a lab granted the key re-scores by
+// decrypting its own copy for the evaluator container, gets the run's score and keeps no
+// clear copy; a lab without a grant cannot.
+func TestRescoreSealedEvaluatorImage(t *testing.T) {
+	r, cli := dockerRunner(t)
+	img := exampleImage(t, cli)
+	src := evaluatorTask(t, img)
+	labels, err := os.ReadFile(filepath.Join(src, "private", "labels.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := filepath.Join(t.TempDir(), "sealed")
+	key, err := tasks.Seal(src, sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid, err := runner.BundleCID(bg, sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trust := attest.NewTrustStore()
+	alpha, gamma := newSealLab(t, trust, "alpha"), newSealLab(t, trust, "gamma")
+	grants := filepath.Join(t.TempDir(), "grants")
+	grantTo(t, grants, alpha, alpha, cid, key)
+	grantTo(t, grants, alpha, gamma, cid, key)
+	r.Keys = &runner.GrantKeys{Lab: alpha.lab.ID, Identity: alpha.age, Trust: trust, Grants: runner.DirGrants(grants)}
+	solver := &agentspec.Spec{Name: "solver", Version: "1.0.0", Image: img, Command: []string{"/agent"}}
+	o, err := r.Run(bg, runner.Request{TaskDir: sealed, TaskCID: cid, Agent: solver, Seed: 1})
+	if err != nil || !o.Valid || o.Score == nil {
+		t.Fatalf("sealed run: %+v %v", o, err)
+	}
+	sub, err := os.ReadFile(filepath.Join(runner.RunDir(r.Home, o.RunID), "output", "submission.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := filepath.Join(t.TempDir(), "own")
+	if err := tasks.CopyTree(sealed, own); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := docker.New(docker.Options{Client: cli})
+	if err != nil {
+		t.Skipf("skipping: docker executor: %v", err)
+	}
+	hg := newHome(t)
+	rg := processRunner(t, hg, ex)
+	rg.Keys = &runner.GrantKeys{Lab: gamma.lab.ID, Identity: gamma.age, Trust: trust, Grants: runner.DirGrants(grants)}
+	rs, err := rg.RescoreSubmission(bg, o.AttestationID, &o.Predicate, sub, "", "", own)
+	if err != nil || !rs.Predicate.Valid || rs.Predicate.Score == nil || *rs.Predicate.Score != *o.Score || rs.Predicate.Evaluator != o.Predicate.Evaluator {
+		t.Fatalf("re-score of a sealed evaluator-image run: %+v %v (run %v)", rs, err, *o.Score)
+	}
+	grepTree(t, hg.Dir, labels, "the re-scorer's home")
+
+	nobody := newSealLab(t, trust, "nobody")
+	rn := processRunner(t, newHome(t), ex)
+	rn.Keys = &runner.GrantKeys{Lab: nobody.lab.ID, Identity: nobody.age, Trust: trust, Grants: runner.DirGrants(grants)}
+	var nk *runner.NoKeyError
+	if _, err := rn.RescoreSubmission(bg, o.AttestationID, &o.Predicate, sub, "", "", own); !errors.As(err, &nk) {
+		t.Fatalf("re-score without a grant: %v", err)
 	}
 }

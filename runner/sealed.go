@@ -191,6 +191,9 @@ func (r *Runner) unsealForEvaluator(b *tasks.Bundle, bundle, dir string) (*tasks
 		_ = os.RemoveAll(filepath.Join(eval, "private"))
 	}
 	clean()
+	if err := os.MkdirAll(eval, 0o755); err != nil {
+		return nil, nil, err
+	}
 	ub, err := tasks.Unseal(b, key, dest)
 	if err != nil {
 		clean()
