@@ -42,6 +42,17 @@ type heurekaLab struct {
 // campaign of one slot of the HeurekaBench task in taskDir (added on the first node only).
 func heurekaNetwork(t *testing.T, taskDir string) (labs []heurekaLab, campaign string) {
 	t.Helper()
+	agent := &agentspec.Spec{Name: "cosci-thorough", Version: "1.0.0", Command: []string{"evalmesh", "agent", "cosci-thorough"}}
+	return rescoreNetwork(t, taskDir, agent, func(int) (map[string]runner.Executor, string) {
+		return map[string]runner.Executor{"process": process.New(process.Options{})}, "process"
+	})
+}
+
+// rescoreNetwork starts two labs' nodes with their meshes (replication 1), connected, their
+// runners on the executors executors returns for each (lab-a is 0), and publishes a campaign of one slot of agent
+// on the task in taskDir (added on the first node only); it returns once lab-a ran the slot.
+func rescoreNetwork(t *testing.T, taskDir string, agent *agentspec.Spec, executors func(lab int) (map[string]runner.Executor, string)) (labs []heurekaLab, campaign string) {
+	t.Helper()
 	trust := attest.NewTrustStore()
 	type pending struct {
 		name string
@@ -77,7 +88,8 @@ func heurekaNetwork(t *testing.T, taskDir string) (labs []heurekaLab, campaign s
 	}
 	connect(t, nodes[1], nodes[0])
 	startMesh := func(i int) heurekaLab {
-		r, err := runner.ForHome(ps[i].h, map[string]runner.Executor{"process": process.New(process.Options{})}, "process", io.Discard)
+		exs, executor := executors(i)
+		r, err := runner.ForHome(ps[i].h, exs, executor, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,8 +117,7 @@ func heurekaNetwork(t *testing.T, taskDir string) (labs []heurekaLab, campaign s
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := &agentspec.Spec{Name: "cosci-thorough", Version: "1.0.0", Command: []string{"evalmesh", "agent", "cosci-thorough"}}
-	env, id, err := protocol.SignCampaign(ps[0].lab, &protocol.Campaign{Network: heurekaNet, Title: "HeurekaBench re-score",
+	env, id, err := protocol.SignCampaign(ps[0].lab, &protocol.Campaign{Network: heurekaNet, Title: "re-score over the network",
 		Tasks: []string{task.String()}, Agents: []protocol.CampaignAgent{protocol.NewCampaignAgent(agent)}, Seeds: 1, Replication: 1,
 		Created: time.Now().Add(-time.Minute), Deadline: time.Now().Add(time.Hour)})
 	if err != nil {
@@ -158,7 +169,7 @@ func settled(t *testing.T, labs []heurekaLab, campaign string) (RunReport, []*Me
 				t.Logf("%s: no ledger yet", l.name)
 			}
 		}
-		t.Fatalf("the HeurekaBench run, its re-score and one root on both nodes: %v", err)
+		t.Fatalf("the run, its re-score and one root on both nodes: %v", err)
 	}
 	return run, ledgers
 }

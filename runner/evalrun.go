@@ -77,6 +77,22 @@ func readSubmission(outDir, name string) ([]byte, string) {
 	return data, ""
 }
 
+// scorerOf says how task m is scored — with its built-in metric (evaluator.metric, or no
+// evaluator program) or by its evaluator program — and the evaluator identity its run and
+// re-score attestations record: "builtin:METRIC", or the pinned image and command.
+func scorerOf(m *tasks.Meta) (builtin bool, metric, evaluator string) {
+	builtin = m.Evaluator.Image == "" && len(m.Evaluator.Command) == 0
+	metric = m.Evaluator.Metric
+	if metric == "" {
+		metric = m.Metric.Name
+	}
+	evaluator = "builtin:" + metric
+	if !builtin {
+		evaluator = strings.TrimSpace(m.Evaluator.Image + " " + strings.Join(m.Evaluator.Command, " "))
+	}
+	return builtin, metric, evaluator
+}
+
 // evaluate scores the agent's submission: with the built-in metric when the task names one
 // (evaluator.metric, or no evaluator image), else in an evaluator task of its own.
 func (r *Runner) evaluate(ctx context.Context, ex Executor, st *RunState, b *tasks.Bundle) (*evalResult, error) {
@@ -85,15 +101,7 @@ func (r *Runner) evaluate(ctx context.Context, ex Executor, st *RunState, b *tas
 		return r.evaluateHeureka(ctx, ex, st, b)
 	}
 	dir := RunDir(r.Home, st.ID)
-	builtin := m.Evaluator.Image == "" && len(m.Evaluator.Command) == 0
-	metric := m.Evaluator.Metric
-	if metric == "" {
-		metric = m.Metric.Name
-	}
-	evaluator := "builtin:" + metric
-	if !builtin {
-		evaluator = strings.TrimSpace(m.Evaluator.Image + " " + strings.Join(m.Evaluator.Command, " "))
-	}
+	builtin, metric, evaluator := scorerOf(m)
 	sub, why := readSubmission(filepath.Join(dir, "output"), m.Submission.File)
 	if sub == nil {
 		if reason := exitReason(st.AgentExit); reason != "" {
@@ -113,8 +121,7 @@ func (r *Runner) evaluate(ctx context.Context, ex Executor, st *RunState, b *tas
 // evaluateInTask runs the task's evaluator apart from the agent: a fresh folder holding only
 // a copy of the submission, private/ read-only, no network, none of the agent's variables.
 func (r *Runner) evaluateInTask(ctx context.Context, ex Executor, st *RunState, b *tasks.Bundle, evaluator string, sub []byte) (*evalResult, error) {
-	m := b.Meta
-	exit, out, _, err := r.runEvaluatorTask(ctx, ex, evalTask{
+	return r.scoreInTask(ctx, ex, evalTask{
 		dir: RunDir(r.Home, st.ID), id: fmt.Sprintf("%s-eval%d", st.ID, st.EvalAttempt), bundle: b, evaluator: evaluator, submission: sub,
 		started: func(h *Handle) error {
 			st.EvalHandle = h
@@ -122,18 +129,25 @@ func (r *Runner) evaluateInTask(ctx context.Context, ex Executor, st *RunState, 
 		},
 		ended: func() { st.EvalHandle = nil },
 	})
+}
+
+// scoreInTask runs t's evaluator program on t.submission and reads the score it prints: the
+// one path a run's evaluation and a re-score of another lab's submission (RescoreEvaluator)
+// share, so both see the same folders, variables, limits and output contract.
+func (r *Runner) scoreInTask(ctx context.Context, ex Executor, t evalTask) (*evalResult, error) {
+	exit, out, _, err := r.runEvaluatorTask(ctx, ex, t)
 	if err != nil {
 		return nil, err
 	}
 	if !exit.Successful() {
-		return invalidResult(evaluator, "evaluator "+exitReason(exit), sub), nil
+		return invalidResult(t.evaluator, "evaluator "+exitReason(exit), t.submission), nil
 	}
-	res, err := ParseEvaluatorOutput(out, m.Metric.Name)
+	res, err := ParseEvaluatorOutput(out, t.bundle.Meta.Metric.Name)
 	if err != nil {
-		return invalidResult(evaluator, err.Error(), sub), nil
+		return invalidResult(t.evaluator, err.Error(), t.submission), nil
 	}
 	score := res.Score
-	return &evalResult{valid: true, score: &score, evaluator: evaluator, submission: sub}, nil
+	return &evalResult{valid: true, score: &score, evaluator: t.evaluator, submission: t.submission}, nil
 }
 
 // evalTask is one evaluator (or judge) task: the folder its eval/ is made in (a run's or a

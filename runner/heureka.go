@@ -170,7 +170,9 @@ func readVerdicts(p string) ([]byte, error) {
 
 // RescoreSubmission re-scores another lab's submission the way its task is scored: a
 // HeurekaBench task by re-running its judge on this node's executor for new runs
-// (RescoreHeureka), any other task with its built-in metric (Rescore). The daemon calls it.
+// (RescoreHeureka), a task scored by its evaluator image by running that image in this
+// node's Docker engine (RescoreEvaluator; a node without one refuses), any other task with
+// its built-in metric (Rescore). The daemon calls it.
 func (r *Runner) RescoreSubmission(ctx context.Context, runID string, run *attest.RunPredicate, submission []byte, submissionName, submissionCID, taskDir string) (*Rescored, error) {
 	if run != nil && run.Heureka != nil {
 		ex, err := r.executor(r.Executor)
@@ -178,6 +180,17 @@ func (r *Runner) RescoreSubmission(ctx context.Context, runID string, run *attes
 			return nil, fmt.Errorf("rescore %s: %w", runID, err)
 		}
 		return r.RescoreHeureka(ctx, ex, runID, submission, submissionName, submissionCID, taskDir)
+	}
+	m, err := tasks.LoadMeta(taskDir)
+	if err != nil {
+		return nil, err
+	}
+	if builtin, _, _ := scorerOf(m); !builtin && !m.IsHeureka() {
+		ex, err := r.rescoreContainer(runID, m)
+		if err != nil {
+			return nil, err
+		}
+		return r.RescoreEvaluator(ctx, ex, runID, run, submission, submissionName, submissionCID, taskDir)
 	}
 	return r.Rescore(runID, run, submission, submissionName, submissionCID, taskDir)
 }

@@ -1,9 +1,12 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -22,9 +25,8 @@ type Rescored struct {
 // Rescore scores submission (the bytes of the run's submission subject, already checked
 // against its sha256 by the caller) against the local bundle in taskDir, independently of
 // the run's own evaluation, and signs a re-score attestation of runID under the node's key
-// and certificate. Only tasks with a built-in metric can be re-scored here: an evaluator
-// image would run the other lab's submission through the same sandbox as a run, which the
-// daemon does not do yet.
+// and certificate. Rescore scores with the task's built-in metric only; a task scored by
+// its evaluator program is re-scored by RescoreEvaluator (RescoreSubmission picks).
 func (r *Runner) Rescore(runID string, run *attest.RunPredicate, submission []byte, submissionName, submissionCID, taskDir string) (*Rescored, error) {
 	if r.Key == nil {
 		return nil, errors.New("rescore: no signing key (load the node identity first)")
@@ -35,12 +37,9 @@ func (r *Runner) Rescore(runID string, run *attest.RunPredicate, submission []by
 	}
 	m := b.Meta
 	if m.Evaluator.Image != "" || len(m.Evaluator.Command) > 0 {
-		return nil, fmt.Errorf("rescore %s: task %s has an evaluator program; only built-in metrics are re-scored", runID, m.Name)
+		return nil, fmt.Errorf("rescore %s: task %s is scored by its evaluator program, which runs in a container: use RescoreSubmission or RescoreEvaluator", runID, m.Name)
 	}
-	metric := m.Evaluator.Metric
-	if metric == "" {
-		metric = m.Metric.Name
-	}
+	_, metric, _ := scorerOf(m)
 	var ev *evalResult
 	if b.Sealed && run == nil {
 		return nil, fmt.Errorf("rescore %s: a sealed bundle's key is looked up by the run's task CID; pass the run predicate", runID)
@@ -75,12 +74,72 @@ func (r *Runner) RescoreMissing(runID string, run *attest.RunPredicate, runEnvel
 		return nil, err
 	}
 	m := b.Meta
-	metric := m.Evaluator.Metric
-	if metric == "" {
-		metric = m.Metric.Name
-	}
-	ev := invalidResult("builtin:"+metric, "the run attested no submission", nil)
+	_, _, evaluator := scorerOf(m)
+	ev := invalidResult(evaluator, "the run attested no submission", nil)
 	return r.signRescore(runID, m.Metric.Name, ev, subject("run.json", runEnvelope, runID, "run"))
+}
+
+// RescoreEvaluator re-scores another lab's submission (the bytes of its submission subject,
+// checked by the caller) of a task scored by its evaluator program: the task's pinned image
+// and command run in a container of ex (the docker executor) on this node, against this
+// node's own copy of the bundle in taskDir — private/ and labels included, decrypted into
+// the re-score's folder for a sealed bundle — through scoreInTask, the run's own path. The
+// signed re-score records the same evaluator identity as the run attestation.
+func (r *Runner) RescoreEvaluator(ctx context.Context, ex Executor, runID string, run *attest.RunPredicate, submission []byte, submissionName, submissionCID, taskDir string) (*Rescored, error) {
+	if r.Key == nil {
+		return nil, errors.New("rescore: no signing key (load the node identity first)")
+	}
+	if !inContainer(ex) {
+		return nil, fmt.Errorf("rescore %s: executor %s runs no container; an evaluator image is re-scored with the docker executor", runID, ex.Name())
+	}
+	b, err := tasks.Open(taskDir)
+	if err != nil {
+		return nil, err
+	}
+	m := b.Meta
+	builtin, _, evaluator := scorerOf(m)
+	if builtin || m.IsHeureka() {
+		return nil, fmt.Errorf("rescore %s: task %s has no evaluator program to run; use RescoreSubmission", runID, m.Name)
+	}
+	if b.Sealed && run == nil {
+		return nil, fmt.Errorf("rescore %s: a sealed bundle's key is looked up by the run's task CID; pass the run predicate", runID)
+	}
+	base := r.Home.RescoresDir()
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(base, "eval-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if b.Sealed {
+		ub, clean, err := r.unsealForEvaluator(b, run.Slot.Task, dir)
+		if err != nil {
+			return nil, fmt.Errorf("rescore %s: %w", runID, err)
+		}
+		defer clean()
+		b = ub
+	}
+	ev, err := r.scoreInTask(ctx, ex, evalTask{dir: dir, id: "rescore-" + filepath.Base(dir), bundle: b,
+		evaluator: evaluator, submission: submission})
+	if err != nil {
+		return nil, fmt.Errorf("rescore %s: %w", runID, err)
+	}
+	if submissionName == "" {
+		submissionName = filepath.Base(m.Submission.File)
+	}
+	return r.signRescore(runID, m.Metric.Name, ev, subject(submissionName, submission, submissionCID, attest.RoleSubmission))
+}
+
+// rescoreContainer is the executor a re-score runs an evaluator image with: the node's
+// docker executor, whatever executor its runs use — the image is what the run attested.
+func (r *Runner) rescoreContainer(runID string, m *tasks.Meta) (Executor, error) {
+	if ex, ok := r.Executors["docker"]; ok && ex != nil {
+		return ex, nil
+	}
+	return nil, fmt.Errorf("rescore %s: task %s is scored by its evaluator image %s, which a re-score runs in a Docker container on this node, and this node has no Docker engine (executors: %s): start dockerd (or set DOCKER_HOST) and restart the daemon, or leave this task's re-scores to a lab that has one",
+		runID, m.Name, m.Evaluator.Image, strings.Join(sortedKeys(r.Executors), ", "))
 }
 
 func (r *Runner) signRescore(runID, metric string, ev *evalResult, sub attest.Subject) (*Rescored, error) {

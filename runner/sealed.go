@@ -167,24 +167,39 @@ func (r *Runner) evaluateSealed(ctx context.Context, ex Executor, st *RunState, 
 		}
 		return scoreLabels(b.Meta, metric, evaluator, sub, labels)
 	}
-	key, err := r.dataKey(st.TaskCID)
+	ub, clean, err := r.unsealForEvaluator(b, st.TaskCID, RunDir(r.Home, st.ID))
 	if err != nil {
 		return nil, err
 	}
-	eval := filepath.Join(RunDir(r.Home, st.ID), "eval")
+	defer clean()
+	return r.evaluateInTask(ctx, ex, st, ub, evaluator, sub)
+}
+
+// unsealForEvaluator decrypts the sealed bundle b (CID bundle) into dir/eval/sealed for an
+// evaluator program — a run's or a re-score's — and returns the clear bundle and the func
+// that removes it and the evaluator's copy of private/. Whatever the outcome, the caller
+// calls clean, so no clear copy outlives the evaluator (a crash's is removed beforehand).
+func (r *Runner) unsealForEvaluator(b *tasks.Bundle, bundle, dir string) (*tasks.Bundle, func(), error) {
+	key, err := r.dataKey(bundle)
+	if err != nil {
+		return nil, nil, err
+	}
+	eval := filepath.Join(dir, "eval")
 	dest := filepath.Join(eval, "sealed")
-	// Whatever the outcome, no clear copy outlives the evaluator (nor one left by a crash).
 	clean := func() {
 		_ = os.RemoveAll(dest)
 		_ = os.RemoveAll(filepath.Join(eval, "private"))
 	}
 	clean()
-	defer clean()
+	if err := os.MkdirAll(eval, 0o755); err != nil {
+		return nil, nil, err
+	}
 	ub, err := tasks.Unseal(b, key, dest)
 	if err != nil {
-		return nil, fmt.Errorf("task %s: %w", b.Meta.Name, err)
+		clean()
+		return nil, nil, fmt.Errorf("task %s: %w", b.Meta.Name, err)
 	}
-	return r.evaluateInTask(ctx, ex, st, ub, evaluator, sub)
+	return ub, clean, nil
 }
 
 // awaitKey parks a run whose sealed bundle this lab cannot open: the submission stays in

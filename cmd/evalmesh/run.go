@@ -31,8 +31,9 @@ func init() { register(newRunCmd) }
 
 // nodeRunner builds the runner of a home with the executors this machine can offer: the
 // process executor always; docker when it is the one asked for (then an engine must answer),
-// and also when an unfinished run of the home used docker and an engine answers, so that a
-// run recovered by `run --executor process` is re-attached rather than left behind; slurm
+// and also whenever an engine answers: a run of the home that used docker and is unfinished
+// is then re-attached by `run --executor process` rather than left behind, and a re-score of
+// a task scored by its evaluator image runs that image (runner.RescoreSubmission); slurm
 // likewise (config.yaml's runner.slurm), whose runs then hold the partition's GPUs.
 func nodeRunner(h home.Home, executor string, log io.Writer) (*runner.Runner, error) {
 	cfg, err := h.Config()
@@ -50,10 +51,8 @@ func nodeRunner(h home.Home, executor string, log io.Writer) (*runner.Runner, er
 			return nil, err
 		}
 		exs["docker"] = d
-	} else if unfinishedRuns(h, "docker") {
-		if d, err := docker.New(docker.Options{}); err == nil {
-			exs["docker"] = d
-		}
+	} else if d, err := docker.New(docker.Options{}); err == nil {
+		exs["docker"] = d
 	}
 	var sl *slurm.Executor
 	if want == slurm.DriverName || unfinishedRuns(h, slurm.DriverName) {
