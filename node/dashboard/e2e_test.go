@@ -231,7 +231,9 @@ func TestDashboardOfADemoNetwork(t *testing.T) {
 		want[r.ID] = r
 	}
 	// A run's log is here when this node ran it, or when a run of its own wrote the same
-	// bytes (logs are content-addressed: a deterministic agent logs alike on every seed).
+	// bytes (logs are content-addressed: a deterministic agent logs alike on every seed); it
+	// may also be here because this node's lab holds it for the network's pin factor
+	// (docs/protocol-sync.md §8: repair fetches what fewer labs hold than the factor).
 	ownLogs := map[string]bool{}
 	for _, r := range runs.Runs {
 		if r.PeerID == res.Nodes[0].PeerID {
@@ -242,7 +244,7 @@ func TestDashboardOfADemoNetwork(t *testing.T) {
 	for i, r := range runs.Runs {
 		w, ok := want[r.ID]
 		if !ok || r.Seed != w.Seed || r.Valid != w.Valid || r.LabName != peerLab[r.PeerID] || peerLab[r.PeerID] != w.RanBy || !r.Counted ||
-			r.Rescores < 1 || r.LogCID == "" || r.LogsHere != ownLogs[r.LogCID] || r.WallSeconds <= 0 {
+			r.Rescores < 1 || r.LogCID == "" || (ownLogs[r.LogCID] && !r.LogsHere) || r.WallSeconds <= 0 {
 			t.Errorf("run %s: %+v; the demo says %+v", r.ID, r, w)
 		}
 		if i > 0 && r.End.After(runs.Runs[i-1].End) {
