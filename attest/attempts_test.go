@@ -250,6 +250,7 @@ func TestFastDecoderReadsExecutorBuildAttempt(t *testing.T) {
 	p.Attempt = 3
 	p.Build = &BuildInfo{Module: "github.com/evalmesh/evalmesh", Version: "v0.1.0", Revision: "abc123", Modified: true}
 	p.Executor.SeparateUID = true
+	p.Executor.Engine, p.Executor.Partition, p.Executor.Node = "podman 4.3.1", "gpu", "node-7"
 	st, err := NewStatement(runSubjects("x"), PredicateRunV1, p)
 	if err != nil {
 		t.Fatal(err)
