@@ -38,6 +38,11 @@ type AcceptPolicy struct {
 	// process executor an agent can read the task's private labels. A network (or the demo)
 	// that opts in should say so wherever it shows the ledger.
 	AllowProcessRuns bool
+	// RequireEnforcedLimits counts a run only if its executor says it applied the task's
+	// resource limits (ExecutorInfo.Limits other than "none" or empty): a rootless engine on
+	// cgroup v1 runs containers without memory, CPU or pids limits, so a run there may have
+	// used more than the task allows (ExcludeUnlimited).
+	RequireEnforcedLimits bool
 	// MaxAgentsPerLab caps how many distinct agents one principal (lab, or directly trusted
 	// node) can put on the ledger: its runs of the agents past the first MaxAgentsPerLab, by
 	// agent name, do not count (ExcludeLabCap). 0 is no cap. A trusted lab signing cheap runs
@@ -94,6 +99,9 @@ const (
 	ExcludeLaterAttempt ExcludeReason = "a lower attempt of the slot counts"
 	// ExcludeNotIsolated: the run was not isolated in a container (AcceptPolicy.AllowProcessRuns).
 	ExcludeNotIsolated ExcludeReason = "not isolated"
+	// ExcludeUnlimited: the run's executor did not enforce its resource limits
+	// (AcceptPolicy.RequireEnforcedLimits).
+	ExcludeUnlimited ExcludeReason = "resource limits not enforced"
 	// ExcludeUnknownCampaign: AcceptPolicy.Campaigns is given and does not hold the slot's
 	// campaign, so the run's window cannot be checked.
 	ExcludeUnknownCampaign ExcludeReason = "unknown campaign"
@@ -303,6 +311,14 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 				detail = fmt.Sprintf("executor %q, isolation %q; this network counts only %q runs", rp.Executor.Name, rp.Executor.Isolation, IsolationContainer)
 			}
 			exclude(v, rp.Slot, ExcludeNotIsolated, detail)
+			continue
+		}
+		if p.RequireEnforcedLimits && (rp.Executor == nil || rp.Executor.Limits == "" || rp.Executor.Limits == "none") {
+			detail := "the attestation does not say how limits were applied"
+			if rp.Executor != nil {
+				detail = fmt.Sprintf("executor %q (engine %q) applied limits %q; this network counts only runs with enforced limits", rp.Executor.Name, rp.Executor.Engine, rp.Executor.Limits)
+			}
+			exclude(v, rp.Slot, ExcludeUnlimited, detail)
 			continue
 		}
 		if why, ok := setAside[v.Principal()]; ok {
