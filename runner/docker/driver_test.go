@@ -20,7 +20,48 @@ import (
 
 // testEnv skips the test when no Docker engine answers.
 func testEnv(t *testing.T) (executortest.Env, *client.Client) {
-	cli := executortest.DockerClient(t)
+	return testEnvOn(t, executortest.DockerClient(t))
+}
+
+// podmanClient talks to podman's Docker-compatible API at $EVALMESH_PODMAN_SOCKET, or
+// /run/podman/podman.sock (rootful `podman system service`); it skips the test, saying how
+// to run it, when no podman answers there.
+func podmanClient(t *testing.T) *client.Client {
+	sock := os.Getenv("EVALMESH_PODMAN_SOCKET")
+	if sock == "" {
+		sock = "/run/podman/podman.sock"
+	}
+	if _, err := os.Stat(sock); err != nil {
+		t.Skipf("skipping: no podman socket at %s (start `podman system service --time=0 unix://%s`, or set EVALMESH_PODMAN_SOCKET)", sock, sock)
+	}
+	cli, err := client.NewClientWithOpts(client.WithHost("unix://"+sock), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	info, err := Engine(context.Background(), cli)
+	if err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	if info.Name != EnginePodman {
+		t.Fatalf("the engine at %s is %s %s, not podman", sock, info.Name, info.Version)
+	}
+	return cli
+}
+
+// The conformance suite and the hostile agents against podman (docs/operating.md, "Podman").
+func TestPodmanConformance(t *testing.T) {
+	env, _ := testEnvOn(t, podmanClient(t))
+	executortest.Run(t, env)
+}
+
+func TestPodmanHostileAgents(t *testing.T) {
+	cli := podmanClient(t)
+	env, _ := testEnvOn(t, cli)
+	hostileAgents(t, env, cli)
+}
+
+func testEnvOn(t *testing.T, cli *client.Client) (executortest.Env, *client.Client) {
 	img := executortest.Image(t, cli)
 	newExec := func() runner.Executor {
 		ex, err := New(Options{Client: cli, StopGrace: time.Second})
@@ -68,6 +109,10 @@ func runHostile(t *testing.T, env executortest.Env, tweak func(*runner.TaskConfi
 // The hostile agents: each is contained and its result says why it ended.
 func TestHostileAgents(t *testing.T) {
 	env, cli := testEnv(t)
+	hostileAgents(t, env, cli)
+}
+
+func hostileAgents(t *testing.T, env executortest.Env, cli *client.Client) {
 	engine, err := Engine(context.Background(), cli)
 	if err != nil {
 		t.Fatal(err)
