@@ -23,40 +23,14 @@ func testEnv(t *testing.T) (executortest.Env, *client.Client) {
 	return testEnvOn(t, executortest.DockerClient(t))
 }
 
-// podmanClient talks to podman's Docker-compatible API at $EVALMESH_PODMAN_SOCKET, or
-// /run/podman/podman.sock (rootful `podman system service`); it skips the test, saying how
-// to run it, when no podman answers there.
-func podmanClient(t *testing.T) *client.Client {
-	sock := os.Getenv("EVALMESH_PODMAN_SOCKET")
-	if sock == "" {
-		sock = "/run/podman/podman.sock"
-	}
-	if _, err := os.Stat(sock); err != nil {
-		t.Skipf("skipping: no podman socket at %s (start `podman system service --time=0 unix://%s`, or set EVALMESH_PODMAN_SOCKET)", sock, sock)
-	}
-	cli, err := client.NewClientWithOpts(client.WithHost("unix://"+sock), client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	info, err := Engine(context.Background(), cli)
-	if err != nil {
-		t.Skipf("skipping: %v", err)
-	}
-	if info.Name != EnginePodman {
-		t.Fatalf("the engine at %s is %s %s, not podman", sock, info.Name, info.Version)
-	}
-	return cli
-}
-
 // The conformance suite and the hostile agents against podman (docs/operating.md, "Podman").
 func TestPodmanConformance(t *testing.T) {
-	env, _ := testEnvOn(t, podmanClient(t))
+	env, _ := testEnvOn(t, executortest.PodmanClient(t))
 	executortest.Run(t, env)
 }
 
 func TestPodmanHostileAgents(t *testing.T) {
-	cli := podmanClient(t)
+	cli := executortest.PodmanClient(t)
 	env, _ := testEnvOn(t, cli)
 	hostileAgents(t, env, cli)
 }
