@@ -48,6 +48,11 @@ type AcceptPolicy struct {
 	// no cap. They need Campaigns (with CampaignWindow.Agents); without it they do nothing.
 	MaxAgentsPerLab    int
 	MaxCampaignsPerLab int
+	// RequireEnforcedLimits counts a run only if its executor says it applied the task's
+	// resource limits (ExecutorInfo.Limits other than "none" or empty): a rootless engine on
+	// cgroup v1 runs containers without memory, CPU or pids limits, so a run there may have
+	// used more than the task allows (ExcludeUnlimited).
+	RequireEnforcedLimits bool
 	// RequireWitness counts a run only if it cites (RunPredicate.Witness) a witness record
 	// in the set of its campaign by a lab other than the campaign's (CampaignWindow.Lab):
 	// proof that it was signed after another lab had seen the campaign. Needs Campaigns.
@@ -99,6 +104,9 @@ const (
 	ExcludeLaterAttempt ExcludeReason = "a lower attempt of the slot counts"
 	// ExcludeNotIsolated: the run was not isolated in a container (AcceptPolicy.AllowProcessRuns).
 	ExcludeNotIsolated ExcludeReason = "not isolated"
+	// ExcludeUnlimited: the run's executor did not enforce its resource limits
+	// (AcceptPolicy.RequireEnforcedLimits).
+	ExcludeUnlimited ExcludeReason = "resource limits not enforced"
 	// ExcludeUnknownCampaign: AcceptPolicy.Campaigns is given and does not hold the slot's
 	// campaign, so the run's window cannot be checked.
 	ExcludeUnknownCampaign ExcludeReason = "unknown campaign"
@@ -314,6 +322,14 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 				detail = fmt.Sprintf("executor %q, isolation %q; this network counts only %q runs", rp.Executor.Name, rp.Executor.Isolation, IsolationContainer)
 			}
 			exclude(v, rp.Slot, ExcludeNotIsolated, detail)
+			continue
+		}
+		if p.RequireEnforcedLimits && (rp.Executor == nil || rp.Executor.Limits == "" || rp.Executor.Limits == "none") {
+			detail := "the attestation does not say how limits were applied"
+			if rp.Executor != nil {
+				detail = fmt.Sprintf("executor %q (engine %q) applied limits %q; this network counts only runs with enforced limits", rp.Executor.Name, rp.Executor.Engine, rp.Executor.Limits)
+			}
+			exclude(v, rp.Slot, ExcludeUnlimited, detail)
 			continue
 		}
 		if why, ok := setAside[v.Principal()]; ok {

@@ -177,6 +177,38 @@ func TestAcceptCountsOnlyIsolatedRunsByDefault(t *testing.T) {
 	}
 }
 
+// A network requiring enforced limits does not count a run whose executor says it applied
+// none (a rootless engine on cgroup v1), nor one that does not say.
+func TestAcceptRequireEnforcedLimits(t *testing.T) {
+	f := newFixture(t)
+	limited, lID := f.signRunWith(t, 0, "docker", func(p *RunPredicate) {
+		p.Executor = &ExecutorInfo{Name: "docker", Isolation: IsolationContainer, Limits: "cgroup1", Engine: "podman 4.3.1"}
+	})
+	unlimited, uID := f.signRunWith(t, 1, "rootless", func(p *RunPredicate) {
+		p.Executor = &ExecutorInfo{Name: "docker", Isolation: IsolationContainer, Limits: "none", Engine: "podman 4.3.1"}
+	})
+	silent, sID := f.signRunWith(t, 2, "silent", func(p *RunPredicate) {
+		p.Executor = &ExecutorInfo{Name: "docker", Isolation: IsolationContainer}
+	})
+	o := Reconcile(mustVerify(t, f, limited, unlimited, silent), within(1e-9))
+	if results, ex := Accept(o, AcceptPolicy{}); len(results) != 3 || len(ex) != 0 {
+		t.Fatalf("default policy: %d results %+v, want all 3", len(results), ex)
+	}
+	results, ex := Accept(o, AcceptPolicy{RequireEnforcedLimits: true})
+	if len(results) != 1 || results[0].AttestationID != lID {
+		t.Fatalf("RequireEnforcedLimits counted %+v, want only the limited run", results)
+	}
+	r := excludedBy(ex)
+	if r[uID] != ExcludeUnlimited || r[sID] != ExcludeUnlimited {
+		t.Fatalf("excluded %+v", ex)
+	}
+	for _, e := range ex {
+		if e.ID == uID && !strings.Contains(e.Detail, `engine "podman 4.3.1"`) {
+			t.Fatalf("detail %q does not name the engine", e.Detail)
+		}
+	}
+}
+
 // The fast decoder reads the executor, build and attempt fields (new runs all carry them).
 func TestFastDecoderReadsExecutorBuildAttempt(t *testing.T) {
 	f := newFixture(t)
@@ -184,6 +216,7 @@ func TestFastDecoderReadsExecutorBuildAttempt(t *testing.T) {
 	p.Attempt = 3
 	p.Build = &BuildInfo{Module: "github.com/evalmesh/evalmesh", Version: "v0.1.0", Revision: "abc123", Modified: true}
 	p.Executor.SeparateUID = true
+	p.Executor.Engine, p.Executor.Partition, p.Executor.Node = "podman 4.3.1", "gpu", "node-7"
 	st, err := NewStatement(runSubjects("x"), PredicateRunV1, p)
 	if err != nil {
 		t.Fatal(err)

@@ -166,6 +166,9 @@ type ExecutorInfo struct {
 	Limits string `json:"limits"`
 	// SeparateUID is true when the agent ran under a uid other than the node's.
 	SeparateUID bool `json:"separate_uid,omitempty"`
+	// Engine names the container engine and its version that ran the agent ("docker
+	// 24.0.7", "podman 4.3.1"); absent for executors without one and in older envelopes.
+	Engine string `json:"engine,omitempty"`
 	// Partition and Node name where a scheduler (the slurm executor) ran the agent.
 	Partition string `json:"partition,omitempty"`
 	Node      string `json:"node,omitempty"`

@@ -463,8 +463,23 @@ func (p *fastParser) executor(e *ExecutorInfo) bool {
 				return false
 			}
 			e.SeparateUID, ok = p.boolean()
+		case "engine":
+			if !once(&seen, 16) {
+				return false
+			}
+			e.Engine, ok = p.str()
+		case "partition":
+			if !once(&seen, 32) {
+				return false
+			}
+			e.Partition, ok = p.str()
+		case "node":
+			if !once(&seen, 64) {
+				return false
+			}
+			e.Node, ok = p.str()
 		default:
-			return !foldsTo(key, "name", "isolation", "limits", "separate_uid") && p.skip(0)
+			return !foldsTo(key, "name", "isolation", "limits", "separate_uid", "engine", "partition", "node") && p.skip(0)
 		}
 		return ok
 	})

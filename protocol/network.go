@@ -88,6 +88,10 @@ type LedgerPolicy struct {
 	// (attest.AcceptPolicy.RequireWitness); "off" counts runs without one. A network of one
 	// lab has no one to witness and never requires them.
 	Witnesses string `json:"witnesses,omitempty"`
+	// Limits: "any" (the default, absent from the canonical form) counts runs whatever their
+	// executor says of resource limits; "enforced" counts only runs whose executor applied
+	// them (attest.AcceptPolicy.RequireEnforcedLimits): not a rootless engine on cgroup v1.
+	Limits string `json:"limits,omitempty"`
 	// Claims: "required" counts a run only from the node that holds its slot's attempt by
 	// the signed claim records (attest.AcceptPolicy.RequireClaimRecords); "off" (absent
 	// from the canonical form) counts runs without them. Absent means off, so documents
@@ -167,6 +171,12 @@ const (
 const (
 	WitnessesRequired = "required"
 	WitnessesOff      = "off"
+)
+
+// Limits policies of LedgerPolicy.Limits.
+const (
+	LimitsAny      = "any"
+	LimitsEnforced = "enforced"
 )
 
 // RequiresWitness says whether runs must cite another lab's witness of their campaign.
@@ -323,6 +333,13 @@ func (d *NetworkDoc) normalize() error {
 	default:
 		return fmt.Errorf("network document: ledger.witnesses %q: use %s (the default) or %s", p.Witnesses, WitnessesRequired, WitnessesOff)
 	}
+	switch p.Limits {
+	case "", LimitsAny:
+		p.Limits = "" // the default stays out of the canonical form: older documents keep their hash
+	case LimitsEnforced:
+	default:
+		return fmt.Errorf("network document: ledger.limits %q: use %s (the default) or %s", p.Limits, LimitsAny, LimitsEnforced)
+	}
 	switch p.Claims {
 	case "", ClaimsOff:
 		p.Claims = ""
@@ -379,6 +396,9 @@ func (d *NetworkDoc) AcceptPolicy() attest.AcceptPolicy {
 		SetAsideOffenders:   d.Ledger.Misconduct != MisconductRecord,
 		RequireWitness:      d.RequiresWitness(),
 		RequireClaimRecords: d.RequiresClaimRecords(),
+		// Runs a rootless engine on cgroup v1 started without limits count only where the
+		// network says so.
+		RequireEnforcedLimits: d.Ledger.Limits == LimitsEnforced,
 	}
 	if c := d.Ledger.Caps; c != nil {
 		p.MaxAgentsPerLab, p.MaxCampaignsPerLab = c.AgentsPerLab, c.CampaignsPerLab

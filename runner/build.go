@@ -50,5 +50,5 @@ func executorInfo(ex Executor, h *Handle) *attest.ExecutorInfo {
 	if cr, ok := ex.(ContainmentReporter); ok && h != nil {
 		c = cr.Containment(h)
 	}
-	return &attest.ExecutorInfo{Name: ex.Name(), Isolation: c.Isolation, Limits: c.Limits, SeparateUID: c.SeparateUID, Partition: c.Partition, Node: c.Node}
+	return &attest.ExecutorInfo{Name: ex.Name(), Isolation: c.Isolation, Limits: c.Limits, SeparateUID: c.SeparateUID, Engine: c.Engine, Partition: c.Partition, Node: c.Node}
 }

@@ -154,6 +154,9 @@ type Containment struct {
 	Limits string
 	// SeparateUID: the task ran under a uid other than the node's.
 	SeparateUID bool
+	// Engine names the container engine and its version ("docker 24.0.7", "podman 4.3.1");
+	// empty for an executor without one.
+	Engine string
 	// Note says, when the task kept the node's uid, why (not attested; for logs).
 	Note string
 	// Partition and Node are where a scheduler ran the task (the slurm executor); empty for

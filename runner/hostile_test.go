@@ -73,6 +73,10 @@ func TestRunDockerHostileAgentsAttested(t *testing.T) {
 			if tt.reason != "" && !strings.Contains(p.Exit.Reason, tt.reason) {
 				t.Fatalf("exit reason %q, want %q", p.Exit.Reason, tt.reason)
 			}
+			// The attestation names the engine behind the Docker API and its version.
+			if ex := p.Executor; ex == nil || !strings.HasPrefix(ex.Engine, "docker ") && !strings.HasPrefix(ex.Engine, "podman ") {
+				t.Fatalf("predicate executor %+v does not name the engine", ex)
+			}
 			if o.Valid || !strings.Contains(o.InvalidReason, "no submission") {
 				t.Fatalf("valid %v reason %q", o.Valid, o.InvalidReason)
 			}

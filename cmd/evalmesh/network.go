@@ -69,7 +69,7 @@ func networkLabFromDir(dir, name string) (protocol.NetworkLab, error) {
 
 // networkCreate writes a new, unsigned network document of the labs in labDirs to out,
 // refusing to overwrite a file.
-func networkCreate(out, network string, replication int, executors, labDirs []string) (*protocol.NetworkDoc, error) {
+func networkCreate(out, network string, replication int, executors []string, limits string, labDirs []string) (*protocol.NetworkDoc, error) {
 	if _, err := os.Stat(out); err == nil {
 		return nil, fmt.Errorf("%s exists: edit it with `evalmesh network add-lab` / `retire-lab`, or pick another --out", out)
 	}
@@ -80,6 +80,9 @@ func networkCreate(out, network string, replication int, executors, labDirs []st
 	if len(executors) > 0 {
 		ledger["executors"] = executors
 	}
+	if limits != "" {
+		ledger["limits"] = limits
+	}
 	raw, err := json.Marshal(map[string]any{"version": protocol.NetworkDocVersion, "network": network,
 		"ledger": ledger, "signatures": []any{}})
 	if err != nil {
@@ -87,7 +90,7 @@ func networkCreate(out, network string, replication int, executors, labDirs []st
 	}
 	d, err := protocol.ParseNetworkDoc(raw)
 	if err != nil {
-		return nil, fmt.Errorf("--network %q --executors %s: %w", network, strings.Join(executors, ","), err)
+		return nil, fmt.Errorf("--network %q --executors %s --limits %q: %w", network, strings.Join(executors, ","), limits, err)
 	}
 	for _, dir := range labDirs {
 		l, err := networkLabFromDir(dir, "")
@@ -267,11 +270,11 @@ func networkReport(cmd *cobra.Command, g *globals, path, what string, d *protoco
 }
 
 func newNetworkCreateCmd(g *globals) *cobra.Command {
-	var out, network string
+	var out, network, limits string
 	var replication int
 	var labs, executors []string
 	cmd := &cobra.Command{
-		Use:   "create --network NAME --out FILE [--replication N] [--executors container[,process]] [--lab LABDIR]...",
+		Use:   "create --network NAME --out FILE [--replication N] [--executors container[,process]] [--limits any|enforced] [--lab LABDIR]...",
 		Short: "Write a new network document of the given labs (unsigned)",
 		Long: `Write a network document for network NAME listing the labs of the given lab directories
 (only their public lab.json is read: name, public key, age recipient) with the default ledger
@@ -284,6 +287,10 @@ it afterwards with ` + "`evalmesh network sign`" + `. An existing FILE is not ov
 Counting process runs (agents not isolated from the node) is for trial networks without
 Docker, such as the hosts harness of docs/operating.md; every node shows it.
 
+--limits enforced counts only runs whose executor applied the task's resource limits: not
+those of a rootless engine on cgroup v1 (podman or Docker), which runs containers without
+them and attests limits "none". The default, any, counts them.
+
 Example:
   evalmesh network create --network airs --out network.json --replication 1 --lab ~/acme-lab --lab ~/beta-lab
   evalmesh network create --network trial --out network.json --replication 1 --executors container,process --lab ~/acme-lab --lab ~/beta-lab`,
@@ -292,7 +299,7 @@ Example:
 			if network == "" || out == "" {
 				return fmt.Errorf("--network NAME and --out FILE are required")
 			}
-			d, err := networkCreate(out, network, replication, executors, labs)
+			d, err := networkCreate(out, network, replication, executors, limits, labs)
 			if err != nil {
 				return err
 			}
@@ -304,6 +311,7 @@ Example:
 	cmd.Flags().IntVar(&replication, "replication", 0, "other labs that must re-score a run for it to count")
 	cmd.Flags().StringArrayVar(&labs, "lab", nil, "lab directory whose public lab.json to list (repeat for each lab)")
 	cmd.Flags().StringSliceVar(&executors, "executors", nil, "isolation kinds whose runs count, comma-separated: container (default), process (agents not isolated: trial networks only)")
+	cmd.Flags().StringVar(&limits, "limits", "", "which runs count by their resource limits: any (default) or enforced (not runs of a rootless engine on cgroup v1)")
 	return cmd
 }
 

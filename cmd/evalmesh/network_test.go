@@ -341,3 +341,23 @@ func TestNetworkCreateWritesCaps(t *testing.T) {
 		t.Fatalf("network show does not state the caps:\n%s", show)
 	}
 }
+
+// network create --limits enforced writes ledger.limits, which the document's acceptance
+// policy applies; an unknown value is refused, naming the values.
+func TestNetworkCreateLimits(t *testing.T) {
+	dir := t.TempDir()
+	mustCLI(t, "lab", "init", "--dir", filepath.Join(dir, "acme"), "--name", "acme")
+	doc := filepath.Join(dir, "strict.json")
+	mustCLI(t, "network", "create", "--network", "airs", "--out", doc, "--limits", "enforced", "--lab", filepath.Join(dir, "acme"))
+	var s networkShowOut
+	if err := json.Unmarshal([]byte(mustCLI(t, "network", "show", doc, "--json")), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Ledger.Limits != "enforced" {
+		t.Errorf("--limits enforced wrote ledger.limits %q", s.Ledger.Limits)
+	}
+	code, _, stderr := cliRun(t, "network", "create", "--network", "airs", "--out", filepath.Join(dir, "bad.json"), "--limits", "sometimes")
+	if code == 0 || !strings.Contains(stderr, "ledger.limits") || !strings.Contains(stderr, "enforced") {
+		t.Errorf("--limits sometimes: exit %d, %s (want a refusal naming the values)", code, stderr)
+	}
+}

@@ -363,7 +363,11 @@ func checkEngine(ctx context.Context, cfg home.Config, engine func(context.Conte
 		}
 		return []Check{c}
 	}
-	out := []Check{{Name: "engine", Status: OK, Detail: fmt.Sprintf("Docker %s at %s", info.Version, info.Host)}}
+	name := info.Name
+	if name == "" {
+		name = docker.EngineDocker
+	}
+	out := []Check{{Name: "engine", Status: OK, Detail: fmt.Sprintf("%s %s at %s", name, info.Version, info.Host)}}
 	feature := func(c Check) {
 		if !uses && c.Status == Warn {
 			c.Status = Info
@@ -371,10 +375,13 @@ func checkEngine(ctx context.Context, cfg home.Config, engine func(context.Conte
 		}
 		out = append(out, c)
 	}
-	switch info.CgroupVersion {
-	case "2":
+	switch {
+	case info.CgroupVersion == "1" && info.Rootless:
+		feature(Check{Name: "cgroup", Status: Warn, Detail: "rootless engine on cgroup v1: memory, CPU and pids limits are not enforced; attestations record limits \"none\" and a network with ledger.limits \"enforced\" does not count these runs",
+			Fix: "boot the host with the unified hierarchy (systemd.unified_cgroup_hierarchy=1) and delegate the controllers to the engine's user, or run the engine rootful"})
+	case info.CgroupVersion == "2":
 		feature(Check{Name: "cgroup", Status: OK, Detail: "cgroup v2 (" + info.CgroupDriver + "): memory, CPU and pids limits hold"})
-	case "1":
+	case info.CgroupVersion == "1":
 		feature(Check{Name: "cgroup", Status: Warn, Detail: "cgroup v1 (" + info.CgroupDriver + "): limits hold, but v1 is the legacy hierarchy engines and kernels are dropping",
 			Fix: "boot the host with the unified hierarchy (systemd.unified_cgroup_hierarchy=1)"})
 	default:

@@ -41,6 +41,14 @@ func TestEngineIsolationChecks(t *testing.T) {
 			t.Errorf("docker executor on a plain engine: %s is %s, fix %q; want a warning with a fix", n, got[n].Status, got[n].Fix)
 		}
 	}
+	rootlessV1 := docker.EngineInfo{Name: docker.EnginePodman, Version: "4.3.1", CgroupVersion: "1", Seccomp: "default", Rootless: true}
+	got = byName(checkEngine(t.Context(), dockerCfg, engine(rootlessV1)))
+	if c := got["cgroup"]; c.Status != Warn || !strings.Contains(c.Detail, "not enforced") || c.Fix == "" {
+		t.Errorf("rootless podman on cgroup v1: cgroup %s (%s), want a warning that limits are not enforced", c.Status, c.Detail)
+	}
+	if c := got["engine"]; !strings.HasPrefix(c.Detail, "podman 4.3.1 at") {
+		t.Errorf("engine detail %q does not name podman", c.Detail)
+	}
 	got = byName(checkEngine(t.Context(), processCfg, engine(plain)))
 	if got["userns"].Status != Info || !strings.Contains(got["userns"].Detail, "does not use the engine") {
 		t.Errorf("process executor on a plain engine: userns %s (%s), want info", got["userns"].Status, got["userns"].Detail)

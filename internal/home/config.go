@@ -71,7 +71,8 @@ type SlurmConfig struct {
 	Partition string `yaml:"partition"`
 	Account   string `yaml:"account"`
 	QoS       string `yaml:"qos"`
-	// ContainerRuntime runs the agent on the compute node: "docker" (the only one so far).
+	// ContainerRuntime runs the agent on the compute node: "docker" or "podman" (its
+	// Docker-compatible socket; rootless for a non-root job user, docs/slurm.md).
 	ContainerRuntime string `yaml:"container_runtime"`
 	// SbatchOptions are further sbatch options the lab allows, each --name or --name=value
 	// (e.g. --constraint=h200); options evalmesh sets from the task are refused.

@@ -50,8 +50,13 @@ type Executor struct {
 	now   func() time.Time
 	init  bool
 	// limits is how the engine applies a container's limits: "cgroup1" or "cgroup2" (its
-	// CgroupVersion), "none" when it does not say.
+	// CgroupVersion), "none" when it does not say or cannot enforce them (rootless on
+	// cgroup v1).
 	limits string
+	// engine names the engine and its version ("docker 24.0.7", "podman 4.3.1") for the
+	// attestation; podman is true for podman's Docker-compatible API.
+	engine string
+	podman bool
 }
 
 var _ runner.Executor = (*Executor)(nil)
@@ -74,8 +79,10 @@ func New(opts Options) (*Executor, error) {
 	}
 	cli.NegotiateAPIVersion(ctx)
 	e := &Executor{cli: cli, user: opts.User, tmpfs: opts.TmpfsBytes, grace: opts.StopGrace, now: opts.Now, init: !opts.NoInit, limits: "none"}
-	if info, err := cli.Info(ctx); err == nil && (info.CgroupVersion == "1" || info.CgroupVersion == "2") {
-		e.limits = "cgroup" + info.CgroupVersion
+	if info, err := Engine(ctx, cli); err == nil {
+		e.limits = info.Limits()
+		e.engine = info.Name + " " + info.Version
+		e.podman = info.Name == EnginePodman
 	}
 	if e.user == "" {
 		e.user = DefaultUser
@@ -224,13 +231,18 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (h *runner.
 		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		_ = e.cli.ContainerRemove(rmCtx, created.ID, container.RemoveOptions{Force: true})
+		if strings.Contains(err.Error(), "error setting rlimit") {
+			// Rootful podman gives containers RLIMIT_NOFILE 1048576 and RLIMIT_NPROC beyond,
+			// which root without CAP_SYS_RESOURCE (a host that is itself a container) cannot.
+			return nil, fmt.Errorf("docker executor: task %s: start container: %w (the engine gives containers more open files or processes than this host's hard limits allow: for podman set default_ulimits in /etc/containers/containers.conf to the host's `ulimit -Hn` and `ulimit -Hu`, see docs/operating.md)", cfg.ID, err)
+		}
 		return nil, fmt.Errorf("docker executor: task %s: start container: %w", cfg.ID, err)
 	}
 	h = &runner.Handle{
 		Driver:      DriverName,
 		Config:      cfg,
 		Started:     started,
-		DriverState: encodeState(state{ContainerID: created.ID, Name: name, Limits: e.limits, User: e.user}),
+		DriverState: encodeState(state{ContainerID: created.ID, Name: name, Limits: e.limits, User: e.user, Engine: e.engine}),
 	}
 	if cfg.Limits.WallClock > 0 {
 		h.Deadline = started.Add(cfg.Limits.WallClock)

@@ -20,7 +20,22 @@ import (
 
 // testEnv skips the test when no Docker engine answers.
 func testEnv(t *testing.T) (executortest.Env, *client.Client) {
-	cli := executortest.DockerClient(t)
+	return testEnvOn(t, executortest.DockerClient(t))
+}
+
+// The conformance suite and the hostile agents against podman (docs/operating.md, "Podman").
+func TestPodmanConformance(t *testing.T) {
+	env, _ := testEnvOn(t, executortest.PodmanClient(t))
+	executortest.Run(t, env)
+}
+
+func TestPodmanHostileAgents(t *testing.T) {
+	cli := executortest.PodmanClient(t)
+	env, _ := testEnvOn(t, cli)
+	hostileAgents(t, env, cli)
+}
+
+func testEnvOn(t *testing.T, cli *client.Client) (executortest.Env, *client.Client) {
 	img := executortest.Image(t, cli)
 	newExec := func() runner.Executor {
 		ex, err := New(Options{Client: cli, StopGrace: time.Second})
@@ -67,7 +82,16 @@ func runHostile(t *testing.T, env executortest.Env, tweak func(*runner.TaskConfi
 
 // The hostile agents: each is contained and its result says why it ended.
 func TestHostileAgents(t *testing.T) {
-	env, _ := testEnv(t)
+	env, cli := testEnv(t)
+	hostileAgents(t, env, cli)
+}
+
+func hostileAgents(t *testing.T, env executortest.Env, cli *client.Client) {
+	engine, err := Engine(context.Background(), cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("engine %s %s at %s, cgroup v%s, rootless %v", engine.Name, engine.Version, engine.Host, engine.CgroupVersion, engine.Rootless)
 
 	t.Run("ReadsPrivateLabels", func(t *testing.T) {
 		t.Parallel()
@@ -125,7 +149,12 @@ func TestHostileAgents(t *testing.T) {
 		_, res, log := runHostile(t, env, func(cfg *runner.TaskConfig) {
 			cfg.Limits.MemoryBytes = 64 << 20
 		}, "alloc", "1024")
-		if !res.OOMKilled || res.Successful() {
+		switch {
+		case engine.Name == EnginePodman && !res.OOMKilled && res.Signal == 9:
+			// Podman 4.3 on cgroup v1 kills the task at its limit but does not report
+			// OOMKilled (conmon misses the v1 OOM event); the limit itself held.
+			t.Logf("podman %s: killed by SIGKILL at the memory limit, not reported as OOMKilled", engine.Version)
+		case !res.OOMKilled || res.Successful():
 			t.Fatalf("result = %+v, want OOMKilled", res)
 		}
 		if strings.Contains(log, "allocated all") {

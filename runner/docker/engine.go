@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/system"
@@ -12,6 +13,8 @@ import (
 // EngineInfo is what the engine says about itself that decides how well it isolates a
 // task: the cgroup version its limits go through and its security options.
 type EngineInfo struct {
+	// Name is the engine behind the Docker API: EngineDocker or EnginePodman.
+	Name string `json:"name"`
 	// Host is the engine's address as the client dials it (DOCKER_HOST, or the default socket).
 	Host    string `json:"host"`
 	Version string `json:"version"`
@@ -27,6 +30,29 @@ type EngineInfo struct {
 	Rootless bool `json:"rootless"`
 	// SecurityOptions are the engine's raw security options (name=…,…).
 	SecurityOptions []string `json:"security_options"`
+}
+
+// Engines that serve the Docker API, as EngineInfo.Name and the attestation's executor.engine
+// name them.
+const (
+	EngineDocker = "docker"
+	// EnginePodman is podman's Docker-compatible API (podman system service).
+	EnginePodman = "podman"
+)
+
+// Limits says how the engine applies a container's memory, CPU and pids limits, as the run
+// attestation records it: "cgroup1" or "cgroup2", or "none" when the engine does not say
+// its cgroup version or cannot enforce limits at all: a rootless engine on cgroup v1 (an
+// unprivileged user cannot be delegated v1 controllers; podman then ignores the limits
+// with a warning, and a run so started must not claim them).
+func (i EngineInfo) Limits() string {
+	switch {
+	case i.CgroupVersion == "1" && i.Rootless:
+		return "none"
+	case i.CgroupVersion == "1" || i.CgroupVersion == "2":
+		return "cgroup" + i.CgroupVersion
+	}
+	return "none"
 }
 
 // Engine asks the engine cli talks to (nil: DOCKER_HOST etc., as New does) whether it answers
@@ -52,7 +78,15 @@ func Engine(ctx context.Context, cli *client.Client) (EngineInfo, error) {
 	if err != nil {
 		return out, fmt.Errorf("the Docker engine at %s answers a ping but not /info: %w", out.Host, err)
 	}
-	out.Version, out.CgroupVersion, out.CgroupDriver = info.ServerVersion, info.CgroupVersion, info.CgroupDriver
+	out.Name, out.Version, out.CgroupVersion, out.CgroupDriver = EngineDocker, info.ServerVersion, info.CgroupVersion, info.CgroupDriver
+	// Podman's compatible /version lists a "Podman Engine" component; Docker's an "Engine".
+	if v, err := cli.ServerVersion(ctx); err == nil {
+		for _, c := range v.Components {
+			if strings.Contains(strings.ToLower(c.Name), "podman") {
+				out.Name, out.Version = EnginePodman, c.Version
+			}
+		}
+	}
 	out.SecurityOptions = info.SecurityOptions
 	opts, err := system.DecodeSecurityOptions(info.SecurityOptions)
 	if err != nil {

@@ -21,6 +21,8 @@ type state struct {
 	// for the attestation; empty in handles of an older evalmesh.
 	Limits string `json:"limits,omitempty"`
 	User   string `json:"user,omitempty"`
+	// Engine is the engine that ran the task ("docker 24.0.7", "podman 4.3.1").
+	Engine string `json:"engine,omitempty"`
 }
 
 func encodeState(s state) json.RawMessage {
@@ -59,6 +61,7 @@ func (e *Executor) Containment(h *runner.Handle) runner.Containment {
 	if s.Limits != "" {
 		c.Limits = s.Limits
 	}
+	c.Engine = s.Engine
 	user := s.User
 	if user == "" {
 		user = e.user

@@ -138,9 +138,11 @@ func containerSpec(cfg runner.TaskConfig, user string, tmpfsBytes int64, init bo
 		},
 	}
 	if len(cfg.Command) > 0 {
-		cc.Cmd = append([]string(nil), cfg.Command...)
-		// The command is the whole argv: an image ENTRYPOINT must not be prepended.
-		cc.Entrypoint = []string{}
+		// The command is the whole argv: its first word replaces the image's ENTRYPOINT.
+		// (An empty Entrypoint would do for Docker, but podman's compatible API reads [] as
+		// unset and prepends the image's: /agent /agent exit 0.)
+		cc.Entrypoint = []string{cfg.Command[0]}
+		cc.Cmd = append([]string{}, cfg.Command[1:]...)
 	}
 	if cfg.WorkspaceDir != "" {
 		cc.WorkingDir = runner.AgentWorkspaceDir

@@ -120,3 +120,22 @@ func nameHash(id string) string {
 	n := ContainerName(id)
 	return n[strings.LastIndexByte(n, '-')+1:]
 }
+
+// A run's attested limits follow what the engine can enforce: a rootless engine on cgroup v1
+// cannot, whatever the task asks.
+func TestEngineLimits(t *testing.T) {
+	for _, tc := range []struct {
+		info EngineInfo
+		want string
+	}{
+		{EngineInfo{CgroupVersion: "2"}, "cgroup2"},
+		{EngineInfo{CgroupVersion: "2", Rootless: true}, "cgroup2"},
+		{EngineInfo{CgroupVersion: "1"}, "cgroup1"},
+		{EngineInfo{Name: EnginePodman, CgroupVersion: "1", Rootless: true}, "none"},
+		{EngineInfo{}, "none"},
+	} {
+		if got := tc.info.Limits(); got != tc.want {
+			t.Errorf("%+v: Limits() = %q, want %q", tc.info, got, tc.want)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,6 +103,44 @@ func DockerClient(tb testing.TB) *client.Client {
 	cli.NegotiateAPIVersion(ctx)
 	tb.Cleanup(func() { cli.Close() })
 	return cli
+}
+
+// PodmanSocket is where the podman tests find podman's Docker-compatible API:
+// $EVALMESH_PODMAN_SOCKET, or rootful podman's /run/podman/podman.sock.
+func PodmanSocket() string {
+	if s := os.Getenv("EVALMESH_PODMAN_SOCKET"); s != "" {
+		return s
+	}
+	return "/run/podman/podman.sock"
+}
+
+// PodmanClient talks to podman at PodmanSocket; it skips the test, saying how to start
+// podman's service, when nothing answers there, and fails it when the engine there is not
+// podman.
+func PodmanClient(tb testing.TB) *client.Client {
+	tb.Helper()
+	sock := PodmanSocket()
+	if _, err := os.Stat(sock); err != nil {
+		tb.Skipf("skipping: no podman socket at %s (start `podman system service --time=0 unix://%s`, or set EVALMESH_PODMAN_SOCKET)", sock, sock)
+	}
+	cli, err := client.NewClientWithOpts(client.WithHost("unix://"+sock), client.WithAPIVersionNegotiation())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cli.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := cli.ServerVersion(ctx)
+	if err != nil {
+		tb.Skipf("skipping: podman at %s does not answer: %v", sock, err)
+	}
+	for _, c := range v.Components {
+		if strings.Contains(strings.ToLower(c.Name), "podman") {
+			return cli
+		}
+	}
+	tb.Fatalf("the engine at %s is not podman: %+v", sock, v.Components)
+	return nil
 }
 
 var imgMu sync.Mutex

@@ -20,8 +20,11 @@ import (
 type Options struct {
 	// Partition, Account and QoS are passed to sbatch; "" leaves Slurm's defaults.
 	Partition, Account, QoS string
-	// ContainerRuntime is how the compute node runs the container: "docker" (the only one
-	// so far; "" means docker).
+	// ContainerRuntime is the engine the compute node runs the container on: "docker" (""
+	// too: the engine DOCKER_HOST names, or Docker's socket) or "podman" (podman's
+	// Docker-compatible service: DOCKER_HOST where the job's environment sets it, else
+	// /run/podman/podman.sock for root and $XDG_RUNTIME_DIR/podman/podman.sock for a user,
+	// rootless).
 	ContainerRuntime string
 	// ExtraSbatch are further sbatch options the lab allows (--name or --name=value), e.g.
 	// --constraint=h200 or --reservation=evals; options evalmesh sets itself are refused.
@@ -56,8 +59,10 @@ var _ runner.Executor = (*Executor)(nil)
 // New checks the options and that the controller answers (`scontrol ping`), so a node
 // without Slurm learns it at startup rather than at its first run.
 func New(o Options) (*Executor, error) {
-	if o.ContainerRuntime != "" && o.ContainerRuntime != "docker" {
-		return nil, fmt.Errorf("slurm executor: container runtime %q is not supported: use docker (runner.slurm.container_runtime)", o.ContainerRuntime)
+	switch o.ContainerRuntime {
+	case "", docker.EngineDocker, docker.EnginePodman:
+	default:
+		return nil, fmt.Errorf("slurm executor: container runtime %q is not supported: use docker or podman (runner.slurm.container_runtime)", o.ContainerRuntime)
 	}
 	if err := checkExtraOptions(o.ExtraSbatch); err != nil {
 		return nil, err
@@ -133,7 +138,7 @@ func (e *Executor) Start(ctx context.Context, cfg runner.TaskConfig) (*runner.Ha
 	}
 	_ = os.Remove(filepath.Join(dir, recordFile)) // of a destroyed earlier task of this ID
 	_ = os.Remove(filepath.Join(dir, stoppedFile))
-	spec, _ := json.MarshalIndent(jobSpec{Config: cfg, User: e.o.User, StopGrace: e.o.StopGrace.Seconds()}, "", "  ")
+	spec, _ := json.MarshalIndent(jobSpec{Config: cfg, User: e.o.User, StopGrace: e.o.StopGrace.Seconds(), Runtime: e.o.ContainerRuntime}, "", "  ")
 	if err := home.WriteFileAtomic(filepath.Join(dir, specFile), spec, 0o644); err != nil {
 		return nil, fmt.Errorf("slurm executor: task %s: %w", cfg.ID, err)
 	}

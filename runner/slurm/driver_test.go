@@ -66,6 +66,35 @@ func TestConformance(t *testing.T) {
 	executortest.Run(t, env)
 }
 
+// The same suite with the compute node's containers on podman (container_runtime: podman).
+func TestPodmanConformance(t *testing.T) {
+	c := slurmtest.Shared(t)
+	cli := executortest.PodmanClient(t)
+	if executortest.PodmanSocket() != "/run/podman/podman.sock" || os.Geteuid() != 0 {
+		t.Skip("skipping: the job finds rootful podman's socket only as root at /run/podman/podman.sock")
+	}
+	img := executortest.Image(t, cli)
+	newExec := func() runner.Executor {
+		o := testOptions(c)
+		o.ContainerRuntime = "podman"
+		ex, err := New(o)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return ex
+	}
+	executortest.Run(t, executortest.Env{New: newExec, Image: img, Agent: "/agent",
+		Remove: func(t *testing.T, h *runner.Handle) { cancelOutside(t, c, h) }})
+	// The run's containment names the engine the job ran on.
+	ex := newExec().(*Executor)
+	env := executortest.Env{New: newExec, Image: img, Agent: "/agent"}
+	h := executortest.Start(t, ex, env.Task(t, "exit", "0"))
+	executortest.Wait(t, ex, h)
+	if got := ex.Containment(h).Engine; !strings.HasPrefix(got, "podman ") {
+		t.Fatalf("containment engine %q, want podman", got)
+	}
+}
+
 // The node process is SIGKILLed while its job runs; the restarted node re-attaches, or
 // reports the job lost when it was cancelled meanwhile.
 func TestHelperProcess(t *testing.T) {
@@ -82,7 +111,7 @@ func TestHelperProcess(t *testing.T) {
 
 func TestNewRefusesBadOptions(t *testing.T) {
 	for _, o := range []Options{
-		{ContainerRuntime: "podman"},
+		{ContainerRuntime: "singularity"},
 		{ExtraSbatch: []string{"--time=9999"}},
 		{ExtraSbatch: []string{"-t5"}},
 	} {

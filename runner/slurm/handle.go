@@ -80,6 +80,8 @@ type jobSpec struct {
 	User      string            `json:"user,omitempty"`
 	StopGrace float64           `json:"stop_grace_seconds"`
 	NoInit    bool              `json:"no_init,omitempty"`
+	// Runtime is Options.ContainerRuntime: "podman" points the job at podman's socket.
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // record is what the compute node writes to record.json once the container has ended: how
@@ -92,6 +94,8 @@ type record struct {
 	User         string            `json:"user,omitempty"`
 	GPUs         []string          `json:"gpus,omitempty"` // what Slurm granted, as the container got them
 	EnergyJoules float64           `json:"energy_joules,omitempty"`
+	// Engine is the engine that ran the container ("docker 20.10.24", "podman 4.3.1").
+	Engine string `json:"engine,omitempty"`
 }
 
 func readRecord(dir string) (*record, error) {
@@ -131,6 +135,7 @@ func (e *Executor) Containment(h *runner.Handle) runner.Containment {
 			c.Limits = rec.Limits
 		}
 		c.SeparateUID = separateUID(rec.User)
+		c.Engine = rec.Engine
 	}
 	return c
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/docker/client"
+
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/docker"
 	"github.com/evalmesh/evalmesh/runner/gpu"
@@ -55,7 +57,16 @@ func RunJob(specPath string, log io.Writer) int {
 		cfg.GPUs = gpuIDs(idx, inv)
 	}
 
-	ex, err := docker.New(docker.Options{User: spec.User, StopGrace: time.Duration(spec.StopGrace * float64(time.Second)), NoInit: spec.NoInit})
+	opts := docker.Options{User: spec.User, StopGrace: time.Duration(spec.StopGrace * float64(time.Second)), NoInit: spec.NoInit}
+	if spec.Runtime == docker.EnginePodman && os.Getenv("DOCKER_HOST") == "" {
+		cli, err := client.NewClientWithOpts(client.WithHost(podmanHost()), client.WithAPIVersionNegotiation())
+		if err != nil {
+			return fail("podman: %v", err)
+		}
+		defer cli.Close()
+		opts.Client = cli
+	}
+	ex, err := docker.New(opts)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -89,7 +100,7 @@ func RunJob(specPath string, log io.Writer) int {
 		node, _ = os.Hostname()
 	}
 	c := ex.Containment(h)
-	rec := &record{Node: node, JobID: os.Getenv("SLURM_JOB_ID"), Exit: *res, Limits: c.Limits, User: spec.User, GPUs: cfg.GPUs, EnergyJoules: t.EnergyJoules}
+	rec := &record{Node: node, JobID: os.Getenv("SLURM_JOB_ID"), Exit: *res, Limits: c.Limits, User: spec.User, GPUs: cfg.GPUs, EnergyJoules: t.EnergyJoules, Engine: c.Engine}
 	if err := writeRecord(dir, rec); err != nil {
 		_ = ex.Destroy(bg, h)
 		return fail("%v", err)
@@ -104,6 +115,19 @@ func RunJob(specPath string, log io.Writer) int {
 		return res.ExitCode
 	}
 	return 1
+}
+
+// podmanHost is podman's Docker-compatible socket for the job's user: rootful podman's for
+// root, the user's own (rootless) otherwise.
+func podmanHost() string {
+	if os.Geteuid() == 0 {
+		return "unix:///run/podman/podman.sock"
+	}
+	dir := os.Getenv("XDG_RUNTIME_DIR")
+	if dir == "" {
+		dir = fmt.Sprintf("/run/user/%d", os.Geteuid())
+	}
+	return "unix://" + filepath.Join(dir, "podman", "podman.sock")
 }
 
 // grantedGPUs are the GPU indices Slurm gave this job.
