@@ -319,33 +319,19 @@ func (d *NetworkDoc) normalize() error {
 	if eb == scoring.EloBootstrapGames {
 		p.EloBootstrap = ""
 	}
-	switch p.Misconduct {
-	case "", MisconductSetAside:
-		p.Misconduct = "" // the default stays out of the canonical form: older documents keep their hash
-	case MisconductRecord:
-	default:
-		return fmt.Errorf("network document: ledger.misconduct %q: use %s (the default) or %s", p.Misconduct, MisconductSetAside, MisconductRecord)
-	}
-	switch p.Witnesses {
-	case "", WitnessesRequired:
-		p.Witnesses = ""
-	case WitnessesOff:
-	default:
-		return fmt.Errorf("network document: ledger.witnesses %q: use %s (the default) or %s", p.Witnesses, WitnessesRequired, WitnessesOff)
-	}
-	switch p.Limits {
-	case "", LimitsAny:
-		p.Limits = "" // the default stays out of the canonical form: older documents keep their hash
-	case LimitsEnforced:
-	default:
-		return fmt.Errorf("network document: ledger.limits %q: use %s (the default) or %s", p.Limits, LimitsAny, LimitsEnforced)
-	}
-	switch p.Claims {
-	case "", ClaimsOff:
-		p.Claims = ""
-	case ClaimsRequired:
-	default:
-		return fmt.Errorf("network document: ledger.claims %q: use %s or %s (the default)", p.Claims, ClaimsRequired, ClaimsOff)
+	for _, f := range []struct {
+		name       string
+		v          *string
+		def, other string
+	}{
+		{"misconduct", &p.Misconduct, MisconductSetAside, MisconductRecord},
+		{"witnesses", &p.Witnesses, WitnessesRequired, WitnessesOff},
+		{"limits", &p.Limits, LimitsAny, LimitsEnforced},
+		{"claims", &p.Claims, ClaimsOff, ClaimsRequired},
+	} {
+		if err := normalizeTwoWay(f.name, f.v, f.def, f.other); err != nil {
+			return err
+		}
 	}
 	slices.Sort(p.Pardons)
 	p.Pardons = slices.Compact(p.Pardons)
@@ -470,4 +456,17 @@ func (d *NetworkDoc) TrustStore() (*attest.TrustStore, error) {
 		}
 	}
 	return t, nil
+}
+
+// normalizeTwoWay checks a two-valued ledger policy field and writes its default as "", so
+// the canonical form leaves it out and documents written before the field keep their hash.
+func normalizeTwoWay(field string, v *string, def, other string) error {
+	switch *v {
+	case "", def:
+		*v = ""
+		return nil
+	case other:
+		return nil
+	}
+	return fmt.Errorf("network document: ledger.%s %q: use %s (the default) or %s", field, *v, def, other)
 }
