@@ -69,9 +69,24 @@ type AcceptPolicy struct {
 	// run of an offending principal is set aside (ExcludeOffender) unless its evidence is
 	// Pardoned. A network document turns it on by default (ledger.misconduct).
 	SetAsideOffenders bool
+	// RescorerDraw, when not nil, limits the vote on each run to the labs drawn to re-score
+	// it (Outcome.WithRescorerDraw, RescoreVoters): a re-score from a lab that was not drawn,
+	// nor stood in for a silent drawn lab, neither confirms nor contradicts (Outcome.NoVotes).
+	// nil: every lab that re-scored a run votes (networks before ledger.rescorers).
+	RescorerDraw *RescorerDraw
 	// Pardoned lists the IDs of offending envelopes (Misconduct.Evidence) that no longer
 	// carry the consequence: a network document change restored their lab.
 	Pardoned map[string]bool
+	// Audits applies audits by re-execution (audit_ledger.go); nil, where the network
+	// document sets no ledger.audits, ignores audit statements, so older networks' roots
+	// do not move.
+	Audits *AuditRules
+	// Scorers maps a sealed task's bundle CID (Slot.Task) to the lab IDs that score it, sorted
+	// (the network document's ledger.scorers; scorers.go): a run of it counts only from a
+	// lab not among them, signed without a score (RunPredicate.ScoreAbsent), with the
+	// verdict of at least ScorersNeeded of them as its result. nil: every task is scored by
+	// its runner, as before the field.
+	Scorers map[string][]string
 }
 
 // CampaignWindow is when a campaign takes runs: from its creation to its deadline, both as
@@ -85,6 +100,11 @@ type CampaignWindow struct {
 	// Agents are the agent spec CIDs the campaign lists, in any order: what it adds to its
 	// lab's agents under AcceptPolicy.MaxAgentsPerLab.
 	Agents []string
+	// Deterministic are the listed agents whose spec declares them deterministic (their
+	// audits compare submissions); Unauditable those no other lab can re-run (their spec
+	// asks for a network). Both sorted; read only under AcceptPolicy.Audits.
+	Deterministic []string
+	Unauditable   []string
 }
 
 // ExcludeReason says why a run attestation does not count. The strings are stable: the CLI
@@ -144,6 +164,15 @@ const (
 	ExcludeWithdrawn ExcludeReason = "its lab equivocated on this task, agent and seed"
 	// ExcludeTooFewReplicators: fewer than Replication other labs confirmed the score.
 	ExcludeTooFewReplicators ExcludeReason = "too few replicators"
+	// ExcludeScorerRan: the run's lab is one of its task's scoring labs
+	// (AcceptPolicy.Scorers): it holds the labels, so it may score the task but not run it.
+	ExcludeScorerRan ExcludeReason = "its lab scores the task and may not run it"
+	// ExcludeRunnerScored: a run of a task with scoring labs signed a score of its own
+	// instead of leaving it to them (RunPredicate.ScoreAbsent).
+	ExcludeRunnerScored ExcludeReason = "its runner scored a task only its scoring labs score"
+	// ExcludeUnscored: a run signed without a score whose verdict is not decided: its task
+	// names no scoring labs, or fewer than ScorersNeeded of them agree yet.
+	ExcludeUnscored ExcludeReason = "awaiting its scoring labs' verdict"
 	// ExcludeSuperseded: another counted run (another lab's, or another campaign's) fills
 	// the same (task, agent, seed) of the ledger, which holds one result per seed. The
 	// winner is decided by nothing the runner can choose (FillOrder): the earliest
@@ -188,6 +217,10 @@ const StatusInvalid = "INVALID"
 // runs by ID, so any order of the same envelopes gives the same output; the results hold at
 // most one per (task, agent, seed), as scoring.ComputeLedger requires.
 func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
+	o = o.WithUnblockedAttempts(p)
+	if p.RescorerDraw != nil && o.voters == nil {
+		o = o.WithRescorerDraw(p.RescorerDraw)
+	}
 	var excluded []Excluded
 	exclude := func(v *Verified, slot Slot, r ExcludeReason, detail string) {
 		excluded = append(excluded, Excluded{ID: v.ID, Slot: slot, Principal: v.Principal(), Reason: r, Detail: detail})
@@ -212,14 +245,19 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 		slot      Slot
 		principal string
 	}
-	countedIn := make(map[slotOf]string, len(o.Runs))
-	for _, v := range o.Runs {
+	var holders map[Attempt]*Verified
+	runs, later := o.Runs, o.LaterAttempts // unblocked above (WithUnblockedAttempts)
+	if p.RequireClaimRecords {
+		holders = o.Holders(p)
+	}
+	countedIn := make(map[slotOf]string, len(runs))
+	for _, v := range runs {
 		countedIn[slotOf{v.Run.Slot, v.Principal()}] = v.ID
 	}
 	for _, v := range o.Duplicates {
 		exclude(v, v.Run.Slot, ExcludeDuplicate, "counted: "+countedIn[slotOf{v.Run.Slot, v.Principal()}])
 	}
-	for _, v := range o.LaterAttempts {
+	for _, v := range later {
 		exclude(v, v.Run.Slot, ExcludeLaterAttempt, fmt.Sprintf("attempt %d; counted: %s", v.Run.AttemptNumber(), countedIn[slotOf{v.Run.Slot, v.Principal()}]))
 	}
 	for _, v := range o.Forfeited {
@@ -230,7 +268,12 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 	for _, d := range o.Disagreements {
 		disputes[d.Run] = append(disputes[d.Run], fmt.Sprintf("%s by %s", d.Rescore, d.By))
 	}
-	offenders := ProvenMisconduct(o)
+	offenders := append(ProvenMisconduct(o), ScorerMisconduct(o, p)...)
+	var audits auditJudgement
+	if p.Audits != nil {
+		audits = o.judgeAudits(p)
+		offenders = append(offenders, audits.misconduct...)
+	}
 	setAside := map[string]string{} // principal → the evidence that sets it aside
 	if p.SetAsideOffenders {
 		for _, m := range offenders {
@@ -250,11 +293,6 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 		agentNames = UniqueNames(p.Agents, p.AgentOwners)
 	}
 
-	var holders map[Attempt]*Verified
-	if p.RequireClaimRecords {
-		holders = o.Holders(p)
-	}
-
 	type candidate struct {
 		r     scoring.Result
 		v     *Verified
@@ -266,7 +304,7 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 	}
 	overCap := o.AdmitCampaigns(p)
 	var passed []candidate
-	for _, v := range o.Runs {
+	for _, v := range runs {
 		rp := v.Run
 		task, agent := rp.Slot.Task, rp.Slot.Agent
 		if p.Tasks != nil {
@@ -284,6 +322,13 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 				continue
 			}
 			agent = name
+		}
+		scorers := p.Scorers[rp.Slot.Task]
+		if scorers != nil {
+			if r, why := scorerRule(v, scorers); r != "" {
+				exclude(v, rp.Slot, r, why)
+				continue
+			}
 		}
 		var window *CampaignWindow
 		if p.Campaigns != nil {
@@ -336,8 +381,33 @@ func Accept(o Outcome, p AcceptPolicy) ([]scoring.Result, []Excluded) {
 			exclude(v, rp.Slot, ExcludeOffender, why)
 			continue
 		}
+		if p.Audits != nil {
+			if r, why := audits.exclusion(v, window, p.Audits); r != "" {
+				exclude(v, rp.Slot, r, why)
+				continue
+			}
+		}
 		if withdrawn[cellKey{rp.Slot.Task, rp.Slot.Agent, rp.Slot.Seed, v.Principal()}] {
 			exclude(v, rp.Slot, ExcludeWithdrawn, "equivocation evidence names this slot's task, agent and seed")
+			continue
+		}
+		if rp.ScoreAbsent {
+			// Scored by the task's scoring labs, not by its runner: their verdict is the
+			// result, and their agreement stands for the replication (scorers.go).
+			if scorers == nil {
+				exclude(v, rp.Slot, ExcludeUnscored, "the run signed no score and the network document names no scoring labs for its task (ledger.scorers)")
+				continue
+			}
+			d := o.Verdict(v.ID, scorers, p.Replication)
+			if !d.Decided {
+				exclude(v, rp.Slot, ExcludeUnscored, verdictDetail(d))
+				continue
+			}
+			order := fillKey(v, window)
+			if p.RequireWitness && window != nil {
+				order.Created = o.witnessedAt(rp.Slot.Campaign, window.Lab, window.Created)
+			}
+			passed = append(passed, candidate{r: verdictResult(v, task, agent, d), v: v, order: order})
 			continue
 		}
 		t := o.Tally(v.ID)

@@ -62,8 +62,14 @@ func (w *acceptWorld) run(name string, lab int, task, agent string, seed int, su
 // putRun signs run predicate p by lab's node, with submission's digest as its subject.
 func (w *acceptWorld) putRun(name string, lab int, p RunPredicate, submission string) {
 	w.t.Helper()
+	w.putRunSubjects(name, lab, p, runSubjects(submission))
+}
+
+// putRunSubjects signs run predicate p by lab's node with the given subjects.
+func (w *acceptWorld) putRunSubjects(name string, lab int, p RunPredicate, subjects []Subject) {
+	w.t.Helper()
 	f := w.labs[lab]
-	st, err := NewStatement(runSubjects(submission), PredicateRunV1, p)
+	st, err := NewStatement(subjects, PredicateRunV1, p)
 	if err != nil {
 		w.t.Fatal(err)
 	}

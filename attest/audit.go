@@ -41,13 +41,17 @@ type AuditPredicate struct {
 	RunLab  string `json:"run_lab"` // the audited run's lab (part of the draw's input)
 	// VRFProof is the hex RFC 9381 proof (ecvrf.ProofSize bytes) by the signing node's key
 	// over AuditAlpha(Slot, Attempt, RunLab): the draw that chose this auditor.
-	VRFProof string      `json:"vrf_proof"`
-	Result   AuditResult `json:"result"`
-	Verdict  string      `json:"verdict"`
-	Reason   string      `json:"reason,omitempty"` // why, for mismatch and inconclusive
-	Node     string      `json:"node"`             // the signer's peer ID
-	Lab      string      `json:"lab"`              // the signer's lab ID
-	Time     time.Time   `json:"time"`             // when the audit was signed, by its clock
+	VRFProof string `json:"vrf_proof"`
+	// DrawKey is the base64 ed25519 public key that made VRFProof where it is the signing
+	// lab's draw key (DrawKeys); absent where the node's own key drew. Which key may draw
+	// for a lab is the network document's to say, so the ledger checks it (judgeAudits).
+	DrawKey string      `json:"draw_key,omitempty"`
+	Result  AuditResult `json:"result"`
+	Verdict string      `json:"verdict"`
+	Reason  string      `json:"reason,omitempty"` // why, for mismatch and inconclusive
+	Node    string      `json:"node"`             // the signer's peer ID
+	Lab     string      `json:"lab"`              // the signer's lab ID
+	Time    time.Time   `json:"time"`             // when the audit was signed, by its clock
 }
 
 // AuditResult is what the auditor's own re-execution produced.
@@ -57,6 +61,10 @@ type AuditResult struct {
 	Score      *float64   `json:"score"` // raw metric value; nil when not valid
 	Exit       ExitStatus `json:"exit"`
 	GPUModel   string     `json:"gpu_model"` // "" on a CPU-only node
+	// Transcript is the shape of the re-execution's transcript (calls, tokens), which the
+	// ledger compares with the run's (JudgeAudit); nil when it recorded none. Absent from
+	// audits signed before the field, whose bytes do not change.
+	Transcript *TranscriptShape `json:"transcript,omitempty"`
 }
 
 // AuditAlpha is the VRF input of the audit draw of a run: its slot, attempt and lab. Each is
@@ -65,8 +73,15 @@ type AuditResult struct {
 // auditor cannot grind it either. The run's attestation ID is left out on purpose: the
 // runner chooses it (any re-signature changes it).
 func AuditAlpha(slot Slot, attempt int, runLab string) []byte {
+	return drawAlpha("evalmesh/audit/v1", slot, attempt, runLab)
+}
+
+// drawAlpha is a VRF input over a run's slot, attempt and lab under domain, NUL-separated,
+// so that one lab's draws for different purposes (audits, re-scorers) are independent.
+func drawAlpha(domain string, slot Slot, attempt int, runLab string) []byte {
 	var b strings.Builder
-	b.WriteString("evalmesh/audit/v1\x00")
+	b.WriteString(domain)
+	b.WriteByte(0)
 	b.WriteString(slot.String())
 	b.WriteByte(0)
 	b.WriteString(strconv.Itoa(attempt))
@@ -78,20 +93,31 @@ func AuditAlpha(slot Slot, attempt int, runLab string) []byte {
 // AuditDraw returns the VRF proof and output of the node of key for the run of (slot,
 // attempt, runLab). Only ed25519 node keys can draw.
 func AuditDraw(key crypto.PrivKey, slot Slot, attempt int, runLab string) (proof, beta []byte, err error) {
-	if key.Type() != crypto.Ed25519 {
-		return nil, nil, fmt.Errorf("audit draws need an ed25519 node key, not %s", key.Type())
-	}
-	raw, err := key.Raw()
-	if err != nil {
-		return nil, nil, err
-	}
-	proof, beta = ecvrf.Prove(ed25519.PrivateKey(raw), AuditAlpha(slot, attempt, runLab))
-	return proof, beta, nil
+	return vrfDraw("audit", key, AuditAlpha(slot, attempt, runLab))
 }
 
 // VerifyAuditDraw checks a VRF proof of node over the run's draw input and returns its
 // output. A node whose peer ID does not embed an ed25519 key cannot have drawn.
 func VerifyAuditDraw(node string, proofHex string, slot Slot, attempt int, runLab string) ([]byte, error) {
+	return vrfVerify(node, proofHex, AuditAlpha(slot, attempt, runLab))
+}
+
+// vrfDraw is the RFC 9381 VRF proof and output of the node key over alpha (what draws,
+// for the error).
+func vrfDraw(what string, key crypto.PrivKey, alpha []byte) (proof, beta []byte, err error) {
+	if key.Type() != crypto.Ed25519 {
+		return nil, nil, fmt.Errorf("%s draws need an ed25519 node key, not %s", what, key.Type())
+	}
+	raw, err := key.Raw()
+	if err != nil {
+		return nil, nil, err
+	}
+	proof, beta = ecvrf.Prove(ed25519.PrivateKey(raw), alpha)
+	return proof, beta, nil
+}
+
+// vrfVerify checks the hex VRF proof of node over alpha and returns its output.
+func vrfVerify(node, proofHex string, alpha []byte) ([]byte, error) {
 	id, err := peer.Decode(node)
 	if err != nil {
 		return nil, fmt.Errorf("node %q is not a peer ID: %v", node, err)
@@ -104,13 +130,23 @@ func VerifyAuditDraw(node string, proofHex string, slot Slot, attempt int, runLa
 	if err != nil {
 		return nil, err
 	}
+	beta, err := vrfVerifyKey(ed25519.PublicKey(raw), proofHex, alpha)
+	if err != nil {
+		return nil, fmt.Errorf("%w (node %s)", err, node)
+	}
+	return beta, nil
+}
+
+// vrfVerifyKey checks the hex VRF proof under the ed25519 key pub over alpha and returns its
+// output.
+func vrfVerifyKey(pub ed25519.PublicKey, proofHex string, alpha []byte) ([]byte, error) {
 	proof, err := hex.DecodeString(proofHex)
 	if err != nil || len(proof) != ecvrf.ProofSize {
 		return nil, fmt.Errorf("vrf_proof is not %d bytes of hex", ecvrf.ProofSize)
 	}
-	beta, err := ecvrf.Verify(ed25519.PublicKey(raw), proof, AuditAlpha(slot, attempt, runLab))
+	beta, err := ecvrf.Verify(pub, proof, alpha)
 	if err != nil {
-		return nil, fmt.Errorf("vrf_proof does not verify under %s's key for this run's slot, attempt and lab", node)
+		return nil, errors.New("vrf_proof does not verify under the drawing key for this run's slot, attempt and lab")
 	}
 	return beta, nil
 }
@@ -148,8 +184,19 @@ func (a *AuditPredicate) validate() error {
 	case a.Verdict == VerdictMismatch && a.Result.Submission == "":
 		return errors.New("a mismatch needs the auditor's submission digest")
 	}
+	if err := validateShape(a.Result.Transcript); err != nil {
+		return err
+	}
 	if _, ok := digestOfID(a.Run); !ok {
 		return fmt.Errorf("run %q is not an attestation ID", a.Run)
+	}
+	if a.DrawKey != "" {
+		pub, err := ParseDrawKey(a.DrawKey)
+		if err != nil {
+			return fmt.Errorf("draw_key: %w", err)
+		}
+		_, err = vrfVerifyKey(pub, a.VRFProof, AuditAlpha(a.Slot, a.Attempt, a.RunLab))
+		return err
 	}
 	if _, err := VerifyAuditDraw(a.Node, a.VRFProof, a.Slot, a.Attempt, a.RunLab); err != nil {
 		return err
@@ -191,14 +238,23 @@ func DecodeAudit(payload []byte) (*AuditPredicate, error) {
 }
 
 // NewAudit signs an audit by the node of key under cert. The caller fills a's run, slot,
-// attempt, run lab, result, verdict and reason; NewAudit draws the VRF proof and sets the
-// node, lab and time.
-func NewAudit(key crypto.PrivKey, cert *NodeCert, a AuditPredicate, now time.Time) (envelope []byte, id string, err error) {
+// attempt, run lab, result, verdict and reason; NewAudit draws the VRF proof, with drawKey
+// (the lab's draw key, DrawKeys) or, where it is nil, with key, and sets the node, lab and
+// time.
+func NewAudit(key, drawKey crypto.PrivKey, cert *NodeCert, a AuditPredicate, now time.Time) (envelope []byte, id string, err error) {
 	node, err := peer.IDFromPrivateKey(key)
 	if err != nil {
 		return nil, "", err
 	}
-	proof, _, err := AuditDraw(key, a.Slot, a.Attempt, a.RunLab)
+	a.DrawKey = ""
+	if drawKey != nil {
+		if a.DrawKey, err = DrawKeyString(drawKey); err != nil {
+			return nil, "", err
+		}
+	} else {
+		drawKey = key
+	}
+	proof, _, err := AuditDraw(drawKey, a.Slot, a.Attempt, a.RunLab)
 	if err != nil {
 		return nil, "", err
 	}

@@ -23,7 +23,7 @@ func auditFixture(t testing.TB) (*fixture, AuditPredicate) {
 // key on the run's draw input.
 func TestAuditVerifiesAsItsSigner(t *testing.T) {
 	f, a := auditFixture(t)
-	env, id, err := NewAudit(f.node, f.cert, a, t0.Add(-time.Hour))
+	env, id, err := NewAudit(f.node, nil, f.cert, a, t0.Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestAuditPredicateRefusals(t *testing.T) {
 	for _, c := range cases {
 		p := a
 		c.mutate(&p)
-		if _, _, err := NewAudit(f.node, f.cert, p, t0); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, _, err := NewAudit(f.node, nil, f.cert, p, t0); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}
@@ -142,11 +142,25 @@ func hexOf(b []byte) string {
 // included) and survives a round trip.
 func FuzzDecodeAudit(f *testing.F) {
 	fx, a := auditFixture(f)
-	env, _, err := NewAudit(fx.node, fx.cert, a, t0)
+	env, _, err := NewAudit(fx.node, nil, fx.cert, a, t0)
 	if err != nil {
 		f.Fatal(err)
 	}
 	e, _ := DecodeEnvelope(env)
+	f.Add(e.Payload)
+	a.Result.Transcript = &TranscriptShape{Calls: 40, PromptTokens: 9000, CompletionTokens: 1200}
+	env, _, err = NewAudit(fx.node, nil, fx.cert, a, t0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	e, _ = DecodeEnvelope(env)
+	f.Add(e.Payload)
+	// Drawn with a lab's draw key (draw_key set): the proof is checked under that key.
+	dk, _ := newNode(f)
+	if env, _, err = NewAudit(fx.node, dk, fx.cert, a, t0); err != nil {
+		f.Fatal(err)
+	}
+	e, _ = DecodeEnvelope(env)
 	f.Add(e.Payload)
 	f.Add([]byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"name":"r","digest":{"sha256":"00"}}],"predicateType":"` + PredicateAuditV1 + `","predicate":{}}`))
 	f.Add([]byte(`{}`))

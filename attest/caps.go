@@ -33,27 +33,45 @@ func (o Outcome) AdmitCampaigns(p AcceptPolicy) map[string]string {
 	if p.Campaigns == nil || (p.MaxAgentsPerLab <= 0 && p.MaxCampaignsPerLab <= 0) {
 		return nil
 	}
-	type entry struct {
-		id string
-		at time.Time
-		w  CampaignWindow
-	}
 	var first map[string]map[string]time.Time // campaign → other lab → its earliest witness time
 	if p.RequireWitness {
 		first = map[string]map[string]time.Time{}
 		for _, wv := range o.Witnesses {
-			c := wv.Witness.Campaign
-			w, ok := p.Campaigns[c]
-			if !ok || wv.Principal() == w.Lab {
-				continue
-			}
-			if first[c] == nil {
-				first[c] = map[string]time.Time{}
-			}
-			if t, ok := first[c][wv.Principal()]; !ok || wv.Witness.Time.Before(t) {
-				first[c][wv.Principal()] = wv.Witness.Time
-			}
+			NoteWitness(first, p.Campaigns, wv.Witness.Campaign, wv.Principal(), wv.Witness.Time)
 		}
+	}
+	return AdmitWindows(p, first)
+}
+
+// NoteWitness adds a witness record of campaign by lab at t to first (campaign → other lab
+// → its earliest witness time), the input AdmitWindows takes: a record of a campaign not in
+// windows, or by the campaign's own lab, is left out.
+func NoteWitness(first map[string]map[string]time.Time, windows map[string]CampaignWindow, campaign, lab string, t time.Time) {
+	w, ok := windows[campaign]
+	if !ok || lab == w.Lab {
+		return
+	}
+	if first[campaign] == nil {
+		first[campaign] = map[string]time.Time{}
+	}
+	if at, ok := first[campaign][lab]; !ok || t.Before(at) {
+		first[campaign][lab] = t
+	}
+}
+
+// AdmitWindows is the admission rule of AdmitCampaigns over p.Campaigns, given each
+// campaign's other labs' earliest witness times (first, from NoteWitness; read only where
+// p.RequireWitness). The ledger (AdmitCampaigns) and every node's coordinator (which
+// declines to claim the slots of a refused campaign) call it alike, so what the ledger
+// refuses and what honest nodes decline to run agree.
+func AdmitWindows(p AcceptPolicy, first map[string]map[string]time.Time) map[string]string {
+	if p.Campaigns == nil || (p.MaxAgentsPerLab <= 0 && p.MaxCampaignsPerLab <= 0) {
+		return nil
+	}
+	type entry struct {
+		id string
+		at time.Time
+		w  CampaignWindow
 	}
 	byLab := map[string][]entry{}
 	for id, w := range p.Campaigns {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -277,6 +278,9 @@ func AttemptHolders(claims []*Verified, valid func(*Verified) bool) map[Attempt]
 // lab other than the campaign's (so a claim, like a run, cannot predate the campaign).
 func (o Outcome) claimValid(p AcceptPolicy) func(*Verified) bool {
 	return func(v *Verified) bool {
+		if slices.Contains(p.Scorers[v.Claim.Slot.Task], v.Principal()) {
+			return false // a scoring lab may not run the task (scorers.go): its claims hold nothing
+		}
 		if p.Campaigns == nil {
 			return true
 		}
@@ -291,6 +295,98 @@ func (o Outcome) claimValid(p AcceptPolicy) func(*Verified) bool {
 // Holders is AttemptHolders over o's claim records under p's checks.
 func (o Outcome) Holders(p AcceptPolicy) map[Attempt]*Verified {
 	return AttemptHolders(o.Claims, o.claimValid(p))
+}
+
+// WithUnblockedAttempts is o, where the network requires claim records, with the later
+// attempts unblockLaterAttempts frees moved into Runs, and their re-scores — orphans until
+// then, Reconcile having filed only the lowest attempt's — attached to them. Without the
+// re-scores such a run counted with no other lab's vote ("too few replicators"), and a lab
+// whose run a late record took and which ran the slot again itself never filled the cell
+// (TestDishonestLabCannotTakeASlotByReopening). Before WithRescorerDraw, so the moved runs
+// have their drawn re-scorers too. Runs once: the blocked run stays in Runs (excluded as not
+// its attempt's holder's), and a second pass would move the next attempt after it.
+func (o Outcome) WithUnblockedAttempts(p AcceptPolicy) Outcome {
+	if !p.RequireClaimRecords || o.unblocked {
+		return o
+	}
+	o.unblocked = true
+	runs, later := unblockLaterAttempts(o.Runs, o.LaterAttempts, o.Holders(p))
+	if len(runs) == len(o.Runs) {
+		return o
+	}
+	moved := map[string]*Verified{}
+	for _, v := range runs {
+		if o.run(v.ID) == nil {
+			moved[v.ID] = v
+		}
+	}
+	o.Runs, o.LaterAttempts = runs, later
+	o.Rescores, o.Verdicts, o.rescoreByID = maps.Clone(o.Rescores), maps.Clone(o.Verdicts), maps.Clone(o.rescoreByID)
+	o.Disagreements = slices.Clone(o.Disagreements)
+	var orphans []*Verified
+	for _, r := range o.Orphans {
+		if run := moved[r.Rescore.Run]; run != nil {
+			o.attach(r, run)
+			continue
+		}
+		orphans = append(orphans, r)
+	}
+	o.Orphans = orphans
+	if o.voters != nil {
+		o.voters = nil // drawn again by the caller, over the runs as they are now
+	}
+	return o
+}
+
+// unblockLaterAttempts moves runs from later (Outcome.LaterAttempts) into runs
+// (Outcome.Runs) where the lower attempt that blocks them can never count through its
+// principal's choice: its node does not hold its attempt, and no node of its principal
+// does (another lab's better-ranked record took it, or nobody claimed it). Without this, a
+// run an honest node finished just as a dishonest lab's better-ranked record of the attempt
+// arrived (a race under load) would block the honest lab's run of the slot's next attempt,
+// and the cell would stay empty on every node. An attempt its own principal holds, through
+// any of its nodes, still blocks: a lab cannot re-roll a result by outranking its own run
+// from a second node. Pure: a function of its inputs, in any order.
+func unblockLaterAttempts(runs, later []*Verified, holders map[Attempt]*Verified) ([]*Verified, []*Verified) {
+	stands := func(v *Verified) bool {
+		h, ok := holders[Attempt{v.Run.Slot, v.Run.AttemptNumber()}]
+		return ok && h.Principal() == v.Principal() // its principal holds it: it stands
+	}
+	type key struct {
+		slot      Slot
+		principal string
+	}
+	pending := map[key][]*Verified{}
+	for _, v := range later {
+		k := key{v.Run.Slot, v.Principal()}
+		pending[k] = append(pending[k], v)
+	}
+	if len(pending) == 0 {
+		return runs, later
+	}
+	out := slices.Clone(runs)
+	moved := map[string]bool{}
+	for _, v := range runs {
+		k := key{v.Run.Slot, v.Principal()}
+		cur := v
+		for !stands(cur) && len(pending[k]) > 0 {
+			// The next attempt of this principal's: the lowest attempt, then the least ID.
+			next := slices.MinFunc(pending[k], func(a, b *Verified) int {
+				return cmp.Or(cmp.Compare(a.Run.AttemptNumber(), b.Run.AttemptNumber()), cmp.Compare(a.ID, b.ID))
+			})
+			moved[next.ID] = true
+			out = append(out, next)
+			cur = next
+			// Other copies of that attempt stay LaterAttempts (they repeat it).
+			pending[k] = slices.DeleteFunc(pending[k], func(x *Verified) bool { return x.Run.AttemptNumber() == next.Run.AttemptNumber() })
+		}
+	}
+	if len(moved) == 0 {
+		return runs, later
+	}
+	slices.SortFunc(out, func(a, b *Verified) int { return cmp.Compare(a.ID, b.ID) })
+	rest := slices.DeleteFunc(slices.Clone(later), func(v *Verified) bool { return moved[v.ID] })
+	return out, rest
 }
 
 // Unanswered is an attempt whose holder signed a claim record but neither a run

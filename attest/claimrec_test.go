@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
 )
 
 var claimCampaign = EnvelopeID([]byte("claimed campaign"))
@@ -314,4 +316,86 @@ func BenchmarkAttemptHolders(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(len(env)), "record-bytes")
+}
+
+// A run that does not hold its attempt blocks its lab's run of a later attempt of the slot
+// only where its own lab holds that attempt. An honest lab whose run of attempt 1 finished
+// just as another lab's better-ranked record of it arrived (a race under load, seen in
+// TestDishonestLabCannotPreemptByRecord) has its attempt-2 run counted, so the cell is not
+// left empty; a lab that outranks its own run from a second node (to withdraw a result
+// and run the slot again) still has only its lowest attempt considered, so it cannot
+// re-roll.
+func TestOutrankedRunDoesNotBlockItsLabsNextAttempt(t *testing.T) {
+	w := newAcceptWorld(t, 3)
+	env, _, err := NewWitness(w.labs[1].node, w.labs[1].cert, claimCampaign, t0.Add(-3*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.put("w1", env)
+	at := t0.Add(-2 * time.Hour)
+	// Seed s: lab 2's draw outranks lab 1's on attempt 1.
+	s := 0
+	for !RankOf(claimSlot(s), 1, w.labs[2].lab.ID, w.labs[2].nodeID).Less(RankOf(claimSlot(s), 1, w.labs[1].lab.ID, w.labs[1].nodeID)) {
+		s++
+	}
+	w.claim("raced-claim", 1, s, 1, "w1", at)
+	w.claimedRun("raced-run", 1, s, 1, "w1", 0.9)
+	w.claim("squat", 2, s, 1, "w1", at) // never run: lab 2 just takes the attempt
+	w.claim("retry-claim", 1, s, 2, "w1", at)
+	w.claimedRun("retry-run", 1, s, 2, "w1", 0.8)
+
+	// Seed s+1: lab 1 outranks its own run of attempt 1 from a second node whose ID sorts
+	// first, then runs attempt 2.
+	own := s + 1
+	var key crypto.PrivKey
+	var id string
+	for key == nil || id >= w.labs[1].nodeID {
+		key, id = newNode(t)
+	}
+	cert, err := w.labs[1].lab.Certify(id, t0.Add(-24*time.Hour), 30*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.claim("own-claim", 1, own, 1, "w1", at)
+	w.claimedRun("unwanted-run", 1, own, 1, "w1", 0.1)
+	env, _, err = NewClaimRecord(key, cert, claimSlot(own), 1, w.ids["w1"], at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.put("self-outrank", env)
+	w.claim("reroll-claim", 1, own, 2, "w1", at)
+	w.claimedRun("reroll-run", 1, own, 2, "w1", 0.9)
+
+	campaigns := map[string]CampaignWindow{claimCampaign: {Created: t0.Add(-4 * time.Hour), Deadline: t0, Lab: w.labs[0].lab.ID}}
+	results, excluded := Accept(Reconcile(w.verified(), Agree), AcceptPolicy{RequireClaimRecords: true, RequireWitness: true, Campaigns: campaigns})
+	var counted []string
+	for _, r := range results {
+		counted = append(counted, w.nameOf(r.AttestationID))
+	}
+	why := map[string]ExcludeReason{}
+	for _, e := range excluded {
+		why[w.nameOf(e.ID)] = e.Reason
+	}
+	if !slices.Equal(counted, []string{"retry-run"}) {
+		t.Errorf("counted %v, want only retry-run (excluded: %v)", counted, why)
+	}
+	for name, want := range map[string]ExcludeReason{"raced-run": ExcludeNotHolder, "unwanted-run": ExcludeNotHolder, "reroll-run": ExcludeLaterAttempt} {
+		if why[name] != want {
+			t.Errorf("%s excluded as %q, want %q", name, why[name], want)
+		}
+	}
+
+	// Where a run needs another lab's re-score, the one of the attempt that counts in place of
+	// the lower one is its vote: Reconcile had filed it as an orphan, and retry-run never
+	// counted (too few replicators), on every node.
+	w.rescore("retry-rescore", 0, "retry-run", 0.8)
+	o := Reconcile(w.verified(), Agree)
+	policy := AcceptPolicy{RequireClaimRecords: true, RequireWitness: true, Campaigns: campaigns, Replication: 1}
+	results, excluded = Accept(o, policy)
+	if len(results) != 1 || w.nameOf(results[0].AttestationID) != "retry-run" {
+		t.Errorf("with replication 1: counted %v, excluded %v; want retry-run, confirmed by lab 0", results, excluded)
+	}
+	if u := o.WithUnblockedAttempts(policy); len(u.Orphans) != 0 || len(u.Rescores[w.ids["retry-run"]]) != 1 {
+		t.Errorf("retry-run's re-score: %d orphans, %d agreeing; want it filed with its run", len(u.Orphans), len(u.Rescores[w.ids["retry-run"]]))
+	}
 }

@@ -57,6 +57,10 @@ type Outcome struct {
 	Equivocations []Evidence
 	// Disagreements are re-scores that contradict the run they name.
 	Disagreements []Disagreement
+	// Verdicts maps a counted run that signed no score (RunPredicate.ScoreAbsent) to its
+	// re-scores: its scoring labs' verdicts (scorers.go), which neither confirm nor
+	// contradict a run that claims nothing.
+	Verdicts map[string][]*Verified
 	// Duplicates are further run attestations of a slot and attempt by the same principal
 	// with the same submission as a counted run (re-signed, re-published): not counted twice.
 	Duplicates []*Verified
@@ -76,6 +80,19 @@ type Outcome struct {
 	// Claims and Releases are the claim and release records (claimrec.go), by ID.
 	Claims   []*Verified
 	Releases []*Verified
+	// NoVotes are the re-scores that do not vote on their run under the drawn re-scorer
+	// rule (WithRescorerDraw), sorted by re-score ID; empty without it.
+	NoVotes []NoVote
+
+	// rescoreByID holds every re-score of a counted run, agreeing or not.
+	rescoreByID map[string]*Verified
+	// voters: counted run ID → the principals whose verdicts vote on it (WithRescorerDraw);
+	// nil: every principal that re-scored it votes.
+	voters map[string]map[string]bool
+	// agree is Reconcile's, for the re-scores WithUnblockedAttempts attaches; unblocked says
+	// it ran.
+	agree     AgreeFunc
+	unblocked bool
 }
 
 // Reconcile sorts verified envelopes into counted runs, agreeing re-scores, equivocation
@@ -94,7 +111,7 @@ func Reconcile(vs []*Verified, agree AgreeFunc) Outcome {
 	slices.SortFunc(vs, func(a, b *Verified) int { return cmp.Compare(a.ID, b.ID) })
 	vs = slices.CompactFunc(vs, func(a, b *Verified) bool { return a.ID == b.ID })
 
-	out := Outcome{Rescores: map[string][]*Verified{}, Witnesses: map[string]*Verified{}}
+	out := Outcome{Rescores: map[string][]*Verified{}, Witnesses: map[string]*Verified{}, rescoreByID: map[string]*Verified{}, agree: agree}
 	type slotKey struct {
 		slot      Slot
 		principal string
@@ -192,17 +209,30 @@ func Reconcile(vs []*Verified, agree AgreeFunc) Outcome {
 			out.Orphans = append(out.Orphans, r)
 			continue
 		}
-		if Confirms(run.Run, r.Rescore, agree) {
-			out.Rescores[run.ID] = append(out.Rescores[run.ID], r)
-			continue
-		}
-		out.Disagreements = append(out.Disagreements, Disagreement{
-			Run: run.ID, Rescore: r.ID, By: r.Principal(), Metric: r.Rescore.Metric,
-			RunValid: run.Run.Valid, RescoreValid: r.Rescore.Valid,
-			RunScore: run.Run.Score, RescoreScore: r.Rescore.Score,
-		})
+		out.attach(r, run)
 	}
 	return out
+}
+
+// attach files re-score r of the counted run as agreeing, disagreeing or a verdict.
+func (o *Outcome) attach(r, run *Verified) {
+	o.rescoreByID[r.ID] = r
+	if run.Run.ScoreAbsent {
+		if o.Verdicts == nil {
+			o.Verdicts = map[string][]*Verified{}
+		}
+		o.Verdicts[run.ID] = append(o.Verdicts[run.ID], r)
+		return
+	}
+	if Confirms(run.Run, r.Rescore, o.agree) {
+		o.Rescores[run.ID] = append(o.Rescores[run.ID], r)
+		return
+	}
+	o.Disagreements = append(o.Disagreements, Disagreement{
+		Run: run.ID, Rescore: r.ID, By: r.Principal(), Metric: r.Rescore.Metric,
+		RunValid: run.Run.Valid, RescoreValid: r.Rescore.Valid,
+		RunScore: run.Run.Score, RescoreScore: r.Rescore.Score,
+	})
 }
 
 // Confirms reports whether re-score rs confirms run: same metric, same validity, and for
@@ -221,7 +251,8 @@ func Confirms(run *RunPredicate, rs *RescorePredicate, agree AgreeFunc) bool {
 }
 
 // Replicators returns, sorted, the principals other than the run's own that re-scored the
-// counted run id to the same value and never also contradicted it: the labs that count
+// counted run id to the same value and never also contradicted it (and, under the drawn
+// re-scorer rule, were drawn: WithRescorerDraw): the labs that count
 // toward the acceptance policy's `replication` (docs/design.md §7, "other labs"). A lab re-scoring
 // its own run, re-scoring twice, or both confirming and contradicting it (hedging) adds
 // nothing; Rescores still lists every agreeing re-score for the record.
@@ -238,7 +269,7 @@ func (o Outcome) Replicators(id string) []string {
 	}
 	var out []string
 	for _, r := range o.Rescores[id] {
-		if p := r.Principal(); p != run.Principal() && !contradicted[p] {
+		if p := r.Principal(); p != run.Principal() && !contradicted[p] && o.votes(id, p) {
 			out = append(out, p)
 		}
 	}
@@ -248,7 +279,7 @@ func (o Outcome) Replicators(id string) []string {
 
 // Tally is the vote on one counted run (docs/design.md §9, "Disputes"): one vote per lab.
 // The run's own lab votes for its result; every other lab that re-scored it votes as it
-// found. A lab's re-scores of its own run, and a lab that both confirmed and contradicted
+// found — under the drawn re-scorer rule (WithRescorerDraw), every drawn lab that did. A lab's re-scores of its own run, and a lab that both confirmed and contradicted
 // the run (hedging), add no vote. The majority decides; a tie holds the run aside.
 type Tally struct {
 	For, Against int
@@ -265,7 +296,7 @@ func (o Outcome) Tally(id string) Tally {
 	}
 	t := Tally{Confirming: o.Replicators(id)}
 	for _, d := range o.Disagreements {
-		if d.Run == id && d.By != run.Principal() && !slices.Contains(t.Confirming, d.By) && !o.confirmedBy(id, d.By) {
+		if d.Run == id && d.By != run.Principal() && !slices.Contains(t.Confirming, d.By) && !o.confirmedBy(id, d.By) && o.votes(id, d.By) {
 			t.Contradicting = append(t.Contradicting, d.By)
 		}
 	}

@@ -3,6 +3,7 @@ package attest
 import (
 	"bytes"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -88,6 +89,10 @@ func FuzzDecodeStatement(f *testing.F) {
 	}
 	// A repeated predicate: encoding/json would merge the two objects into one pointer.
 	f.Add([]byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"digest":{"sha256":"` + sha("") + `"}}],"predicateType":"` + PredicateRescoreV1 + `","predicate":{"run":"x","node":"n","metric":"m","evaluator":"e"},"PREDICATE":{"metric":"z"}}`))
+	// The re-scorer draw (rescorers.go): a well-formed proof, a short one, a repeated key.
+	f.Add([]byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"digest":{"sha256":"` + sha("") + `"}}],"predicateType":"` + PredicateRescoreV1 + `","predicate":{"run":"x","node":"n","metric":"m","evaluator":"e","draw":"` + strings.Repeat("ab", 80) + `"}}`))
+	f.Add([]byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"digest":{"sha256":"` + sha("") + `"}}],"predicateType":"` + PredicateRescoreV1 + `","predicate":{"run":"x","node":"n","metric":"m","evaluator":"e","draw":"ab"}}`))
+	f.Add([]byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"digest":{"sha256":"` + sha("") + `"}}],"predicateType":"` + PredicateRescoreV1 + `","predicate":{"run":"x","node":"n","metric":"m","evaluator":"e","draw":"` + strings.Repeat("ab", 80) + `","Draw":""}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st, run, rs, err := DecodeStatement(b)
 		rst, rrun, rrs, rerr := decodeStatementReference(b)
@@ -169,7 +174,7 @@ func FuzzParseTrust(f *testing.F) {
 		if err != nil {
 			t.Fatalf("marshalled trust file does not parse: %v\n%s", err, out)
 		}
-		if len(ts2.labs) != len(ts.labs) || len(ts2.nodes) != len(ts.nodes) || len(ts2.revoked) != len(ts.revoked) {
+		if len(ts2.labs) != len(ts.labs) || len(ts2.nodes) != len(ts.nodes) || len(*ts2.revoked.Load()) != len(*ts.revoked.Load()) {
 			t.Fatalf("round trip changed the store:\n%s", out)
 		}
 		for id := range ts.labs {

@@ -66,6 +66,10 @@ type LedgerReport struct {
 	// CountedIDs are the attestation IDs of the counted runs, in the ledger's order (what
 	// `evalmesh verify-ledger` re-scores); outside the JSON, which keeps its shape.
 	CountedIDs []string `json:"-"`
+	// Verdicts are the counted runs that signed no score (RunPredicate.ScoreAbsent), by
+	// attestation ID, as their scoring labs judged them: what a reader shows as the run's
+	// validity and score. Outside the JSON, like CountedIDs.
+	Verdicts map[string]scoring.Result `json:"-"`
 	// Claims and Releases count the claim and release records (claimrec.go). Unanswered
 	// lists the held attempts with no signed outcome by their holder, and UnansweredByLab
 	// how many of them are charged to each principal (their campaign's deadline passed at
@@ -74,6 +78,17 @@ type LedgerReport struct {
 	Releases        int            `json:"releases,omitempty"`
 	Unanswered      []Unanswered   `json:"unanswered,omitempty"`
 	UnansweredByLab map[string]int `json:"charged_attempts,omitempty"`
+	// Audits are the audits of counted runs as the ledger judged them (audit_ledger.go);
+	// present where the network document sets ledger.audits.
+	Audits []AuditRecord `json:"audits,omitempty"`
+	// NoVotes are the re-scores that do not vote on their run because their lab was not
+	// drawn to re-score it (AcceptPolicy.RescorerDraw, Outcome.NoVotes); present where the
+	// policy draws re-scorers.
+	NoVotes []NoVote `json:"no_vote_rescores,omitempty"`
+	// Held are the (lab, agent) groups whose unaudited results would move their agent's
+	// rank and wait for audits (movers.go, ExcludeMoverHeld): what the coordinator audits
+	// at the movers' rate. Present where ledger.audits holds any.
+	Held []HeldGroup `json:"held,omitempty"`
 }
 
 // LedgerInput is everything the ledger is a function of (docs/design.md §7): the envelopes, the
@@ -101,11 +116,11 @@ type LedgerInput struct {
 }
 
 // BuildLedger verifies the envelopes (in one batch, each certificate at the time its
-// statement claims: VerifyOptions.AtClaimedTime), reconciles them, applies the
-// acceptance policy and computes the ledger of the runs that count. It reads no files: the
-// envelopes come in as bytes. An envelope that does not verify is a Refusal in the report,
-// not an error; errors are for inputs the ledger itself refuses (scoring options, task
-// metadata).
+// statement claims: VerifyOptions.AtClaimedTime) and computes the ledger of the values that
+// verified with LedgerFromVerified: the bytes API (the CLI, verify-ledger) is verification,
+// then the values API. It reads no files: the envelopes come in as bytes. An envelope that
+// does not verify is a Refusal in the report, not an error; errors are for inputs the ledger
+// itself refuses (scoring options, task metadata).
 //
 // When in.Policy.Tasks is nil, runs are matched to in.Tasks by name (Slot.Task must be the
 // task's name); a run naming no known task is excluded as ExcludeUnknownTask either way.
@@ -113,7 +128,6 @@ func BuildLedger(in LedgerInput) (*scoring.Ledger, *LedgerReport, error) {
 	if in.Trust == nil {
 		return nil, nil, errors.New("attest: BuildLedger needs a trust store")
 	}
-	rep := &LedgerReport{Read: len(in.Envelopes), Refused: []Refusal{}} // JSON [] when none
 	raw := make([][]byte, len(in.Envelopes))
 	for i, f := range in.Envelopes {
 		raw[i] = f.Data
@@ -126,8 +140,8 @@ func BuildLedger(in LedgerInput) (*scoring.Ledger, *LedgerReport, error) {
 	} else {
 		vs, errs = VerifyBatchWith(raw, in.Trust, at)
 	}
-	var ok []*Verified
-	ids := map[string]bool{}
+	ok := make([]*Verified, 0, len(vs))
+	refused := []Refusal{} // JSON [] when none
 	for i, v := range vs {
 		if errs[i] != nil {
 			r := Refusal{File: in.Envelopes[i].Name, ID: EnvelopeID(raw[i]), Reason: errs[i].Error()}
@@ -135,23 +149,26 @@ func BuildLedger(in LedgerInput) (*scoring.Ledger, *LedgerReport, error) {
 			if errors.As(errs[i], &ve) {
 				r.Reason, r.Detail = string(ve.Reason), ve.Detail
 			}
-			rep.Refused = append(rep.Refused, r)
+			refused = append(refused, r)
 			continue
 		}
-		if ids[v.ID] {
-			rep.Duplicates++
-			continue
-		}
-		ids[v.ID] = true
 		ok = append(ok, v)
 	}
-	sortRefusals(rep.Refused)
-	return ledgerOf(ok, rep, in)
+	sortRefusals(refused)
+	l, rep, err := LedgerFromVerified(ok, in)
+	if rep != nil {
+		rep.Read, rep.Refused = len(in.Envelopes), refused
+	}
+	return l, rep, err
 }
 
-// LedgerFromVerified is BuildLedger over envelopes verified earlier (a node's store, which
-// verified each once on arrival and restored it with Restore): nothing is verified again.
-// in.Envelopes and in.Cache are not used.
+// LedgerFromVerified is the ledger of values verified earlier, held in memory (a node's
+// store keeps the value its verification made on arrival, and restores with Restore those
+// it holds from before): nothing is parsed or verified again, which makes a daemon's
+// recomputation several times cheaper than BuildLedger over the same bytes (node's
+// BenchmarkLedgerRecompute). The values are only read, so they may be shared between calls.
+// The same value given twice counts once (LedgerReport.Duplicates). in.Envelopes and
+// in.Cache are not used; in.Trust is not applied again (TrustStore.Recheck does that).
 func LedgerFromVerified(vs []*Verified, in LedgerInput) (*scoring.Ledger, *LedgerReport, error) {
 	rep := &LedgerReport{Read: len(vs)}
 	ok := make([]*Verified, 0, len(vs))
@@ -194,15 +211,34 @@ func ledgerOf(ok []*Verified, rep *LedgerReport, in LedgerInput) (*scoring.Ledge
 		}
 		p.Tasks = m
 	}
+	o = o.WithUnblockedAttempts(p).WithRescorerDraw(p.RescorerDraw)
+	rep.NoVotes = o.NoVotes
 	results, excluded := Accept(o, p)
+	if p.Audits != nil && p.Audits.HoldMovers {
+		var held []Excluded
+		results, held, rep.Held = HoldMovers(o, p, results, in.Tasks, in.Scoring)
+		if len(held) > 0 {
+			excluded = append(excluded, held...)
+			slices.SortFunc(excluded, func(a, b Excluded) int { return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Reason, b.Reason)) })
+		}
+	}
 	rep.Counted, rep.Excluded = len(results), append([]Excluded{}, excluded...) // JSON [] when none
 	for _, r := range results {
 		rep.CountedIDs = append(rep.CountedIDs, r.AttestationID)
+		if run := o.run(r.AttestationID); run != nil && run.Run.ScoreAbsent {
+			if rep.Verdicts == nil {
+				rep.Verdicts = map[string]scoring.Result{}
+			}
+			rep.Verdicts[r.AttestationID] = r
+		}
 	}
 	for _, rs := range o.Rescores {
 		rep.Rescores += len(rs)
 	}
 	rep.Rescores += len(o.Disagreements)
+	for _, rs := range o.Verdicts { // scoring labs' verdicts on unscored runs (scorers.go)
+		rep.Rescores += len(rs)
+	}
 	rep.Orphans, rep.Other, rep.Witnesses = len(o.Orphans), len(o.Other), len(o.Witnesses)
 	rep.Equivocations, rep.Disagreements = len(o.Equivocations), len(o.Disagreements)
 	rep.Claims, rep.Releases = len(o.Claims), len(o.Releases)
@@ -219,10 +255,11 @@ func ledgerOf(ok []*Verified, rep *LedgerReport, in LedgerInput) (*scoring.Ledge
 	}
 	rep.RefusedCampaigns = o.RefusedCampaigns(p)
 	rep.Misconduct = []Misconduct{} // JSON [] when none
-	for _, m := range ProvenMisconduct(o) {
+	for _, m := range slices.Concat(ProvenMisconduct(o), ScorerMisconduct(o, p), AuditMisconduct(o, p)) {
 		m.SetAside = p.SetAsideOffenders && !p.Pardoned[m.Evidence]
 		rep.Misconduct = append(rep.Misconduct, m)
 	}
+	rep.Audits = AuditRecords(o, p)
 
 	l, err := scoring.ComputeLedger(results, in.Tasks, in.Scoring)
 	if err != nil {

@@ -31,3 +31,10 @@ func Restore(envelope []byte, trust *TrustStore) (*Verified, error) {
 // (bad signature, malformed, ...), never on the trust store or a clock: the same bytes are
 // refused again whatever changes, so a store need not verify them a second time.
 func (r Reason) Intrinsic() bool { return intrinsic(r) }
+
+// Recheck re-applies trust's policy, at the claimed time (the ledger's mode), to a value
+// verified or restored earlier under the same trust store: a revocation recorded since
+// refuses it, as Restore of its bytes would. No envelope is parsed and no signature checked.
+func (t *TrustStore) Recheck(v *Verified) error {
+	return t.policy(v, VerifyOptions{AtClaimedTime: true})
+}

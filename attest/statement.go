@@ -10,6 +10,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/evalmesh/evalmesh/internal/ecvrf"
 	"github.com/evalmesh/evalmesh/internal/jsonkeys"
 )
 
@@ -121,6 +122,12 @@ type RunPredicate struct {
 	// than the campaign's, known when the run was signed; a network that requires witnesses
 	// counts no run without one (AcceptPolicy.RequireWitness).
 	Witness string `json:"witness,omitempty"`
+	// ScoreAbsent: the runner signs no score. Its slot is of a sealed task that the network
+	// document has scored only by the labs it names (ledger.scorers, AcceptPolicy.Scorers),
+	// and the runner's lab is not one of them, so it holds no labels: Valid is false, Score
+	// nil, InvalidReason may be empty, and the ledger takes the result from the scoring
+	// labs' verdicts (their re-scores of the submission) instead. Absent in every other run.
+	ScoreAbsent bool `json:"score_absent,omitempty"`
 }
 
 // ModelRun is what a run attests of the model served beside its agent: which model (image
@@ -204,6 +211,13 @@ type RescorePredicate struct {
 	// it is refused there as ReasonNoClaimedTime. Optional in the format (added to v1 as
 	// in-toto allows: older readers ignore it).
 	Time time.Time `json:"time,omitzero"`
+	// Draw is the signing node's re-scorer draw for the run (RescoreDraw): the hex RFC 9381
+	// ECVRF proof, 160 digits, by its node key, or by its lab's draw key where the network
+	// document names one (DrawKeys), over RescoreAlpha(the run's slot, attempt and lab).
+	// Where the network draws re-scorers (AcceptPolicy.RescorerDraw) a re-score votes only
+	// with a draw that drew its lab (RescoreVoters). Optional (added to v1 as in-toto
+	// allows: older readers ignore it); checked against the run by the ledger, which has it.
+	Draw string `json:"draw,omitempty"`
 }
 
 // NewStatement builds the bytes of an in-toto Statement v1. The predicate is marshalled
@@ -356,9 +370,11 @@ func (p *RunPredicate) validate() error {
 		return errors.New("metric is missing")
 	case p.Evaluator == "":
 		return errors.New("evaluator is missing")
+	case p.ScoreAbsent && (p.Valid || p.Score != nil):
+		return errors.New("a run with score_absent carries neither valid nor a score: its scoring labs' verdicts give them")
 	case p.Valid && p.Score == nil:
 		return errors.New("a valid run needs a score")
-	case !p.Valid && p.InvalidReason == "":
+	case !p.Valid && p.InvalidReason == "" && !p.ScoreAbsent:
 		return errors.New("an invalid run needs invalid_reason")
 	}
 	if p.Score != nil && (math.IsNaN(*p.Score) || math.IsInf(*p.Score, 0)) {
@@ -382,6 +398,8 @@ func (p *RescorePredicate) validate() error {
 		return errors.New("evaluator is missing")
 	case p.Valid && p.Score == nil:
 		return errors.New("a valid re-score needs a score")
+	case p.Draw != "" && (len(p.Draw) != 2*ecvrf.ProofSize || !isLowerHex(p.Draw)):
+		return fmt.Errorf("draw is not %d lowercase hex digits (an RFC 9381 proof)", 2*ecvrf.ProofSize)
 	}
 	return nil
 }

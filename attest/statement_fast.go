@@ -336,8 +336,8 @@ func fastRun(b []byte) (*RunPredicate, bool) {
 			}
 			r.Build = &BuildInfo{}
 			return p.build(r.Build)
-		case "heureka", "model":
-			return false // HeurekaBench runs and runs with a model are rare: encoding/json decodes them
+		case "heureka", "model", "score_absent":
+			return false // HeurekaBench runs, runs with a model and unscored runs are rare: encoding/json decodes them
 		case "witness":
 			if !once32(&seen, 1<<19) {
 				return false
@@ -346,7 +346,7 @@ func fastRun(b []byte) (*RunPredicate, bool) {
 		default:
 			return !foldsTo(key, "slot", "node", "lab", "hardware", "start", "end", "wall_seconds", "gpu_seconds",
 				"energy_joules", "exit", "valid", "invalid_reason", "score", "metric", "evaluator", "telemetry",
-				"attempt", "executor", "build", "heureka", "model", "witness") && p.skip(0)
+				"attempt", "executor", "build", "heureka", "model", "witness", "score_absent") && p.skip(0)
 		}
 		return ok
 	})
@@ -563,52 +563,57 @@ func fastRescore(b []byte) (*RescorePredicate, bool) {
 		return nil, false
 	}
 	r := &RescorePredicate{}
-	var seen uint8
+	var seen uint32
 	ok := p.object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "run":
-			if !once(&seen, 1) {
+			if !once32(&seen, 1) {
 				return false
 			}
 			r.Run, ok = p.str()
 		case "score":
-			if !once(&seen, 2) {
+			if !once32(&seen, 2) {
 				return false
 			}
 			r.Score, ok = p.score()
 		case "valid":
-			if !once(&seen, 4) {
+			if !once32(&seen, 4) {
 				return false
 			}
 			r.Valid, ok = p.boolean()
 		case "metric":
-			if !once(&seen, 8) {
+			if !once32(&seen, 8) {
 				return false
 			}
 			r.Metric, ok = p.str()
 		case "evaluator":
-			if !once(&seen, 16) {
+			if !once32(&seen, 16) {
 				return false
 			}
 			r.Evaluator, ok = p.str()
 		case "node":
-			if !once(&seen, 32) {
+			if !once32(&seen, 32) {
 				return false
 			}
 			r.Node, ok = p.str()
 		case "lab":
-			if !once(&seen, 64) {
+			if !once32(&seen, 64) {
 				return false
 			}
 			r.Lab, ok = p.str()
 		case "time":
-			if !once(&seen, 128) {
+			if !once32(&seen, 128) {
 				return false
 			}
 			r.Time, ok = p.timeValue()
+		case "draw":
+			if !once32(&seen, 256) {
+				return false
+			}
+			r.Draw, ok = p.str()
 		default:
-			return !foldsTo(key, "run", "score", "valid", "metric", "evaluator", "node", "lab", "time") && p.skip(0)
+			return !foldsTo(key, "run", "score", "valid", "metric", "evaluator", "node", "lab", "time", "draw") && p.skip(0)
 		}
 		return ok
 	})

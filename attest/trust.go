@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -53,8 +54,9 @@ type TrustedNode struct {
 }
 
 // TrustStore is a parsed trust file: lab keys, directly trusted node keys, revocations.
-// Reading (Verify) is safe for concurrent use; the Add methods are not, so build the store,
-// then share it.
+// Reading (Verify) is safe for concurrent use, and so is AddRevocation: a revocation reaches
+// a running daemon whose goroutines verify under the store (node/mesh/revoke.go). The other
+// Add methods are not, so build the store, then share it.
 type TrustStore struct {
 	file  trustFile
 	labs  map[string]labEntry          // by lab ID
@@ -62,8 +64,12 @@ type TrustStore struct {
 	// nodeKeyIDs maps KeyIDOf(node key) to the peer ID: a hint to find a directly trusted
 	// key, never an identity of its own.
 	nodeKeyIDs map[string]string
-	revoked    map[revKey]time.Time // (lab, node or cert ID) -> earliest effective time
-	revs       []*Revocation
+	// revoked maps (lab, node or cert ID) to the earliest effective time. Copied on write
+	// under revMu and swapped whole, so verifiers read it without a lock while a revocation
+	// is added.
+	revoked atomic.Pointer[map[revKey]time.Time]
+	revMu   sync.Mutex
+	revs    []*Revocation
 
 	certs *readMostly[*NodeCert]              // sha256 of a cert envelope's bytes -> checked cert
 	keys  *readMostly[*voi.ExpandedPublicKey] // raw key -> precomputed verification key
@@ -125,8 +131,8 @@ func build(f trustFile) (*TrustStore, error) {
 		labs:       map[string]labEntry{},
 		nodes:      map[string]ed25519.PublicKey{},
 		nodeKeyIDs: map[string]string{},
-		revoked:    map[revKey]time.Time{},
 	}
+	t.revoked.Store(&map[revKey]time.Time{})
 	t.certs = &readMostly[*NodeCert]{limit: certCacheSize}
 	t.keys = &readMostly[*voi.ExpandedPublicKey]{limit: keyCacheSize}
 	for i, l := range f.Labs {
@@ -194,14 +200,23 @@ func trustedNodeID(n TrustedNode) (string, error) {
 	return fromKey, nil
 }
 
+// addRevocation records r; the caller holds revMu (or owns the store alone).
 func (t *TrustStore) addRevocation(r *Revocation) {
 	t.revs = append(t.revs, r)
+	revoked := maps.Clone(*t.revoked.Load())
 	for _, s := range slices.Concat(r.Nodes, r.Certs) {
 		k := revKey{r.Lab, s}
-		if old, ok := t.revoked[k]; !ok || r.Time.Before(old) {
-			t.revoked[k] = r.Time
+		if old, ok := revoked[k]; !ok || r.Time.Before(old) {
+			revoked[k] = r.Time
 		}
 	}
+	t.revoked.Store(&revoked)
+}
+
+// revokedAt is when lab revoked subject (a node's peer ID or a certificate ID), if it did.
+func (t *TrustStore) revokedAt(lab, subject string) (time.Time, bool) {
+	at, ok := (*t.revoked.Load())[revKey{lab, subject}]
+	return at, ok
 }
 
 // AddLab trusts a lab key under name. Adding a key already present renames it.
@@ -308,32 +323,66 @@ func (t *TrustStore) AddNode(name string, pub ed25519.PublicKey) (string, error)
 }
 
 // AddRevocation records a verified revocation (its lab need not be trusted: it only ever
-// takes trust away).
+// takes trust away). Safe while others verify under the store.
 func (t *TrustStore) AddRevocation(r *Revocation) error {
+	_, err := t.addNewRevocation(r)
+	return err
+}
+
+// AddNewRevocation is AddRevocation, reporting whether r was new to the store (false: one
+// with its ID was already held).
+func (t *TrustStore) AddNewRevocation(r *Revocation) (bool, error) { return t.addNewRevocation(r) }
+
+func (t *TrustStore) addNewRevocation(r *Revocation) (bool, error) {
 	var m map[string]any
 	if err := json.Unmarshal(r.Raw(), &m); err != nil {
-		return err
+		return false, err
 	}
+	t.revMu.Lock()
+	defer t.revMu.Unlock()
 	for _, old := range t.revs {
 		if old.ID == r.ID {
-			return nil
+			return false, nil
 		}
 	}
 	t.file.Revocations = append(t.file.Revocations, m)
 	t.addRevocation(r)
 	// Certificates checked before the revocation may now be revoked: they are re-checked
 	// on every use against t.revoked, so the cache stays valid.
-	return nil
+	return true, nil
 }
 
 // Labs lists the trusted labs.
 func (t *TrustStore) Labs() []TrustedLab { return slices.Clone(t.file.Labs) }
 
+// LabIDs is the IDs of the trusted labs, sorted, each once (a lab listed by key alone
+// counts under the ID of its key).
+func (t *TrustStore) LabIDs() []string {
+	var out []string
+	for _, l := range t.file.Labs {
+		id := l.ID
+		if id == "" {
+			if pub, err := DecodeBase64(l.Key); err == nil && len(pub) == 32 {
+				id = LabID(pub)
+			}
+		}
+		if id != "" {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // Nodes lists the directly trusted nodes.
 func (t *TrustStore) Nodes() []TrustedNode { return slices.Clone(t.file.Nodes) }
 
 // Revocations lists the revocations the store holds.
-func (t *TrustStore) Revocations() []*Revocation { return slices.Clone(t.revs) }
+func (t *TrustStore) Revocations() []*Revocation {
+	t.revMu.Lock()
+	defer t.revMu.Unlock()
+	return slices.Clone(t.revs)
+}
 
 // LabName returns the name a lab ID is trusted under, and whether it is trusted.
 func (t *TrustStore) LabName(id string) (string, bool) {

@@ -409,7 +409,7 @@ func (t *TrustStore) certStanding(c *NodeCert, o VerifyOptions) error {
 		return refuse(ReasonUnknownLab, "lab %s (certifying node %s) is not in the trust file; add it with `evalmesh trust add`", c.Lab, c.Node)
 	}
 	for _, s := range [2]string{c.Node, c.ID} {
-		if at, ok := t.revoked[revKey{c.Lab, s}]; ok {
+		if at, ok := t.revokedAt(c.Lab, s); ok {
 			return refuse(ReasonCertRevoked, "lab %s revoked %s at %s; a revoked key may have backdated its claims, so nothing signed under it counts", c.Lab, s, at.Format(time.RFC3339))
 		}
 	}
@@ -443,7 +443,7 @@ func (t *TrustStore) certPolicy(c *NodeCert, now time.Time) error {
 		return err
 	}
 	for _, s := range [2]string{c.Node, c.ID} {
-		if at, ok := t.revoked[revKey{c.Lab, s}]; ok && !now.Before(at) {
+		if at, ok := t.revokedAt(c.Lab, s); ok && !now.Before(at) {
 			return refuse(ReasonCertRevoked, "lab %s revoked %s at %s", c.Lab, s, at.Format(time.RFC3339))
 		}
 	}

@@ -33,7 +33,9 @@ echo "== fused multiply-add instructions in package scoring (want 0)"
 fmaarchs=(arm64 ppc64le s390x riscv64 loong64)
 for a in "${archs[@]}"; do [[ " ${fmaarchs[*]} " == *" $a "* ]] || fmaarchs+=("$a"); done
 for a in "${fmaarchs[@]}"; do
+	# WFMAXDB/WFMINDB (s390x's max and min) share WFMA's prefix and fuse nothing.
 	n=$(GOARCH=$a go build -gcflags='github.com/evalmesh/evalmesh/scoring=-S' -o /dev/null ./scoring 2>&1 |
+		grep -viE '[[:space:]]WFM(AX|IN)[A-Z0-9]*[[:space:]]' |
 		grep -ciE '[[:space:]](FMADD|FMSUB|FNMADD|FNMSUB|WFMA|WFMS|VFMADD|VFMSUB|VFNMADD|VFNMSUB)[A-Z0-9]*[[:space:]]' || true)
 	printf '%-8s %s\n' "$a" "$n"
 	[[ $n == 0 ]] || fail=1

@@ -11,6 +11,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/evalmesh/evalmesh/agentspec"
+	"github.com/evalmesh/evalmesh/runner"
 )
 
 // Agent images over IPFS (docs/agent-spec.md, "Images over IPFS"): `evalmesh agent add`
@@ -67,11 +68,11 @@ func (n *Node) EnsureAgentImage(ctx context.Context, spec *agentspec.Spec, l Ima
 	if err != nil {
 		return fmt.Errorf("agent %s: image_cid %q: %w", spec.Name, spec.ImageCID, err)
 	}
-	t0 := time.Now()
+	t0 := time.Now() // wall clock: measured for the log line below
 	if err := n.Pin(ctx, c, "agent-image "+spec.Name+" "+spec.Version, p.Transfer); err != nil {
 		return fmt.Errorf("agent %s: fetch image tar %s: %w", spec.Name, c, err)
 	}
-	t1 := time.Now()
+	t1 := time.Now() // wall clock: measured for the log line below
 	var size int64
 	open := func() (io.ReadCloser, error) {
 		r, s, err := n.OpenFile(ctx, c)
@@ -86,7 +87,7 @@ func (n *Node) EnsureAgentImage(ctx context.Context, spec *agentspec.Spec, l Ima
 		return fmt.Errorf("agent %s: image tar %s: %w", spec.Name, c, err)
 	}
 	n.opts.Logf("agent %s: image %s from %s (%d bytes) fetched in %s, checked and loaded in %s",
-		spec.Name, spec.Image, c, size, t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
+		spec.Name, spec.Image, c, size, t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond)) // wall clock: measured for this log line
 	return nil
 }
 
@@ -94,10 +95,9 @@ func (n *Node) EnsureAgentImage(ctx context.Context, spec *agentspec.Spec, l Ima
 // runs of one agent must not fetch and load its image twice.
 var agentImageMu sync.Mutex
 
-// ensureAgentImage is the mesh's hook before a docker run: the agent's image is fetched by
-// its image_cid and loaded when the engine lacks it.
-func (m *Mesh) ensureAgentImage(ctx context.Context, spec *agentspec.Spec) error {
-	r := m.opts.Runner
+// ensureRunnerImage is the mesh's hook before a docker run of r: the agent's image is
+// fetched by its image_cid and loaded when the engine lacks it.
+func (n *Node) ensureRunnerImage(ctx context.Context, r *runner.Runner, spec *agentspec.Spec) error {
 	if r.Executor != "docker" {
 		return nil
 	}
@@ -107,5 +107,5 @@ func (m *Mesh) ensureAgentImage(ctx context.Context, spec *agentspec.Spec) error
 	}
 	agentImageMu.Lock()
 	defer agentImageMu.Unlock()
-	return m.n.EnsureAgentImage(ctx, spec, l, ImageProgress{})
+	return n.EnsureAgentImage(ctx, spec, l, ImageProgress{})
 }

@@ -2,472 +2,96 @@ package node
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"mime"
-	"net"
 	"net/http"
-	"path/filepath"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/ipfs/go-cid"
+	"golang.org/x/time/rate"
 
-	"github.com/evalmesh/evalmesh/internal/home"
-	"github.com/evalmesh/evalmesh/tasks"
+	"github.com/evalmesh/evalmesh/node/api"
+	"github.com/evalmesh/evalmesh/node/pins"
+	"github.com/evalmesh/evalmesh/node/vstore"
+	"github.com/evalmesh/evalmesh/protocol/recon"
 )
 
-// The HTTP API, served on 127.0.0.1 (by default on a free port, written to HOME/api). It is
-// the owner's alone: every request must carry the token of HOME/api.token (mode 0600, new at
-// each daemon start) as `Authorization: Bearer TOKEN`, name the API's own loopback address in
-// Host, carry no Origin, and send a JSON body (or a CAR on dag/import) within a size bound;
-// guard refuses anything else before a handler runs (docs/api.md). Every endpoint is POST,
-// JSON in and out; long operations answer with a stream of Event lines (NDJSON) ending in
-// one with Done or Error set.
-//
-//	POST /api/v0/id                          → IDInfo
-//	POST /api/v0/peers                       → []PeerInfo
-//	POST /api/v0/peers/known                 → []KnownPeer
-//	POST /api/v0/connect    {addr}           → {}
-//	POST /api/v0/pin/ls                      → []PinInfo
-//	POST /api/v0/pin/add    {cid, name}      → Event stream (fetch progress)
-//	POST /api/v0/pin/rm     {cid}            → {}
-//	POST /api/v0/task/add   {dir, unchecked} → Event stream (pack progress; Done.CID)
-//	POST /api/v0/task/get   {cid, dir, timeout_seconds} → Event stream (fetch progress, unpack phase)
-//	POST /api/v0/dag/export?cid=CID          → CARv1 bytes
-//	POST /api/v0/dag/import (body: CAR)      → {roots}
-//	POST /api/v0/repo/gc    {dry_run}        → Event stream (mark, sweep, compact; Done.GC)
-//
-// Paths in requests are absolute paths on the daemon's machine: the CLI resolves them.
-const apiPrefix = "/api/v0/"
-
-// IDInfo is the answer of /id.
-type IDInfo struct {
-	PeerID string   `json:"peer_id"`
-	Addrs  []string `json:"addrs"`
-}
-
-// Event is one line of a streamed answer.
-type Event struct {
-	Phase string `json:"phase,omitempty"` // "pack", "fetch", "unpack"
-	Bytes int64  `json:"bytes,omitempty"`
-	Total int64  `json:"total,omitempty"`
-	Done  bool   `json:"done,omitempty"`
-	CID   string `json:"cid,omitempty"`
-	Error string `json:"error,omitempty"`
-	// GC is the report in the final event of repo/gc.
-	GC *GCReport `json:"gc,omitempty"`
-	// KeptBlocks and KeptBytes, in the final event of pin/add and task/get, are what a
-	// resumed fetch found already held (FetchReport; omitted when it did not resume).
-	KeptBlocks int64 `json:"kept_blocks,omitempty"`
-	KeptBytes  int64 `json:"kept_bytes,omitempty"`
-}
-
-// fetchDone is the final event of a fetch: the CID and, when it resumed, what it kept.
-func fetchDone(c cid.Cid, rep FetchReport) Event {
-	e := Event{CID: c.String()}
-	if rep.Resumed() {
-		e.KeptBlocks, e.KeptBytes, e.Total = rep.KeptBlocks, rep.KeptBytes, rep.Total
-	}
-	return e
-}
-
-type apiError struct {
-	Error string `json:"error"`
-}
-
-type connectReq struct {
-	Addr string `json:"addr"`
-}
-
-type pinReq struct {
-	CID  string `json:"cid"`
-	Name string `json:"name,omitempty"`
-}
-
-type addReq struct {
-	Dir       string `json:"dir"`
-	Unchecked bool   `json:"unchecked,omitempty"`
-}
-
-type getReq struct {
-	CID string `json:"cid"`
-	Dir string `json:"dir"`
-	// TimeoutSeconds, when positive, is GetOptions.Timeout.
-	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
-}
-
-type gcReq struct {
-	DryRun bool `json:"dry_run,omitempty"`
-}
-
-type importResp struct {
-	Roots []string `json:"roots"`
-}
+// The HTTP API is package node/api: its routes, guard and answers. The node wires it here,
+// serving it from an apiNode, and names its answer types as before (aliases).
+type (
+	IDInfo          = api.IDInfo
+	Event           = api.Event
+	PeerInfo        = api.PeerInfo
+	PinInfo         = api.PinInfo
+	KnownPeer       = api.KnownPeer
+	FetchReport     = api.FetchReport
+	GCReport        = api.GCReport
+	LedgerStatus    = api.LedgerStatus
+	MeshLedger      = api.MeshLedger
+	AgentRefusal    = api.AgentRefusal
+	PinStatusReport = api.PinStatusReport
+	LabHolding      = api.LabHolding
+	PinSurvey       = api.PinSurvey
+	CampaignInfo    = api.CampaignInfo
+	CampaignReport  = api.CampaignReport
+	SlotReport      = api.SlotReport
+	RunReport       = api.RunReport
+	RescoreReport   = api.RescoreReport
+	ImportRefusal   = api.ImportRefusal
+	ImportReport    = api.ImportReport
+)
 
 // Handler returns the node's HTTP API.
 func (n *Node) Handler() http.Handler {
-	mux := http.NewServeMux()
-	n.meshRoutes(mux)
-	n.pinRoutes(mux)
+	o := api.Options{Token: n.apiToken, TokenPath: n.home.APITokenPath(), Config: n.cfg,
+		InFlight: &n.inflight, Failed: n.metaFailed, PinRepairInterval: pins.RepairInterval, Now: n.opts.Clock.Now}
 	if n.opts.TestControls {
-		n.testRoutes(mux)
+		o.TestControls = apiTestControls{n}
 	}
-	mux.HandleFunc("POST "+apiPrefix+"id", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, IDInfo{PeerID: n.ID().String(), Addrs: n.Addrs()})
-	})
-	mux.HandleFunc("POST "+apiPrefix+"peers", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, orEmpty(n.Peers()))
-	})
-	mux.HandleFunc("POST "+apiPrefix+"peers/known", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, orEmpty(n.KnownPeers()))
-	})
-	mux.HandleFunc("POST "+apiPrefix+"connect", func(w http.ResponseWriter, r *http.Request) {
-		var req connectReq
-		if !readJSON(w, r, &req) {
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-		defer cancel()
-		if err := n.Connect(ctx, req.Addr); err != nil {
-			writeErr(w, http.StatusBadGateway, err)
-			return
-		}
-		writeJSON(w, struct{}{})
-	})
-	mux.HandleFunc("POST "+apiPrefix+"pin/ls", func(w http.ResponseWriter, r *http.Request) {
-		pins, err := n.Pins(r.Context())
-		if err != nil {
-			writeErr(w, http.StatusInternalServerError, err)
-			return
-		}
-		writeJSON(w, orEmpty(pins))
-	})
-	mux.HandleFunc("POST "+apiPrefix+"pin/rm", func(w http.ResponseWriter, r *http.Request) {
-		var req pinReq
-		if !readJSON(w, r, &req) {
-			return
-		}
-		c, ok := parseCID(w, req.CID)
-		if !ok {
-			return
-		}
-		if err := n.Unpin(r.Context(), c); err != nil {
-			writeErr(w, http.StatusBadRequest, err)
-			return
-		}
-		writeJSON(w, struct{}{})
-	})
-	mux.HandleFunc("POST "+apiPrefix+"pin/add", func(w http.ResponseWriter, r *http.Request) {
-		var req pinReq
-		if !readJSON(w, r, &req) {
-			return
-		}
-		c, ok := parseCID(w, req.CID)
-		if !ok {
-			return
-		}
-		streamEvent(w, func(send func(Event)) (Event, error) {
-			rep, err := n.PinFetch(r.Context(), c, req.Name, func(d, t int64) { send(Event{Phase: "fetch", Bytes: d, Total: t}) })
-			return fetchDone(c, rep), err
-		})
-	})
-	mux.HandleFunc("POST "+apiPrefix+"task/add", func(w http.ResponseWriter, r *http.Request) {
-		var req addReq
-		if !readJSON(w, r, &req) {
-			return
-		}
-		if !filepath.IsAbs(req.Dir) {
-			writeErr(w, http.StatusBadRequest, fmt.Errorf("dir %q must be an absolute path", req.Dir))
-			return
-		}
-		stream(w, func(send func(Event)) (string, error) {
-			root, err := n.Add(r.Context(), req.Dir, AddOptions{Unchecked: req.Unchecked, Progress: func(d int64) { send(Event{Phase: "pack", Bytes: d}) }})
-			if err != nil {
-				return "", err
-			}
-			return root.String(), nil
-		})
-	})
-	mux.HandleFunc("POST "+apiPrefix+"task/get", func(w http.ResponseWriter, r *http.Request) {
-		var req getReq
-		if !readJSON(w, r, &req) {
-			return
-		}
-		c, ok := parseCID(w, req.CID)
-		if !ok {
-			return
-		}
-		if !filepath.IsAbs(req.Dir) {
-			writeErr(w, http.StatusBadRequest, fmt.Errorf("dir %q must be an absolute path", req.Dir))
-			return
-		}
-		if req.TimeoutSeconds < 0 || req.TimeoutSeconds > 1e9 {
-			writeErr(w, http.StatusBadRequest, fmt.Errorf("timeout_seconds %v: want a positive number of seconds (0: the node's default)", req.TimeoutSeconds))
-			return
-		}
-		streamEvent(w, func(send func(Event)) (Event, error) {
-			var rep FetchReport
-			err := n.Get(r.Context(), c, req.Dir, GetOptions{
-				Progress:  func(d, t int64) { send(Event{Phase: "fetch", Bytes: d, Total: t}) },
-				Unpacking: func() { send(Event{Phase: "unpack"}) },
-				Timeout:   time.Duration(req.TimeoutSeconds * float64(time.Second)),
-				Fetched:   func(r FetchReport) { rep = r },
-			})
-			return fetchDone(c, rep), err
-		})
-	})
-	mux.HandleFunc("POST "+apiPrefix+"dag/export", func(w http.ResponseWriter, r *http.Request) {
-		c, ok := parseCID(w, r.URL.Query().Get("cid"))
-		if !ok {
-			return
-		}
-		if has, err := n.bstore.Has(r.Context(), c); err != nil || !has {
-			writeErr(w, http.StatusNotFound, n.ExportCAR(r.Context(), c, io.Discard))
-			return
-		}
-		w.Header().Set("Content-Type", "application/vnd.ipld.car; version=1")
-		// Headers are sent with the first bytes; a failure after that shows as a truncated
-		// body, which the client detects by the missing trailer.
-		w.Header().Set("Trailer", "X-Evalmesh-Error")
-		if err := n.ExportCAR(r.Context(), c, w); err != nil {
-			w.Header().Set("X-Evalmesh-Error", err.Error())
-			return
-		}
-		w.Header().Set("X-Evalmesh-Error", "none")
-	})
-	mux.HandleFunc("POST "+apiPrefix+"dag/import", func(w http.ResponseWriter, r *http.Request) {
-		roots, err := n.ImportCAR(r.Context(), r.Body)
-		if err != nil {
-			writeErr(w, bodyErrStatus(err), err)
-			return
-		}
-		var out importResp
-		for _, c := range roots {
-			out.Roots = append(out.Roots, c.String())
-		}
-		writeJSON(w, out)
-	})
-	n.registerStoreAPI(mux)
-	n.registerFileAPI(mux)
-	mux.HandleFunc("POST "+apiPrefix+"repo/gc", func(w http.ResponseWriter, r *http.Request) {
-		var req gcReq
-		if !readJSON(w, r, &req) {
-			return
-		}
-		var rep GCReport
-		streamEvent(w, func(send func(Event)) (Event, error) {
-			var err error
-			rep, err = n.GC(r.Context(), GCOptions{DryRun: req.DryRun, Progress: func(phase string, d, t int64) {
-				send(Event{Phase: phase, Bytes: d, Total: t})
-			}})
-			return Event{GC: &rep}, err
-		})
-	})
-	return n.guard(mux)
+	return api.Handler(apiNode{n}, o)
 }
 
-// maxJSONBody bounds a JSON request body; CAR bodies are bounded by carBodyLimit.
-const maxJSONBody = 1 << 20
+// apiNode is the node as the API sees it: the methods whose Go signatures differ from the
+// API's, adapted.
+type apiNode struct{ *Node }
 
-// rawBodyRoutes are the endpoints whose body is not JSON: their media type and size bound.
-// Every other endpoint (those added later on the same mux included) takes JSON of at most
-// maxJSONBody bytes.
-var rawBodyRoutes = map[string]struct {
-	mediaType string
-	limit     func(cfg home.Config) int64
-}{
-	"dag/import": {"application/vnd.ipld.car", carBodyLimit},
+func (a apiNode) Add(ctx context.Context, dir string, unchecked bool, progress func(int64)) (cid.Cid, error) {
+	return a.Node.Add(ctx, dir, AddOptions{Unchecked: unchecked, Progress: progress})
 }
 
-// carBodyLimit is the largest CAR dag/import reads: a bundle of max_bundle_size bytes plus
-// its CAR framing (a CID and a length per block: well under 1/64 of 256 KiB blocks).
-func carBodyLimit(cfg home.Config) int64 {
-	max := cfg.MaxBundleSize
-	if max <= 0 {
-		max = tasks.DefaultMaxSize
+func (a apiNode) Get(ctx context.Context, root cid.Cid, dir string, timeout time.Duration, progress func(done, total int64), unpacking func()) (FetchReport, error) {
+	var rep FetchReport
+	err := a.Node.Get(ctx, root, dir, GetOptions{Progress: progress, Unpacking: unpacking, Timeout: timeout,
+		Fetched: func(r FetchReport) { rep = r }})
+	return rep, err
+}
+
+func (a apiNode) Has(ctx context.Context, c cid.Cid) (bool, error) { return a.bstore.Has(ctx, c) }
+
+func (a apiNode) GC(ctx context.Context, dryRun bool, progress func(string, int64, int64)) (GCReport, error) {
+	return a.pins.GC(ctx, pins.GCOptions{DryRun: dryRun, Progress: progress})
+}
+
+func (a apiNode) PinStatus(ctx context.Context, c cid.Cid) (*PinStatusReport, error) {
+	return a.pins.PinStatus(ctx, c)
+}
+
+func (a apiNode) LastPinSurvey() *PinSurvey { return a.pins.LastPinSurvey() }
+
+func (a apiNode) EachEnvelope(name string, f func([]byte) error) (bool, error) {
+	set := a.vstore.Set(vstore.SetName(name))
+	if set == nil {
+		return false, nil
 	}
-	return max + max/64 + 1<<20
+	return true, set.Each(func(_ recon.ID, env []byte) error { return f(env) })
 }
 
-// guard wraps the whole mux: it refuses, before any handler runs, every request the owner's
-// CLI would not send. Another local account can reach a loopback port but cannot read
-// HOME/api.token; a web page (any site, or one reached through DNS rebinding) can make the
-// browser send requests but not read the token, set Authorization without a preflight, or
-// hide its Origin. It also counts requests in flight, so Run closes the stores only after
-// the last returns.
-func (n *Node) guard(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.inflight.Add(1)
-		defer n.inflight.Done()
-		if r.Header.Get("Origin") != "" {
-			writeErr(w, http.StatusForbidden, errors.New("requests from web pages are refused: the API is for the evalmesh CLI on this machine"))
-			return
-		}
-		if !allowedHost(r) {
-			writeErr(w, http.StatusForbidden, fmt.Errorf("Host %q is not this API's own address: only requests to the loopback address in HOME/api (or localhost with its port) are served", r.Host))
-			return
-		}
-		if !n.authorized(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="evalmesh"`)
-			writeErr(w, http.StatusUnauthorized, fmt.Errorf("missing or wrong API token: send `Authorization: Bearer TOKEN` with the token in %s (readable only by the account that runs the daemon; the evalmesh CLI sends it)", n.home.APITokenPath()))
-			return
-		}
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			writeErr(w, http.StatusMethodNotAllowed, fmt.Errorf("%s %s: every API endpoint is POST", r.Method, r.URL.Path))
-			return
-		}
-		mediaType, limit := "application/json", int64(maxJSONBody)
-		if raw, ok := rawBodyRoutes[strings.TrimPrefix(r.URL.Path, apiPrefix)]; ok {
-			mediaType, limit = raw.mediaType, raw.limit(n.cfg)
-		}
-		if r.ContentLength > limit {
-			writeErr(w, http.StatusRequestEntityTooLarge, fmt.Errorf("request body of %d bytes is over this endpoint's limit of %d bytes", r.ContentLength, limit))
-			return
-		}
-		if r.ContentLength != 0 {
-			got, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-			if err != nil || got != mediaType {
-				writeErr(w, http.StatusUnsupportedMediaType, fmt.Errorf("Content-Type %q refused: this endpoint takes %s", r.Header.Get("Content-Type"), mediaType))
-				return
-			}
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, limit)
-		if err := n.metaFailed(); err != nil && r.URL.Path != apiPrefix+"id" {
-			writeErr(w, http.StatusServiceUnavailable, err)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
-// allowedHost accepts a Host header naming the address the request came in on, or
-// localhost with its port when that address is loopback. A DNS-rebinding page reaches the
-// port under its own name (evil.example:PORT) and is refused here.
-func allowedHost(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok {
-		return false
+// Mesh is nil itself (not a nil *mesh.Mesh in an interface) while the node runs alone.
+func (a apiNode) Mesh() api.Mesh {
+	if m := a.Node.Mesh(); m != nil {
+		return m
 	}
-	lhost, lport, err := net.SplitHostPort(local.String())
-	if err != nil {
-		return false
-	}
-	host, port, err := net.SplitHostPort(r.Host)
-	if err != nil || port != lport {
-		return false
-	}
-	if host == lhost {
-		return true
-	}
-	ip := net.ParseIP(lhost)
-	return ip != nil && ip.IsLoopback() && (strings.EqualFold(host, "localhost") || host == "127.0.0.1" || host == "::1")
+	return nil
 }
 
-// authorized checks the bearer token in constant time. A node whose API token was never set
-// (Handler used without Run) refuses everything.
-func (n *Node) authorized(r *http.Request) bool {
-	want := n.apiToken
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
-}
+type apiTestControls struct{ *Node }
 
-// newAPIToken returns 32 random bytes, hex-encoded.
-func newAPIToken() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b), nil
-}
-
-func orEmpty[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
-
-func parseCID(w http.ResponseWriter, s string) (cid.Cid, bool) {
-	c, err := cid.Decode(s)
-	if err != nil {
-		writeErr(w, http.StatusBadRequest, fmt.Errorf("%q is not a CID: %w", s, err))
-		return cid.Undef, false
-	}
-	return c, true
-}
-
-func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(r.Body) // bounded by guard
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		writeErr(w, bodyErrStatus(err), fmt.Errorf("request body: %w", err))
-		return false
-	}
-	return true
-}
-
-// bodyErrStatus is 413 for a body cut at guard's bound, else 400.
-func bodyErrStatus(err error) int {
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return http.StatusRequestEntityTooLarge
-	}
-	return http.StatusBadRequest
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(v)
-}
-
-func writeErr(w http.ResponseWriter, code int, err error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(apiError{Error: err.Error()})
-}
-
-// stream answers with NDJSON events: progress sent by op (at most ~10 a second), then a final
-// event with Done and the CID, or with Error.
-func stream(w http.ResponseWriter, op func(send func(Event)) (string, error)) {
-	streamEvent(w, func(send func(Event)) (Event, error) {
-		id, err := op(send)
-		return Event{CID: id}, err
-	})
-}
-
-// streamEvent is stream with a final event of op's making (Done is set here).
-func streamEvent(w http.ResponseWriter, op func(send func(Event)) (Event, error)) {
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	flusher, _ := w.(http.Flusher)
-	enc := json.NewEncoder(w)
-	var mu sync.Mutex
-	var lastSent time.Time
-	var lastPhase string
-	emit := func(e Event, force bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !force && e.Phase == lastPhase && time.Since(lastSent) < 100*time.Millisecond && e.Bytes != e.Total {
-			return
-		}
-		lastSent, lastPhase = time.Now(), e.Phase
-		enc.Encode(e)
-		if flusher != nil {
-			flusher.Flush()
-		}
-	}
-	final, err := op(func(e Event) { emit(e, false) })
-	if err != nil {
-		emit(Event{Error: err.Error()}, true)
-		return
-	}
-	final.Done = true
-	emit(final, true)
-}
+func (t apiTestControls) SetPace(lim rate.Limit) { t.pace.SetLimit(lim) }

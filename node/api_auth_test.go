@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/ipfs/go-cid"
+
+	"github.com/evalmesh/evalmesh/node/api"
 )
 
 // rawRequest is what another local account (or a web page) can send: it knows the port
@@ -34,7 +36,7 @@ func sendRaw(t *testing.T, addr string, r rawRequest) (int, string) {
 	if method == "" {
 		method = http.MethodPost
 	}
-	req, err := http.NewRequest(method, "http://"+addr+apiPrefix+r.path, r.body)
+	req, err := http.NewRequest(method, "http://"+addr+api.Prefix+r.path, r.body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +84,7 @@ func TestAPIRefusesAllButTheOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := strings.TrimPrefix(strings.TrimSuffix(d.c.base, strings.TrimSuffix(apiPrefix, "/")), "http://")
+	addr := strings.TrimPrefix(strings.TrimSuffix(d.c.base, strings.TrimSuffix(api.Prefix, "/")), "http://")
 	token := d.c.token
 	if len(token) != 64 {
 		t.Fatalf("token %q: want 64 hex characters", token)
@@ -93,7 +95,7 @@ func TestAPIRefusesAllButTheOwner(t *testing.T) {
 	}
 	secretDir := writeTree(t, map[string]string{"id_rsa": "secret"})
 	addBody := func() io.Reader {
-		b, _ := json.Marshal(addReq{Dir: secretDir, Unchecked: true})
+		b, _ := json.Marshal(api.AddRequest{Dir: secretDir, Unchecked: true})
 		return bytes.NewReader(b)
 	}
 	rmBody := func() io.Reader { return strings.NewReader(`{"cid":"` + root.String() + `"}`) }
@@ -130,7 +132,7 @@ func TestAPIRefusesAllButTheOwner(t *testing.T) {
 		if code != tc.code || !strings.Contains(body, tc.says) {
 			t.Errorf("%s: %d %s; want %d saying %q", tc.req.name, code, strings.TrimSpace(body), tc.code, tc.says)
 		}
-		var e apiError
+		var e api.ErrorBody
 		if json.Unmarshal([]byte(body), &e) != nil || e.Error == "" {
 			t.Errorf("%s: body %q is not a JSON error", tc.req.name, body)
 		}
@@ -211,7 +213,7 @@ func TestAPIImportBoundAndStaged(t *testing.T) {
 	before := blockCount(t, d.n)
 
 	// Over the bound, with a Content-Length (refused before reading) and streamed.
-	addr := strings.TrimPrefix(strings.TrimSuffix(d.c.base, strings.TrimSuffix(apiPrefix, "/")), "http://")
+	addr := strings.TrimPrefix(strings.TrimSuffix(d.c.base, strings.TrimSuffix(api.Prefix, "/")), "http://")
 	hdr := map[string]string{"Content-Type": "application/vnd.ipld.car", "Authorization": "Bearer " + d.c.token}
 	bigCAR := carOf(big)
 	if code, body := sendRaw(t, addr, rawRequest{name: "big CAR", path: "dag/import", body: bytes.NewReader(bigCAR), header: hdr}); code != 413 {

@@ -3,32 +3,10 @@ package node
 import (
 	"context"
 	"io"
-	"net/http"
 	"net/url"
-	"strconv"
 
 	"github.com/ipfs/go-cid"
 )
-
-// registerFileAPI adds file/cat: the bytes of a UnixFS file the node holds (an agent image
-// tar that `evalmesh agent pull` loads into the local engine).
-func (n *Node) registerFileAPI(mux *http.ServeMux) {
-	mux.HandleFunc("POST "+apiPrefix+"file/cat", func(w http.ResponseWriter, r *http.Request) {
-		c, ok := parseCID(w, r.URL.Query().Get("cid"))
-		if !ok {
-			return
-		}
-		f, size, err := n.OpenFile(r.Context(), c)
-		if err != nil {
-			writeErr(w, http.StatusNotFound, err)
-			return
-		}
-		defer f.Close()
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
-		_, _ = io.Copy(w, f) // a short body fails the client's Content-Length check
-	})
-}
 
 // Cat streams the UnixFS file root, which the daemon must hold (Pin it first); size is its
 // length.

@@ -8,44 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"path/filepath"
 	"sort"
 
 	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/node/api"
+	"github.com/evalmesh/evalmesh/node/vstore"
 	"github.com/evalmesh/evalmesh/protocol/recon"
 )
-
-// The store's part of the HTTP API (registered by Handler):
-//
-//	POST /api/v0/attest/import  {paths}   → ImportReport
-//	POST /api/v0/attest/export  {set}     → frames of envelopes (recon.FrameEnvelopes), then FrameDone
-//	POST /api/v0/ledger/status            → LedgerStatus
-
-type importReq struct {
-	Paths []string `json:"paths"`
-}
-
-type exportReq struct {
-	Set SetName `json:"set"`
-}
-
-// ImportRefusal is one envelope (or file) an import refused, and why.
-type ImportRefusal struct {
-	File   string `json:"file"`
-	ID     string `json:"id,omitempty"`
-	Reason string `json:"reason"`
-	Detail string `json:"detail,omitempty"`
-}
-
-// ImportReport is what `evalmesh attest import` prints.
-type ImportReport struct {
-	New      int             `json:"new"`
-	Known    int             `json:"known"`
-	Refused  int             `json:"refused"`
-	Refusals []ImportRefusal `json:"refusals"`
-}
 
 // ImportPaths puts the envelope files at paths (files, or folders of *.json envelopes) into
 // the attestation store, each verified once, and reports what became of them.
@@ -86,17 +56,17 @@ func (n *Node) ImportPaths(paths []string) (ImportReport, error) {
 		for i, f := range part {
 			envs[i] = f.Data
 		}
-		res, err := n.vstore.Attestations().Add(envs, SourceImport, "")
+		res, err := n.vstore.Attestations().Add(envs, vstore.SourceImport, "")
 		if err != nil {
 			return rep, err
 		}
 		for i, r := range res {
 			switch r.Status {
-			case StatusNew:
+			case vstore.StatusNew:
 				rep.New++
-			case StatusKnown:
+			case vstore.StatusKnown:
 				rep.Known++
-			case StatusRefused:
+			case vstore.StatusRefused:
 				rep.Refusals = append(rep.Refusals, ImportRefusal{File: part[i].Name, ID: r.ID, Reason: r.Reason, Detail: r.Detail})
 			}
 		}
@@ -106,74 +76,10 @@ func (n *Node) ImportPaths(paths []string) (ImportReport, error) {
 	return rep, nil
 }
 
-func (n *Node) registerStoreAPI(mux *http.ServeMux) {
-	mux.HandleFunc("POST "+apiPrefix+"attest/import", func(w http.ResponseWriter, r *http.Request) {
-		var req importReq
-		if !readJSON(w, r, &req) {
-			return
-		}
-		for _, p := range req.Paths {
-			if !filepath.IsAbs(p) {
-				writeErr(w, http.StatusBadRequest, fmt.Errorf("path %q is not absolute (the CLI resolves paths)", p))
-				return
-			}
-		}
-		rep, err := n.ImportPaths(req.Paths)
-		if err != nil {
-			writeErr(w, http.StatusBadRequest, err)
-			return
-		}
-		writeJSON(w, rep)
-	})
-	mux.HandleFunc("POST "+apiPrefix+"attest/export", func(w http.ResponseWriter, r *http.Request) {
-		var req exportReq
-		if !readJSON(w, r, &req) {
-			return
-		}
-		if req.Set == "" {
-			req.Set = SetAttestations
-		}
-		set := n.vstore.Set(req.Set)
-		if set == nil {
-			writeErr(w, http.StatusBadRequest, fmt.Errorf("no set %q: use %s or %s", req.Set, SetAttestations, SetCampaigns))
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		bw := bufio.NewWriterSize(w, 1<<20)
-		var batch [][]byte
-		size := 0
-		flush := func() error {
-			if len(batch) == 0 {
-				return nil
-			}
-			_, err := bw.Write(recon.AppendFrame(nil, recon.FrameEnvelopes, recon.EncodeEnvelopes(batch)))
-			batch, size = batch[:0], 0
-			return err
-		}
-		err := set.Each(func(_ recon.ID, env []byte) error {
-			batch, size = append(batch, env), size+len(env)
-			if size >= 4<<20 {
-				return flush()
-			}
-			return nil
-		})
-		if err == nil {
-			err = flush()
-		}
-		if err == nil {
-			bw.Write(recon.AppendFrame(nil, recon.FrameDone, nil))
-		}
-		bw.Flush()
-	})
-	mux.HandleFunc("POST "+apiPrefix+"ledger/status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, n.LedgerStatus())
-	})
-}
-
 // ImportAttestations asks the daemon to import envelope files or folders (absolute paths).
 func (c *Client) ImportAttestations(ctx context.Context, paths []string) (ImportReport, error) {
 	var rep ImportReport
-	err := c.call(ctx, "attest/import", importReq{Paths: paths}, &rep)
+	err := c.call(ctx, "attest/import", api.ImportRequest{Paths: paths}, &rep)
 	return rep, err
 }
 
@@ -186,8 +92,8 @@ func (c *Client) LedgerStatus(ctx context.Context) (LedgerStatus, error) {
 
 // StoredEnvelopes returns every envelope in the daemon's set (attestations or campaigns):
 // each was verified by the daemon when it arrived.
-func (c *Client) StoredEnvelopes(ctx context.Context, set SetName) ([][]byte, error) {
-	raw, err := json.Marshal(exportReq{Set: set})
+func (c *Client) StoredEnvelopes(ctx context.Context, set vstore.SetName) ([][]byte, error) {
+	raw, err := json.Marshal(api.ExportRequest{Set: string(set)})
 	if err != nil {
 		return nil, err
 	}

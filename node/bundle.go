@@ -30,7 +30,7 @@ type AddOptions struct {
 // stores its blocks, pins it under the folder's name, and returns the root CID.
 func (n *Node) Add(ctx context.Context, dir string, opts AddOptions) (cid.Cid, error) {
 	var root cid.Cid
-	err := n.staged(ctx, func(bs blockstore.Blockstore) error {
+	err := n.pins.Staged(ctx, func(bs blockstore.Blockstore) error {
 		dag := merkledag.NewDAGService(blockservice.New(bs, n.bswap))
 		var err error
 		if root, err = tasks.Pack(ctx, dir, dag, tasks.PackOptions{Unchecked: opts.Unchecked, Progress: opts.Progress}); err != nil {
@@ -69,7 +69,7 @@ func (n *Node) Get(ctx context.Context, root cid.Cid, dir string, opts GetOption
 			unlock.Unlock(ctx)
 		}
 	}()
-	t0 := time.Now()
+	t0 := time.Now() // wall clock: measured for the log line below
 	var size int64
 	stall := n.opts.StallTimeout
 	if opts.Timeout > 0 {
@@ -87,20 +87,20 @@ func (n *Node) Get(ctx context.Context, root cid.Cid, dir string, opts GetOption
 	if opts.Fetched != nil {
 		opts.Fetched(rep)
 	}
-	t1 := time.Now()
+	t1 := time.Now() // wall clock: measured for the log line below
 	if err := n.pinLocal(ctx, root, "", true); err != nil {
 		return err
 	}
 	unlock.Unlock(ctx)
 	unlock = nil
-	t2 := time.Now()
+	t2 := time.Now() // wall clock: measured for the log line below
 	if opts.Unpacking != nil {
 		opts.Unpacking()
 	}
 	if err := tasks.Unpack(ctx, n.local, root, dir, tasks.UnpackOptions{MaxSize: n.cfg.MaxBundleSize, Leaves: n.writes}); err != nil {
 		return err
 	}
-	t3 := time.Now()
+	t3 := time.Now() // wall clock: measured for the log line below
 	n.opts.Logf("get %s: %d bytes fetched in %s (%.0f MB/s), pinned in %s, unpacked in %s",
 		root, size, t1.Sub(t0).Round(time.Millisecond), float64(size)/t1.Sub(t0).Seconds()/1e6,
 		t2.Sub(t1).Round(time.Millisecond), t3.Sub(t2).Round(time.Millisecond))
@@ -125,7 +125,7 @@ func (n *Node) ExportCAR(ctx context.Context, root cid.Cid, w io.Writer) error {
 // then pins each of its roots; every root's DAG must be complete. It returns the roots.
 func (n *Node) ImportCAR(ctx context.Context, r io.Reader) ([]cid.Cid, error) {
 	var roots []cid.Cid
-	err := n.staged(ctx, func(bs blockstore.Blockstore) error {
+	err := n.pins.Staged(ctx, func(bs blockstore.Blockstore) error {
 		var err error
 		if roots, err = readCAR(r, func(b blocks.Block) error { return bs.Put(ctx, b) }); err != nil {
 			return err

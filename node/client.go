@@ -21,6 +21,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/node/api"
 )
 
 // ErrNoDaemon is wrapped when no daemon answers for a home.
@@ -68,7 +69,7 @@ func NewClient(h home.Home) (*Client, error) {
 
 // NewClientAddr talks to the API at host:port with the bearer token.
 func NewClientAddr(h home.Home, addr, token string) *Client {
-	return &Client{base: "http://" + addr + strings.TrimSuffix(apiPrefix, "/"), token: token, home: h, hc: &http.Client{}}
+	return &Client{base: "http://" + addr + strings.TrimSuffix(api.Prefix, "/"), token: token, home: h, hc: &http.Client{}}
 }
 
 // WithDialer returns a copy of c whose connections to the API are opened by dial. A test
@@ -105,7 +106,7 @@ func (c *Client) do(ctx context.Context, path string, body io.Reader, ctype stri
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
-		var e apiError
+		var e api.ErrorBody
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
 			if resp.StatusCode == http.StatusUnauthorized {
@@ -185,9 +186,21 @@ func (c *Client) streamEvents(ctx context.Context, path string, in any, on func(
 	return Event{}, errors.New("the daemon ended the answer early (did it stop? see its log)")
 }
 
-// GC runs garbage collection on the daemon (see Node.GC); progress gets each phase's events.
+// PinSurvey returns the daemon's last repair round.
+func (c *Client) PinSurvey(ctx context.Context) (*PinSurvey, error) {
+	var out PinSurvey
+	return &out, c.call(ctx, "pin/ledger", struct{}{}, &out)
+}
+
+// PinStatus asks the daemon who holds c (pins.Keeper.PinStatus).
+func (c *Client) PinStatus(ctx context.Context, root cid.Cid) (*PinStatusReport, error) {
+	var out PinStatusReport
+	return &out, c.call(ctx, "pin/status", api.PinStatusRequest{CID: root.String()}, &out)
+}
+
+// GC runs garbage collection on the daemon (see pins.Keeper.GC); progress gets each phase's events.
 func (c *Client) GC(ctx context.Context, dryRun bool, progress func(phase string, done, total int64)) (*GCReport, error) {
-	e, err := c.streamEvents(ctx, "repo/gc", gcReq{DryRun: dryRun}, func(e Event) {
+	e, err := c.streamEvents(ctx, "repo/gc", api.GCRequest{DryRun: dryRun}, func(e Event) {
 		if progress != nil {
 			progress(e.Phase, e.Bytes, e.Total)
 		}
@@ -215,7 +228,7 @@ func (c *Client) Peers(ctx context.Context) ([]PeerInfo, error) {
 
 // Connect dials a peer (multiaddr ending in /p2p/PEER_ID).
 func (c *Client) Connect(ctx context.Context, addr string) error {
-	return c.call(ctx, "connect", connectReq{Addr: addr}, nil)
+	return c.call(ctx, "connect", api.ConnectRequest{Addr: addr}, nil)
 }
 
 // Pins lists recursive pins.
@@ -239,7 +252,7 @@ func (c *Client) Pin(ctx context.Context, root cid.Cid, name string, progress fu
 // PinFetch is Pin that also returns what the daemon's fetch kept of an interrupted earlier
 // one (zero when it did not resume).
 func (c *Client) PinFetch(ctx context.Context, root cid.Cid, name string, progress func(done, total int64)) (FetchReport, error) {
-	e, err := c.streamEvents(ctx, "pin/add", pinReq{CID: root.String(), Name: name}, func(e Event) {
+	e, err := c.streamEvents(ctx, "pin/add", api.PinRequest{CID: root.String(), Name: name}, func(e Event) {
 		if progress != nil && e.Phase == "fetch" {
 			progress(e.Bytes, e.Total)
 		}
@@ -253,7 +266,7 @@ func keptReport(e Event) FetchReport {
 
 // Unpin removes root's recursive pin.
 func (c *Client) Unpin(ctx context.Context, root cid.Cid) error {
-	return c.call(ctx, "pin/rm", pinReq{CID: root.String()}, nil)
+	return c.call(ctx, "pin/rm", api.PinRequest{CID: root.String()}, nil)
 }
 
 // Add packs, stores and pins the folder dir (resolved to an absolute path here).
@@ -262,7 +275,7 @@ func (c *Client) Add(ctx context.Context, dir string, unchecked bool, progress f
 	if err != nil {
 		return cid.Undef, err
 	}
-	s, err := c.streamCall(ctx, "task/add", addReq{Dir: abs, Unchecked: unchecked}, func(e Event) {
+	s, err := c.streamCall(ctx, "task/add", api.AddRequest{Dir: abs, Unchecked: unchecked}, func(e Event) {
 		if progress != nil {
 			progress(e.Bytes)
 		}
@@ -293,7 +306,7 @@ func (c *Client) GetFetch(ctx context.Context, root cid.Cid, dir string, timeout
 	if err != nil {
 		return FetchReport{}, err
 	}
-	last, err := c.streamEvents(ctx, "task/get", getReq{CID: root.String(), Dir: abs, TimeoutSeconds: timeout.Seconds()}, func(e Event) {
+	last, err := c.streamEvents(ctx, "task/get", api.GetRequest{CID: root.String(), Dir: abs, TimeoutSeconds: timeout.Seconds()}, func(e Event) {
 		switch {
 		case e.Phase == "fetch" && progress != nil:
 			progress(e.Bytes, e.Total)
@@ -330,7 +343,7 @@ func (c *Client) ImportCAR(ctx context.Context, r io.Reader) ([]cid.Cid, error) 
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var out importResp
+	var out api.ImportResponse
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfs/go-cid"
+
 	"github.com/evalmesh/evalmesh/internal/testutil"
 
 	"github.com/evalmesh/evalmesh/internal/home"
@@ -82,4 +84,55 @@ func TestDaemonKilledAfterAdd(t *testing.T) {
 		t.Fatalf("pin lost when the daemon was killed after Add returned: pinned %v, %v", ok, err)
 	}
 	checkFiles(t, n, root, files)
+}
+
+// TestDaemonKilledAfterPins: the pinner's records are written unsynced and made durable by
+// the Flush that ends each change (pinStore), so a run of pins and unpins acknowledged back to
+// back, the daemon SIGKILLed right after the last, must all be there when the home reopens:
+// every pin kept, every unpin gone, and the pin list consistent with them.
+func TestDaemonKilledAfterPins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a daemon process")
+	}
+	ctx := context.Background()
+	h := newHome(t)
+	d, err := startDaemonProcess(t, h, testStore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roots []cid.Cid
+	for i := range 40 {
+		src := t.TempDir()
+		if err := os.WriteFile(filepath.Join(src, "obj.bin"), randomBytes(uint64(100+i), 2000+i), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		root, err := d.c.Add(ctx, src, true, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots = append(roots, root)
+	}
+	// Every third pin is removed again; the last change before the kill is an unpin.
+	unpinned := map[cid.Cid]bool{}
+	for i := len(roots) - 1; i >= 0; i -= 3 {
+		if err := d.c.Unpin(ctx, roots[i]); err != nil {
+			t.Fatal(err)
+		}
+		unpinned[roots[i]] = true
+	}
+	d.kill(t)
+	n := startNodeAt(t, h, testOptions())
+	for i, root := range roots {
+		ok, err := n.IsPinned(ctx, root)
+		if err != nil || ok == unpinned[root] {
+			t.Errorf("object %d (%s) after the kill: pinned %v (%v), want %v", i, root, ok, err, !unpinned[root])
+		}
+	}
+	pins, err := n.Pins(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(roots) - len(unpinned); len(pins) != want {
+		t.Errorf("%d pins listed after the kill, want %d: %v", len(pins), want, pins)
+	}
 }

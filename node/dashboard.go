@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"github.com/multiformats/go-multihash"
 
 	"github.com/evalmesh/evalmesh/node/dashboard"
+	"github.com/evalmesh/evalmesh/node/vstore"
+	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/protocol/recon"
 )
 
@@ -29,7 +32,7 @@ func (n *Node) DashboardAddr() string {
 
 // DashboardHandler returns the dashboard over this node (with /metrics).
 func (n *Node) DashboardHandler() (http.Handler, error) {
-	return dashboard.New(dashboard.Options{Source: dashboardSource{n}, Metrics: n.Metrics()})
+	return dashboard.New(dashboard.Options{Source: dashboardSource{n}, Metrics: n.Metrics(), Now: n.opts.Clock.Now})
 }
 
 // startDashboard listens on addr and serves the dashboard until the returned stop is called.
@@ -46,7 +49,7 @@ func (n *Node) startDashboard(addr string) (stop func(), err error) {
 	srv := dashboard.Server(h)
 	go func() { _ = srv.Serve(ln) }()
 	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // wall clock: the grace an HTTP shutdown gives open connections
 		defer cancel()
 		if srv.Shutdown(ctx) != nil {
 			srv.Close()
@@ -60,7 +63,7 @@ type dashboardSource struct{ n *Node }
 func (d dashboardSource) Snapshot(ctx context.Context) (*dashboard.Snapshot, error) {
 	n := d.n
 	st := n.LedgerStatus()
-	s := &dashboard.Snapshot{Network: st.Network, PeerID: n.ID().String(), At: time.Now().UTC(), Attestations: st.Attestations,
+	s := &dashboard.Snapshot{Network: st.Network, PeerID: n.ID().String(), At: n.opts.Clock.Now().UTC(), Attestations: st.Attestations,
 		Tasks: []dashboard.Task{}, Campaigns: []dashboard.Campaign{}, Runs: []dashboard.Run{}, Peers: []dashboard.Peer{},
 		Evidence: dashboard.Evidence{Equivocations: []dashboard.Exclusion{}, Disputed: []dashboard.Exclusion{}, Refused: []dashboard.Refusal{}, Misconduct: []dashboard.Misconduct{}}}
 	trust := n.vstore.Trust()
@@ -75,7 +78,7 @@ func (d dashboardSource) Snapshot(ctx context.Context) (*dashboard.Snapshot, err
 		s.Peers = append(s.Peers, dashboard.Peer{PeerID: p.PeerID, Lab: p.Lab, LabName: labName(p.Lab), LedgerRoot: p.LedgerRoot,
 			Attestations: p.Attestations, Agrees: p.Agrees, Status: string(p.Status), LastHeard: p.LastHeard})
 	}
-	for _, set := range []*Set{n.vstore.Campaigns(), n.vstore.Attestations()} {
+	for _, set := range []*vstore.Set{n.vstore.Campaigns(), n.vstore.Attestations()} {
 		refs, err := set.Refusals()
 		if err != nil {
 			return nil, err
@@ -87,17 +90,58 @@ func (d dashboardSource) Snapshot(ctx context.Context) (*dashboard.Snapshot, err
 		}
 	}
 	if m := n.Mesh(); m != nil {
-		s.Lab, s.LabName = m.lab, labName(m.lab)
-		if err := m.dashboardState(ctx, s); err != nil {
+		s.Lab, s.LabName = m.Lab(), labName(m.Lab())
+		if err := m.DashboardState(ctx, s); err != nil {
 			return nil, err
 		}
 		for i := range s.Runs {
 			if c, err := cid.Decode(s.Runs[i].LogCID); err == nil {
 				s.Runs[i].LogsHere, _ = n.bstore.Has(ctx, c)
 			}
+			if c, err := cid.Decode(s.Runs[i].TranscriptCID); err == nil {
+				s.Runs[i].TranscriptHere, _ = n.bstore.Has(ctx, c)
+			}
 		}
 	}
+	n.dashboardPins(s, labName)
 	return s, nil
+}
+
+// dashboardPins fills in who holds each task's bundle and each run's objects from the last
+// repair round (LastPinSurvey: what `pin status` decides, at most one round old, so a page
+// view asks no peer). An object the round did not cover keeps Factor 0.
+func (n *Node) dashboardPins(s *dashboard.Snapshot, labName func(string) string) {
+	sv := n.pins.LastPinSurvey()
+	if sv == nil {
+		for i := range s.Tasks {
+			s.Tasks[i].Pin = &dashboard.Pin{CID: s.Tasks[i].CID, What: "bundle", Holding: []string{}}
+		}
+		return
+	}
+	states := make(map[string]*protocol.PinState, len(sv.States))
+	for i := range sv.States {
+		states[sv.States[i].Object] = &sv.States[i]
+	}
+	fill := func(p *dashboard.Pin) {
+		p.Holding = []string{}
+		st := states[p.CID]
+		if st == nil {
+			return
+		}
+		p.Factor, p.Met = st.Factor, st.Met
+		for _, l := range st.Holding {
+			p.Holding = append(p.Holding, cmp.Or(labName(l), l))
+		}
+	}
+	for i := range s.Tasks {
+		s.Tasks[i].Pin = &dashboard.Pin{CID: s.Tasks[i].CID, What: "bundle"}
+		fill(s.Tasks[i].Pin)
+	}
+	for i := range s.Runs {
+		for j := range s.Runs[i].Pins {
+			fill(&s.Runs[i].Pins[j])
+		}
+	}
 }
 
 // envelopeKey is the store key of an envelope ID (a CID of the envelope's sha256).

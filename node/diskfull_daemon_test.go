@@ -118,21 +118,7 @@ func TestDaemonSurvivesFullDisk(t *testing.T) {
 		t.Skip("starts daemon processes")
 	}
 	ctx := context.Background()
-	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
-	if err := os.Mkdir(h.Dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", h.Dir, "tmpfs", 0, "size=24m,mode=0700"); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(h.Dir, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", h.Dir, err)
-		}
-	})
-	if _, err := h.Init(); err != nil {
-		t.Fatal(err)
-	}
+	h := tmpfsHome(t, "24m")
 	d, err := startDaemonProcess(t, h, "pack")
 	if err != nil {
 		t.Fatal(err)

@@ -12,10 +12,13 @@ import (
 
 	"github.com/ipfs/boxo/blockstore"
 	blocks "github.com/ipfs/go-block-format"
+
+	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/node/diskstore"
 )
 
-// quotaStore fails writes with ENOSPC past a byte budget, through flatStore's own error path;
-// used only where a small tmpfs cannot be mounted (not root).
+// quotaStore fails writes with ENOSPC past a byte budget, through the block stores' own
+// error (diskstore.WriteErr); used only where a small tmpfs cannot be mounted (not root).
 type quotaStore struct {
 	blockstore.Blockstore
 	mu   sync.Mutex
@@ -28,7 +31,7 @@ func (q *quotaStore) Put(ctx context.Context, b blocks.Block) error {
 	full := q.left < 0
 	q.mu.Unlock()
 	if full {
-		return (&flatStore{dir: "quota"}).writeErr(b.Cid(), &os.PathError{Op: "write", Path: "quota", Err: syscall.ENOSPC})
+		return diskstore.WriteErr("quota", b.Cid(), &os.PathError{Op: "write", Path: "quota", Err: syscall.ENOSPC})
 	}
 	return q.Blockstore.Put(ctx, b)
 }
@@ -42,6 +45,49 @@ func (q *quotaStore) PutMany(ctx context.Context, bs []blocks.Block) error {
 	return nil
 }
 
+// blocksOnSmallDisk puts h's blocks on a 2 MiB tmpfs; where this process may not mount one
+// (not root), opts' blockstore fails writes with ENOSPC past 2 MiB instead.
+func blocksOnSmallDisk(t *testing.T, h home.Home, opts *Options) {
+	t.Helper()
+	if err := os.MkdirAll(testBlocksDir(h), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", testBlocksDir(h), "tmpfs", 0, "size=2m"); err != nil {
+		t.Logf("cannot mount a tmpfs (%v): injecting ENOSPC past 2 MiB instead", err)
+		opts.WrapBlockstore = func(bs blockstore.Blockstore) blockstore.Blockstore {
+			return &quotaStore{Blockstore: bs, left: 2 << 20}
+		}
+		return
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(testBlocksDir(h), 0); err != nil {
+			t.Errorf("unmount %s: %v", testBlocksDir(h), err)
+		}
+	})
+}
+
+// tmpfsHome is an initialised home whose whole folder is a tmpfs of size (mount's size=
+// option), unmounted at the end of the test; the test is skipped where it cannot be mounted.
+func tmpfsHome(t *testing.T, size string) home.Home {
+	t.Helper()
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	if err := os.Mkdir(h.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", h.Dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(h.Dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", h.Dir, err)
+		}
+	})
+	if _, err := h.Init(); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 // TestFetchDiskFull puts the getter's blockstore on a 2 MiB tmpfs: a bundle that fits
 // arrives, a bigger one fails with an error that says the disk is full, and what was
 // stored before stays readable and pinned.
@@ -49,21 +95,7 @@ func TestFetchDiskFull(t *testing.T) {
 	forEachPath(t, func(t *testing.T, testOptions func() Options) {
 		h := newHome(t)
 		opts := testOptions()
-		if err := os.MkdirAll(testBlocksDir(h), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := syscall.Mount("tmpfs", testBlocksDir(h), "tmpfs", 0, "size=2m"); err != nil {
-			t.Logf("cannot mount a tmpfs (%v): injecting ENOSPC past 2 MiB instead", err)
-			opts.WrapBlockstore = func(bs blockstore.Blockstore) blockstore.Blockstore {
-				return &quotaStore{Blockstore: bs, left: 2 << 20}
-			}
-		} else {
-			t.Cleanup(func() {
-				if err := syscall.Unmount(testBlocksDir(h), 0); err != nil {
-					t.Errorf("unmount %s: %v", testBlocksDir(h), err)
-				}
-			})
-		}
+		blocksOnSmallDisk(t, h, &opts)
 		b := startNodeAt(t, h, opts)
 		a := startNode(t, testOptions())
 		small := testFiles(600 << 10)
@@ -96,21 +128,7 @@ func TestFetchDiskFull(t *testing.T) {
 func TestAddDiskFull(t *testing.T) {
 	h := newHome(t)
 	opts := testOptions()
-	if err := os.MkdirAll(testBlocksDir(h), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", testBlocksDir(h), "tmpfs", 0, "size=2m"); err != nil {
-		t.Logf("cannot mount a tmpfs (%v): injecting ENOSPC past 2 MiB instead", err)
-		opts.WrapBlockstore = func(bs blockstore.Blockstore) blockstore.Blockstore {
-			return &quotaStore{Blockstore: bs, left: 2 << 20}
-		}
-	} else {
-		t.Cleanup(func() {
-			if err := syscall.Unmount(testBlocksDir(h), 0); err != nil {
-				t.Errorf("unmount %s: %v", testBlocksDir(h), err)
-			}
-		})
-	}
+	blocksOnSmallDisk(t, h, &opts)
 	n := startNodeAt(t, h, opts)
 	ctx := context.Background()
 	small := map[string][]byte{"s.bin": randomBytes(5, 500<<10)}

@@ -3,15 +3,16 @@
 // talks to.
 //
 // New starts a node for a home; Run is the daemon's main function (node plus HTTP API, the
-// API address written to HOME/api, clean shutdown); Client is the API's Go client.
+// API address written to HOME/api, clean shutdown); Client is the API's Go client. The API's
+// server side is package node/api, a handler over interfaces the node implements (api.go
+// here adapts it); its answer types keep their names here as aliases.
 //
-// Storage: by default blocks are appended to 1 GiB segment files under HOME/blocks-pack
-// with a checksummed index log (packStore: no inode per block, which cost the flat store
-// half of a receiving daemon's CPU); config `blockstore: flat` keeps one file per block
-// under HOME/blocks (flatStore, kubo's flatfs layout). Both beat pebble for 256 KiB blocks
-// and fail a write on a full disk cleanly. Pins live in a pebble datastore under
-// HOME/datastore that syncs every write. Blocks are made durable (segments, then index;
-// or the written files, then their folders) before a pin that needs them is recorded.
+// Storage: blocks live in the block store of node/diskstore the config names (pack by
+// default, under HOME/blocks-pack; flat under HOME/blocks). Pins live in a pebble datastore
+// under HOME/datastore; the pinner's records are written unsynced and made durable by the
+// synced flush that ends each pin change (pinStore in node.go), so a repair round costs a
+// few fsyncs, not several per pin. The node Syncs the block store before it records a pin,
+// so a pinned DAG's blocks are on stable storage.
 // Concurrency: a Node is safe for concurrent use; the stores serialise writers.
 //
 // Transfer: Fetch gets a whole DAG from the connected peers over the streaming protocol of
@@ -28,9 +29,10 @@
 //
 // Verified store and anti-entropy: Store (HOME/store, its own pebble database) keeps the
 // attestation and campaign sets, each envelope verified once on arrival and refusals kept
-// apart with their reason; Syncer serves and runs /evalmesh/<network>/sync/1.0.0 (range-based
-// reconciliation from protocol/recon, then batched verified fetch and push on the same
-// stream); heads (SignedHead, ObserveHead, LedgerStatus) say whether peers agree.
+// apart with their reason; the Syncer of node/syncer serves and runs
+// /evalmesh/<network>/sync/1.0.0 (range-based reconciliation from protocol/recon, then
+// batched verified fetch and push on the same stream), and its Heads (wired in heads.go;
+// LedgerStatus here) say whether peers agree and start a sync when their sets differ.
 // docs/protocol-sync.md is the spec.
 //
 // Pubsub: NewPubSub runs gossipsub (StrictSign, content-addressed message IDs, queues sized
@@ -38,12 +40,15 @@
 // caller passes from package protocol; every verdict and drop is counted (PubSub.Counters).
 // docs/protocol.md is the wire spec. A PubSub is safe for concurrent use.
 //
-// The mesh (StartMesh, node.Options.Mesh) is the daemon's main loop in a network: it
-// subscribes to the network's topics, feeds protocol's claim machine and carries out its
-// actions (publish, run with package runner, abort), stores the submission and logs as
-// blocks, gossips attestations, re-scores the runs protocol.RescorersDue assigns to its
-// lab, recomputes the ledger from the store (debounced, off the ingestion path) and
-// announces heads. One goroutine owns its state; everything else hands it closures.
+// The mesh is the daemon's main loop in a network, package node/mesh, which does not import
+// node: Run starts it when node.Options.Mesh answers with options (StartMesh fills in the
+// node's values and hands it the node and its store through the adapters of
+// mesh_wiring.go); Node.Mesh returns it for the API, the dashboard and /metrics. The node
+// keeps the mesh's gossipsub (its counters are on /metrics).
+//
+// verify-ledger's re-verification is package node/verify, which does not import node either:
+// VerifyLedger starts the node it runs on (no bootstrap, no automatic sync, a gossipsub that
+// hears heads only) and hands it over as verify.Node (verifyledger.go).
 //
 // It holds no scoring or protocol logic; it calls into those packages and does their I/O.
 package node

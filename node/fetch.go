@@ -4,19 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/ipfs/boxo/blockservice"
-	"github.com/ipfs/boxo/ipld/merkledag"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/identify"
 
+	"github.com/evalmesh/evalmesh/node/pins"
 	"github.com/evalmesh/evalmesh/node/xfer"
 )
 
@@ -40,57 +39,6 @@ var errStalled = errors.New("stalled")
 // ErrNotFound is wrapped when no connected peer sent a wanted block within the timeout.
 var ErrNotFound = errors.New("not found on any connected peer")
 
-// DeclaredSize is the size a DAG's root claims for the whole DAG: the root block plus the
-// cumulative sizes its links carry (dag-pb Tsize); for a raw block, its length. A peer can
-// lie about it, so Fetch also stops once more bytes than this arrive.
-func DeclaredSize(root blocks.Block) (int64, error) {
-	switch root.Cid().Type() {
-	case cid.Raw:
-		return int64(len(root.RawData())), nil
-	case cid.DagProtobuf:
-		nd, err := merkledag.DecodeProtobuf(root.RawData())
-		if err != nil {
-			return 0, fmt.Errorf("root %s: %w", root.Cid(), err)
-		}
-		total := uint64(len(root.RawData()))
-		for _, l := range nd.Links() {
-			if l.Size > math.MaxInt64-total {
-				return 0, fmt.Errorf("root %s declares more than %d bytes: not a bundle this node can hold", root.Cid(), int64(math.MaxInt64))
-			}
-			total += l.Size
-		}
-		return int64(total), nil
-	default:
-		return 0, fmt.Errorf("root %s: codec %#x is not a UnixFS bundle (want dag-pb or raw)", root.Cid(), root.Cid().Type())
-	}
-}
-
-// link is a child CID with the cumulative size its parent declares for it.
-type link struct {
-	c     cid.Cid
-	tsize uint64
-}
-
-// blockLinks returns the links of a block (dag-pb), or none (raw).
-func blockLinks(b blocks.Block) ([]link, error) {
-	switch b.Cid().Type() {
-	case cid.Raw:
-		return nil, nil
-	case cid.DagProtobuf:
-		nd, err := merkledag.DecodeProtobuf(b.RawData())
-		if err != nil {
-			return nil, fmt.Errorf("block %s: %w", b.Cid(), err)
-		}
-		out := make([]link, 0, len(nd.Links()))
-		for _, l := range nd.Links() {
-			out = append(out, link{l.Cid, l.Size})
-		}
-		return out, nil
-	default:
-		return nil, fmt.Errorf("block %s: codec %#x is not part of a UnixFS bundle", b.Cid(), b.Cid().Type())
-	}
-}
-
 // Fetch makes every block of the DAG under root local, asking connected peers for what is
 // missing. Each block is checked against its CID on arrival (bitswap rehashes what it
 // receives; a block whose bytes do not hash to a wanted CID is never delivered, so a peer
@@ -103,20 +51,6 @@ func (n *Node) Fetch(ctx context.Context, root cid.Cid, progress func(done, tota
 	_, err := n.fetch(ctx, root, progress, n.opts.StallTimeout)
 	return err
 }
-
-// FetchReport says what a fetch found already held. KeptBlocks and KeptBytes are non-zero
-// only when a streaming fetch resumed: the blocks an interrupted fetch had verified and
-// stored (the root included), which were not asked for again. Total is the DAG's declared
-// size.
-type FetchReport struct {
-	KeptBlocks int64 `json:"kept_blocks"`
-	KeptBytes  int64 `json:"kept_bytes"`
-	Total      int64 `json:"total"`
-}
-
-// Resumed reports whether the fetch kept more than the root, which is always kept
-// (fetchRoot stores it before the streaming fetch starts).
-func (r FetchReport) Resumed() bool { return r.KeptBlocks > 1 }
 
 // fetchRun is one Fetch: its phases are the methods below, in the order fetch calls them.
 type fetchRun struct {
@@ -132,6 +66,9 @@ type fetchRun struct {
 	local    bool         // everything was already here: no transfer bytes counted
 	progress func(done, total int64)
 	kept     FetchReport // what the streaming fetch kept
+	sess     *blockservice.Session
+	sessCtx  context.Context // sess lives while it does
+	endSess  context.CancelFunc
 }
 
 // fetch is Fetch with the stall timeout given: watch for stalls, get the root and check its
@@ -152,8 +89,9 @@ func (f *fetchRun) run(ctx context.Context) error {
 	go f.watchStalls()
 	f.mark, _ = n.writes.since(0)
 
-	sess := blockservice.NewSession(f.ctx, n.bserv)
-	rootBlk, err := f.fetchRoot(sess)
+	f.newSession()
+	defer func() { f.endSess() }()
+	rootBlk, err := f.fetchRoot(f.sess)
 	if err != nil {
 		return err
 	}
@@ -165,21 +103,32 @@ func (f *fetchRun) run(ctx context.Context) error {
 	if done, err := f.tryStreaming(); done || err != nil {
 		return err
 	}
-	return f.viaBitswap(sess, rootBlk)
+	return f.viaBitswap(rootBlk)
 }
 
-func (f *fetchRun) touch() { f.last.Store(time.Now().UnixNano()) }
+// newSession replaces the fetch's bitswap session (ending the one before, which cancels its
+// wants) with a fresh one, which starts by asking every connected peer.
+func (f *fetchRun) newSession() {
+	if f.endSess != nil {
+		f.endSess()
+	}
+	f.sessCtx, f.endSess = context.WithCancel(f.ctx)
+	f.sess = blockservice.NewSession(f.sessCtx, f.n.bserv)
+}
+
+func (f *fetchRun) touch() { f.last.Store(f.n.opts.Clock.Now().UnixNano()) }
 
 // watchStalls cancels the fetch when no block arrived for f.stall.
 func (f *fetchRun) watchStalls() {
-	tick := time.NewTicker(max(f.stall/10, time.Millisecond))
+	clk := f.n.opts.Clock
+	tick := clk.NewTicker(max(f.stall/10, time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
 		case <-f.ctx.Done():
 			return
-		case <-tick.C:
-			if time.Since(time.Unix(0, f.last.Load())) > f.stall {
+		case <-tick.Chan():
+			if clk.Since(time.Unix(0, f.last.Load())) > f.stall {
 				f.cancel(errStalled)
 				return
 			}
@@ -229,7 +178,7 @@ func (f *fetchRun) fetchRoot(sess *blockservice.Session) (blocks.Block, error) {
 		return nil, f.fail(err, "root block "+f.root.String())
 	}
 	f.touch()
-	if f.total, err = DeclaredSize(rootBlk); err != nil {
+	if f.total, err = pins.DeclaredSize(rootBlk); err != nil {
 		return nil, err
 	}
 	if max := f.n.cfg.MaxBundleSize; max > 0 && f.total > max {
@@ -257,7 +206,7 @@ func (f *fetchRun) tryStreaming() (done bool, err error) {
 	}
 	// Checkpoints make what arrived durable and indexed as the fetch goes, so that a daemon
 	// killed part way resumes from it (the pack store indexes blocks only at Sync).
-	xopts = append(xopts, xfer.WithCheckpoints(fetchCheckpointEvery, fetchCheckpointBytes, n.store.Sync))
+	xopts = append(xopts, xfer.WithCheckpoints(fetchCheckpointEvery, fetchCheckpointBytes, n.store.Sync, n.opts.Clock.Now))
 	st, err := xfer.FetchWithStats(xctx, n.host, f.root, peers, n.bstore, func(got int64) {
 		f.touch()
 		if got > f.total {
@@ -290,10 +239,10 @@ func (f *fetchRun) tryStreaming() (done bool, err error) {
 
 // viaBitswap walks the DAG breadth-first from the root, asking the session for each level's
 // missing blocks in batches of maxWantBatch, and checks the bytes against the declared size.
-func (f *fetchRun) viaBitswap(sess *blockservice.Session, rootBlk blocks.Block) error {
+func (f *fetchRun) viaBitswap(rootBlk blocks.Block) error {
 	n, ctx := f.n, f.ctx
 	done := int64(len(rootBlk.RawData()))
-	frontier, err := blockLinks(rootBlk)
+	frontier, err := pins.Links(rootBlk)
 	if err != nil {
 		return err
 	}
@@ -301,50 +250,53 @@ func (f *fetchRun) viaBitswap(sess *blockservice.Session, rootBlk blocks.Block) 
 	// and its declared size counted again, so done ends equal to total.
 	seen := map[cid.Cid]struct{}{f.root: {}}
 	for len(frontier) > 0 {
-		var next, batch []link
+		var next, batch []pins.Link
 		for start := 0; start < len(frontier); start = start + len(batch) {
 			batch = frontier[start:min(start+maxWantBatch, len(frontier))]
 			want := make(map[cid.Cid]struct{}, len(batch))
 			var ask []cid.Cid
 			for _, l := range batch {
-				if _, dup := seen[l.c]; dup {
-					done += int64(l.tsize)
+				if _, dup := seen[l.Cid]; dup {
+					done += int64(l.Tsize)
 					continue
 				}
-				seen[l.c] = struct{}{}
-				if emptyBlock(l.c) {
+				seen[l.Cid] = struct{}{}
+				if emptyBlock(l.Cid) {
 					// Bitswap servers never send a zero-length block (only HAVE), so an
 					// empty file's leaf is made here; its CID proves its content.
-					blk, _ := blocks.NewBlockWithCid(nil, l.c)
+					blk, _ := blocks.NewBlockWithCid(nil, l.Cid)
 					if err := n.bstore.Put(ctx, blk); err != nil {
 						return err
 					}
 					continue
 				}
-				if _, dup := want[l.c]; !dup {
-					want[l.c] = struct{}{}
-					ask = append(ask, l.c)
+				if _, dup := want[l.Cid]; !dup {
+					want[l.Cid] = struct{}{}
+					ask = append(ask, l.Cid)
 				}
 			}
 			if len(ask) == 0 {
 				continue
 			}
-			for b := range sess.GetBlocks(ctx, ask) {
+			err := f.receive(ask, want, func(b blocks.Block) error {
 				if _, werr := n.writes.since(f.mark); werr != nil {
 					return f.fail(werr, "blocks")
 				}
 				f.touch()
-				delete(want, b.Cid())
 				done += int64(len(b.RawData()))
 				if done > f.total {
 					return fmt.Errorf("fetch %s: received more than the %d bytes its root declares; the DAG is not what its root claims", f.root, f.total)
 				}
-				links, err := blockLinks(b)
+				links, err := pins.Links(b)
 				if err != nil {
 					return err
 				}
 				next = append(next, links...)
 				f.report(done)
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 			if len(want) > 0 {
 				var missing cid.Cid
@@ -367,6 +319,80 @@ func (f *fetchRun) viaBitswap(sess *blockservice.Session, rootBlk blocks.Block) 
 	return nil
 }
 
+// receive asks the session for ask and hands each block to got as it arrives, deleting it
+// from want, until want is empty or the fetch ends (want then says what did not come).
+//
+// When no block arrived for a quarter of the stall timeout it ends the session and asks
+// again, for what is still wanted, through a new one. Why: a boxo (v0.43) session can wedge
+// for good when a peer leaves mid-transfer. A block from that peer processed just after its
+// disconnect marks it available again in the session, which then keeps choosing it (it sent
+// the most blocks) for want-blocks that the peer manager, with no queue for it, drops; the
+// other seeder's HAVEs are never followed up, and rebroadcasts skip CIDs already broadcast.
+// The stall timeout then failed a fetch that the remaining seeder could serve
+// (TestFetchSeederLeavesMidTransfer/bitswap under load). The new session asks only once the
+// ended one's wants are cancelled in the peer manager (or renewAfter later, if another fetch
+// wants them too): before that, the peer manager would skip them as already asked for.
+func (f *fetchRun) receive(ask []cid.Cid, want map[cid.Cid]struct{}, got func(blocks.Block) error) error {
+	clk := f.n.opts.Clock
+	renewAfter := max(f.stall/4, time.Millisecond)
+	tick := clk.NewTicker(max(f.stall/10, time.Millisecond))
+	defer tick.Stop()
+	blks := f.sess.GetBlocks(f.sessCtx, ask)
+	asked := clk.Now()
+	var rest []cid.Cid // set while waiting to ask again: what is still wanted
+	var ended time.Time
+	for {
+		select {
+		case <-f.ctx.Done():
+			return nil
+		case b, ok := <-blks: // a nil channel between sessions
+			if !ok {
+				return nil
+			}
+			delete(want, b.Cid())
+			if err := got(b); err != nil {
+				return err
+			}
+		case <-tick.Chan():
+			switch {
+			case rest != nil:
+				if f.n.bitswapWants(rest) && clk.Since(ended) <= renewAfter {
+					continue
+				}
+				f.newSession()
+				blks, asked, rest = f.sess.GetBlocks(f.sessCtx, rest), clk.Now(), nil
+			case clk.Since(asked) > renewAfter && clk.Since(time.Unix(0, f.last.Load())) > renewAfter:
+				rest = make([]cid.Cid, 0, len(want))
+				for _, c := range ask {
+					if _, ok := want[c]; ok {
+						rest = append(rest, c)
+					}
+				}
+				f.n.opts.Logf("fetch %s: no block for %s: asking again for %d blocks through a new bitswap session", f.root, renewAfter, len(rest))
+				f.endSess()
+				blks, ended = nil, clk.Now()
+			}
+		}
+	}
+}
+
+// bitswapWants reports whether bitswap still asks its peers for any of cs.
+func (n *Node) bitswapWants(cs []cid.Cid) bool {
+	if n.bswap == nil {
+		return false
+	}
+	wanted := cid.NewSet()
+	for _, c := range n.bswap.GetWantlist() {
+		wanted.Add(c)
+	}
+	for _, c := range cs {
+		if wanted.Has(c) {
+			return true
+		}
+	}
+	return false
+}
+
 // emptyBlock reports whether c is the CID of zero bytes under its own prefix.
 func emptyBlock(c cid.Cid) bool {
 	if c.Type() != cid.Raw {
@@ -384,7 +410,7 @@ func (n *Node) xferPeers(ctx context.Context) []peer.ID {
 	for _, p := range n.host.Network().Peers() {
 		if ids != nil {
 			for _, c := range n.host.Network().ConnsToPeer(p) {
-				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				wctx, cancel := context.WithTimeout(ctx, 5*time.Second) // wall clock: a peer's identify reply
 				select {
 				case <-ids.IDService().IdentifyWait(c):
 				case <-wctx.Done():
@@ -407,24 +433,24 @@ func (n *Node) localComplete(ctx context.Context, root blocks.Block) bool {
 	for len(stack) > 0 {
 		b := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		links, err := blockLinks(b)
+		links, err := pins.Links(b)
 		if err != nil {
 			return false
 		}
 		for _, l := range links {
-			if _, ok := seen[l.c]; ok {
+			if _, ok := seen[l.Cid]; ok {
 				continue
 			}
-			seen[l.c] = struct{}{}
-			if l.c.Type() == cid.Raw {
+			seen[l.Cid] = struct{}{}
+			if l.Cid.Type() == cid.Raw {
 				// A raw leaf's declared size is its length: a file of another size is a block
 				// torn by a power loss before it was synced (never pinned), so fetch again.
-				if sz, err := n.bstore.GetSize(ctx, l.c); err != nil || (l.tsize != 0 && uint64(sz) != l.tsize) {
+				if sz, err := n.bstore.GetSize(ctx, l.Cid); err != nil || (l.Tsize != 0 && uint64(sz) != l.Tsize) {
 					return false
 				}
 				continue
 			}
-			child, err := n.bstore.Get(ctx, l.c)
+			child, err := n.bstore.Get(ctx, l.Cid)
 			if err != nil {
 				return false
 			}
@@ -432,4 +458,33 @@ func (n *Node) localComplete(ctx context.Context, root blocks.Block) bool {
 		}
 	}
 	return true
+}
+
+// fetchMany is one transfer of a repair round's objects (pins.Options.FetchMany): roots from
+// peers, at most total bytes, with a single fetch's stall watch (fetchRun); what did not
+// come is the caller's to find.
+func (n *Node) fetchMany(ctx context.Context, roots []cid.Cid, peers []peer.ID, total int64) {
+	f := &fetchRun{n: n, root: roots[0], stall: n.opts.StallTimeout}
+	f.ctx, f.cancel = context.WithCancelCause(ctx)
+	defer f.cancel(nil)
+	f.touch()
+	go f.watchStalls()
+	var xopts []xfer.FetchOption
+	if n.opts.WrapBlockstore == nil {
+		xopts = append(xopts, xfer.WithRecycledBuffers()) // as tryStreaming
+	}
+	xopts = append(xopts, xfer.WithCheckpoints(fetchCheckpointEvery, fetchCheckpointBytes, n.store.Sync, n.opts.Clock.Now))
+	var shown int64
+	_, err := xfer.FetchManyWithStats(f.ctx, n.host, roots, peers, n.bstore, func(got int64) {
+		f.touch()
+		if got > total {
+			f.cancel(fmt.Errorf("received more than the %d bytes their roots declare", total))
+			return
+		}
+		n.metrics.transferBytes.Add(float64(got - shown))
+		shown = got
+	}, xopts...)
+	if err != nil {
+		n.opts.Logf("pins: fetching %d objects together from %d nodes: %v (cause %v); fetching each on its own", len(roots), len(peers), err, context.Cause(f.ctx))
+	}
 }

@@ -12,10 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/internal/clock"
 	"github.com/evalmesh/evalmesh/internal/testutil"
+	"github.com/evalmesh/evalmesh/node/diskstore"
 
+	"github.com/ipfs/boxo/blockservice"
 	"github.com/ipfs/boxo/blockstore"
+	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
+	"github.com/ipfs/go-datastore"
+	dssync "github.com/ipfs/go-datastore/sync"
 )
 
 // seed stores a directory bundle of files on each of the given nodes and pins it there.
@@ -341,11 +347,99 @@ func TestFetchRepairsTornLeaf(t *testing.T) {
 	file, _ := b.LocalDAG().Get(context.Background(), root)
 	leafParent, _ := b.LocalDAG().Get(context.Background(), file.Links()[0].Cid)
 	leaf := leafParent.Links()[0].Cid
-	if err := os.Truncate(b.store.(*flatStore).file(leaf), 0); err != nil {
+	if err := os.Truncate(b.store.(*diskstore.Flat).File(leaf), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Fetch(context.Background(), root, nil); err != nil {
 		t.Fatal(err)
 	}
 	checkFiles(t, b, root, files)
+}
+
+// wedgedOnceExchange never answers its first request for blocks, as a wedged bitswap session
+// does, and serves every later one from src.
+type wedgedOnceExchange struct {
+	src   blockstore.Blockstore
+	calls atomic.Int32
+}
+
+func (e *wedgedOnceExchange) GetBlock(ctx context.Context, c cid.Cid) (blocks.Block, error) {
+	return e.src.Get(ctx, c)
+}
+
+func (e *wedgedOnceExchange) GetBlocks(ctx context.Context, ks []cid.Cid) (<-chan blocks.Block, error) {
+	out := make(chan blocks.Block)
+	first := e.calls.Add(1) == 1
+	go func() {
+		defer close(out)
+		if first {
+			<-ctx.Done()
+			return
+		}
+		for _, k := range ks {
+			b, err := e.src.Get(ctx, k)
+			if err != nil {
+				return
+			}
+			select {
+			case out <- b:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (e *wedgedOnceExchange) NotifyNewBlocks(context.Context, ...blocks.Block) error { return nil }
+func (e *wedgedOnceExchange) Close() error                                           { return nil }
+
+// A session that delivers nothing is replaced once no block came for a quarter of the stall
+// timeout, on the node's clock: what is still wanted is asked for again through a new session,
+// and arrives, instead of the fetch failing at the stall timeout (see fetchRun.receive).
+func TestFetchRenewsAWedgedSession(t *testing.T) {
+	ctx := context.Background()
+	fake := clock.NewFake(time.Date(2031, 3, 1, 9, 0, 0, 0, time.UTC))
+	src := blockstore.NewBlockstore(dssync.MutexWrap(datastore.NewMapDatastore()))
+	var ask []cid.Cid
+	want := map[cid.Cid]struct{}{}
+	for i := range 3 {
+		b := blocks.NewBlock(randomBytes(uint64(i), 100))
+		if err := src.Put(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		ask = append(ask, b.Cid())
+		want[b.Cid()] = struct{}{}
+	}
+	ex := &wedgedOnceExchange{src: src}
+	local := blockstore.NewBlockstore(dssync.MutexWrap(datastore.NewMapDatastore()))
+	n := &Node{opts: Options{Clock: fake, Logf: t.Logf}, bserv: blockservice.New(local, ex)}
+	f := &fetchRun{n: n, stall: 20 * time.Second}
+	f.ctx, f.cancel = context.WithCancelCause(ctx)
+	defer f.cancel(nil)
+	f.touch()
+	f.newSession()
+	defer func() { f.endSess() }()
+
+	var got atomic.Int32
+	done := make(chan error, 1)
+	go func() { done <- f.receive(ask, want, func(blocks.Block) error { got.Add(1); return nil }) }()
+	if err := fake.BlockUntilContext(ctx, 1); err != nil { // receive's ticker
+		t.Fatal(err)
+	}
+	fake.Advance(6 * time.Second) // past a quarter of the stall timeout, well before all of it
+	var err error
+	testutil.WaitFor(t, 10*time.Second, "the blocks through a new session", func() bool {
+		select {
+		case err = <-done:
+			return true
+		default:
+			fake.Advance(2 * time.Second) // the next ticks: the new session asks on one
+			return false
+		}
+	})
+	// The fake clock runs on while the new session delivers, so a slow one may be renewed again.
+	if err != nil || got.Load() != 3 || len(want) != 0 || ex.calls.Load() < 2 {
+		t.Fatalf("receive: err %v, %d blocks, %d still wanted, %d requests to the exchange; want nil, 3, 0, at least 2", err, got.Load(), len(want), ex.calls.Load())
+	}
 }

@@ -5,12 +5,15 @@ import (
 	"cmp"
 	"context"
 	"io"
-	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/internal/attestgen"
 	"github.com/evalmesh/evalmesh/internal/testutil"
+	"github.com/evalmesh/evalmesh/node/syncer"
+	"github.com/evalmesh/evalmesh/node/vstore"
 
 	"github.com/ipfs/boxo/blockstore"
 	chunker "github.com/ipfs/boxo/chunker"
@@ -80,14 +83,7 @@ func connect(t *testing.T, a, b *Node) {
 }
 
 // randomBytes is deterministic pseudo-random data.
-func randomBytes(seed uint64, n int) []byte {
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
+func randomBytes(seed uint64, n int) []byte { return testutil.RandomBytes(seed, n) }
 
 // importFile adds data as a UnixFS file with the bundle parameters (CIDv1, raw leaves,
 // 256 KiB chunks, balanced layout) into dag.
@@ -172,3 +168,37 @@ func (s corruptingStore) Get(ctx context.Context, c cid.Cid) (blocks.Block, erro
 
 // DefaultTestConfig is the default config (loopback only).
 func DefaultTestConfig() home.Config { return home.DefaultConfig() }
+
+// syncLabs are two labs trusted by every node of the sync and heads tests.
+type syncLabs struct {
+	a, b  *attestgen.Fixture
+	trust *attest.TrustStore
+}
+
+func newSyncLabs(t *testing.T) syncLabs {
+	t.Helper()
+	a, b, tr, err := attestgen.TrustedPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return syncLabs{a, b, tr}
+}
+
+func (l syncLabs) options(so syncer.Options) Options {
+	o := testOptions()
+	o.Trust, o.Sync = l.trust, so
+	return o
+}
+
+func addLocal(t *testing.T, n *Node, envs [][]byte) {
+	t.Helper()
+	res, err := n.Store().Attestations().Add(envs, vstore.SourceLocal, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Status != vstore.StatusNew {
+			t.Fatalf("envelope %d of %d: %s, want new", i, len(envs), r.Status)
+		}
+	}
+}

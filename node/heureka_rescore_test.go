@@ -17,6 +17,7 @@ import (
 	heurekaexample "github.com/evalmesh/evalmesh/examples/heureka"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/internal/testutil"
+	"github.com/evalmesh/evalmesh/node/mesh"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/process"
@@ -35,7 +36,7 @@ const heurekaNet = "heureka-rescore-test"
 type heurekaLab struct {
 	name string
 	n    *Node
-	m    *Mesh
+	m    *mesh.Mesh
 }
 
 // heurekaNetwork starts two labs' nodes with their meshes, connected, and publishes a
@@ -94,7 +95,7 @@ func rescoreNetwork(t *testing.T, taskDir string, agent *agentspec.Spec, executo
 			t.Fatal(err)
 		}
 		r.SelfExe = os.Args[0] // TestMain runs the agents and the judge
-		m, err := StartMesh(context.Background(), nodes[i], MeshOptions{Trust: trust, Runner: r, Capacity: 1,
+		m, err := StartMesh(context.Background(), nodes[i], mesh.Options{Trust: trust, Runner: r, Capacity: 1,
 			Policy:  attest.AcceptPolicy{Replication: 1, AllowProcessRuns: true},
 			Scoring: scoring.Options{BootstrapRounds: 20}, RescoreTimeout: 5 * time.Second, SyncInterval: time.Second,
 			HeadsInterval: time.Second, Claims: protocol.ClaimConfig{Lease: 30 * time.Second, Settle: 100 * time.Millisecond}})

@@ -11,7 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/internal/clock"
 	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/node/syncer"
+	"github.com/evalmesh/evalmesh/node/vstore"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/runner/gpu"
 )
@@ -31,11 +34,12 @@ type nodeMetrics struct {
 	syncRounds    prometheus.Counter
 	syncBytes     *prometheus.CounterVec
 	transferBytes prometheus.Counter
+	spotChecks    *prometheus.CounterVec
 	ledgerSeconds prometheus.Histogram
 	runGPUSeconds prometheus.Counter
 	runEnergy     prometheus.Counter
 	// claimingStopped is 1 once the node stopped claiming for failures of its own
-	// (mesh_health.go); stoppedWhy says why (a string), for LedgerStatus and doctor.
+	// (node/mesh/health.go); stoppedWhy says why (a string), for LedgerStatus and doctor.
 	claimingStopped prometheus.Gauge
 	stoppedWhy      atomic.Value
 
@@ -46,7 +50,7 @@ type nodeMetrics struct {
 func newNodeMetrics() *nodeMetrics {
 	return &nodeMetrics{
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "evalmesh_runs_total",
-			Help: "Runs this node ended, by outcome (valid, agent_failed, infra_failed, awaiting_key, aborted)."}, []string{"outcome"}),
+			Help: "Runs this node ended, by outcome (valid, agent_failed, infra_failed, awaiting_key, given_up, aborted)."}, []string{"outcome"}),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "evalmesh_claims_total",
 			Help: "Claim messages sent and received, by direction and kind (claim, renew, release)."}, []string{"direction", "kind"}),
 		syncSessions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "evalmesh_sync_sessions_total",
@@ -57,6 +61,8 @@ func newNodeMetrics() *nodeMetrics {
 			Help: "Bytes of the sessions this node started, by direction (sent, received)."}, []string{"direction"}),
 		transferBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "evalmesh_transfer_bytes_total",
 			Help: "Bundle and object bytes fetched from peers (streaming transfer or bitswap)."}),
+		spotChecks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "evalmesh_holdings_spotcheck_total",
+			Help: "Spot checks of other labs' holdings claims (a random root-to-leaf path of a claimed object, asked of the claiming node alone), by result (pass, fail)."}, []string{"result"}),
 		ledgerSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "evalmesh_ledger_recompute_seconds",
 			Help: "Time to recompute the ledger from the store.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
 		runGPUSeconds: prometheus.NewCounter(prometheus.CounterOpts{Name: "evalmesh_run_gpu_seconds_total",
@@ -70,8 +76,12 @@ func newNodeMetrics() *nodeMetrics {
 
 // runEnded counts a run of this node by how it ended. A run that produced a result counts
 // as valid or agent_failed even when the claim machine had already let go of the slot
-// (its own attestation finishes the slot first); one cut short by an abort is "aborted".
-func (nm *nodeMetrics) runEnded(o protocol.RunOutcome, aborted bool) {
+// (its own attestation finishes the slot first). A run whose attempt the node gave up to
+// another (o is the coordinator's RunGivenUp: another node holds the attempt by the claim
+// records; or the abort's reason is that another node's result finished the slot) is
+// "given_up", not a failure of this node's; one cut short otherwise (hard limit, campaign
+// deadline, shutdown) is "aborted".
+func (nm *nodeMetrics) runEnded(o protocol.RunOutcome, aborted bool, abortReason string) {
 	outcome := "infra_failed"
 	switch {
 	case o.Kind == protocol.RunValid:
@@ -80,6 +90,8 @@ func (nm *nodeMetrics) runEnded(o protocol.RunOutcome, aborted bool) {
 		outcome = "agent_failed"
 	case o.Kind == protocol.RunAwaitingKey:
 		outcome = "awaiting_key"
+	case o.Kind == protocol.RunGivenUp, aborted && abortReason == protocol.AbortFinishedElsewhere:
+		outcome = "given_up"
 	case aborted:
 		outcome = "aborted"
 	}
@@ -104,7 +116,7 @@ func (nm *nodeMetrics) signed(p attest.RunPredicate) {
 }
 
 // syncSession counts one session this node started (Syncer.SyncWith).
-func (nm *nodeMetrics) syncSession(stats []SyncStats, err error) {
+func (nm *nodeMetrics) syncSession(stats []syncer.Stats, err error) {
 	result := "ok"
 	if err != nil {
 		result = "error"
@@ -125,8 +137,8 @@ func (n *Node) Metrics() *prometheus.Registry {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 			collectors.NewBuildInfoCollector(),
-			nm.runs, nm.claims, nm.syncSessions, nm.syncRounds, nm.syncBytes, nm.transferBytes, nm.ledgerSeconds,
-			nm.runGPUSeconds, nm.runEnergy, nm.claimingStopped, nodeStateCollector{n}, pinsCollector{n})
+			nm.runs, nm.claims, nm.syncSessions, nm.syncRounds, nm.syncBytes, nm.transferBytes, nm.spotChecks, nm.ledgerSeconds,
+			nm.runGPUSeconds, nm.runEnergy, nm.claimingStopped, nodeStateCollector{n}, n.pins.Collector())
 		nm.reg = reg
 	})
 	return nm.reg
@@ -186,7 +198,7 @@ func (c nodeStateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(headAge, prometheus.GaugeValue, oldest)
 	}
 	if s := n.vstore; s != nil {
-		for _, set := range []*Set{s.Attestations(), s.Campaigns()} {
+		for _, set := range []*vstore.Set{s.Attestations(), s.Campaigns()} {
 			ch <- prometheus.MustNewConstMetric(storeDesc, prometheus.GaugeValue, float64(set.Len()), string(set.Name()), "accepted")
 			ch <- prometheus.MustNewConstMetric(storeDesc, prometheus.GaugeValue, float64(set.RefusedLen()), string(set.Name()), "refused")
 		}
@@ -195,9 +207,11 @@ func (c nodeStateCollector) Collect(ch chan<- prometheus.Metric) {
 	if m == nil {
 		return
 	}
-	m.ps.Collector().Collect(ch)
-	if r := m.opts.Runner; r != nil && r.GPUs != nil {
-		collectGPUs(r.GPUs, ch)
+	if ps := n.gossipsub(); ps != nil {
+		ps.Collector().Collect(ch)
+	}
+	if r := m.Runner(); r != nil && r.GPUs != nil {
+		collectGPUs(r.GPUs, n.opts.Clock, ch)
 	}
 }
 
@@ -219,16 +233,17 @@ func collectCertExpiry(h home.Home, ch chan<- prometheus.Metric) {
 // gpuSampleTimeout bounds one scrape's GPU readings.
 const gpuSampleTimeout = 2 * time.Second
 
-// collectGPUs reads each GPU's utilisation, memory and energy counter. GPUs are labelled by
-// index, never by UUID (an inventory identifier labs do not publish).
-func collectGPUs(src gpu.Source, ch chan<- prometheus.Metric) {
+// collectGPUs reads each GPU's utilisation, memory and energy counter, until
+// gpuSampleTimeout has passed on clk. GPUs are labelled by index, never by UUID (an
+// inventory identifier labs do not publish).
+func collectGPUs(src gpu.Source, clk clock.Clock, ch chan<- prometheus.Metric) {
 	inv, err := src.Inventory()
 	if err != nil || inv.CPUOnly {
 		return
 	}
-	deadline := time.Now().Add(gpuSampleTimeout)
+	deadline := clk.Now().Add(gpuSampleTimeout)
 	for _, g := range inv.GPUs {
-		if time.Now().After(deadline) {
+		if clk.Now().After(deadline) {
 			return
 		}
 		idx := strconv.Itoa(g.Index)

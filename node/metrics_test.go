@@ -18,15 +18,58 @@ import (
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/internal/clock"
 	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/node/syncer"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/runner/gpu"
 )
 
-type gpuCollector struct{ src gpu.Source }
+type gpuCollector struct {
+	src gpu.Source
+	clk clock.Clock // nil: the wall clock
+}
 
-func (gpuCollector) Describe(chan<- *prometheus.Desc)      {}
-func (c gpuCollector) Collect(ch chan<- prometheus.Metric) { collectGPUs(c.src, ch) }
+func (gpuCollector) Describe(chan<- *prometheus.Desc) {}
+func (c gpuCollector) Collect(ch chan<- prometheus.Metric) {
+	clk := c.clk
+	if clk == nil {
+		clk = clock.Real()
+	}
+	collectGPUs(c.src, clk, ch)
+}
+
+// slowGPUs is a GPU source of n GPUs whose every sample takes each long on a fake clock.
+type slowGPUs struct {
+	n    int
+	clk  *clock.Fake
+	each time.Duration
+}
+
+func (s slowGPUs) Inventory() (gpu.Inventory, error) {
+	inv := gpu.Inventory{}
+	for i := range s.n {
+		inv.GPUs = append(inv.GPUs, gpu.Info{Index: i, UUID: fmt.Sprintf("GPU-%d", i)})
+	}
+	return inv, nil
+}
+func (s slowGPUs) EnergyMilliJoules(string) (uint64, error) { return 1000, nil }
+func (s slowGPUs) Sample(string) (gpu.Sample, error) {
+	s.clk.Advance(s.each)
+	return gpu.Sample{GPUPercent: 50}, nil
+}
+
+// A scrape stops reading GPUs once gpuSampleTimeout has passed on the node's clock: GPUs
+// whose samples take 0.9 s each of the fake clock's time are read up to the third (0 s,
+// 0.9 s and 1.8 s are before the 2 s bound), not the eight the machine has. On the wall
+// clock the samples take no time and all eight would be read.
+func TestGPUScrapeStopsAtItsTimeoutOnTheNodeClock(t *testing.T) {
+	fake := clock.NewFake(time.Date(2031, 3, 1, 9, 0, 0, 0, time.UTC))
+	c := gpuCollector{src: slowGPUs{n: 8, clk: fake, each: 900 * time.Millisecond}, clk: fake}
+	if n := promtest.CollectAndCount(c, "evalmesh_gpu_utilization_ratio"); n != 3 {
+		t.Fatalf("%d GPUs read in one scrape, want 3 (the bound is 2 s on the node's clock)", n)
+	}
+}
 
 // TestGPUMetricsThroughNVML reads utilisation, memory and energy through the real NVML path
 // (runner/gpu.Open) over go-nvml's DGX H200 mock: one series per GPU index, no UUID.
@@ -46,7 +89,7 @@ func TestGPUMetricsThroughNVML(t *testing.T) {
 	}
 	defer src.Close()
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(gpuCollector{src})
+	reg.MustRegister(gpuCollector{src: src})
 	want := `
 # HELP evalmesh_gpu_utilization_ratio GPU utilisation (0-1) sampled at scrape, by the GPU's index on this machine.
 # TYPE evalmesh_gpu_utilization_ratio gauge
@@ -72,7 +115,7 @@ evalmesh_gpu_energy_joules_total{gpu="7"} 8000
 	if err := promtest.GatherAndCompare(reg, strings.NewReader(want), "evalmesh_gpu_utilization_ratio", "evalmesh_gpu_energy_joules_total"); err != nil {
 		t.Error(err)
 	}
-	if n := promtest.CollectAndCount(gpuCollector{src}, "evalmesh_gpu_memory_used_bytes"); n != 8 {
+	if n := promtest.CollectAndCount(gpuCollector{src: src}, "evalmesh_gpu_memory_used_bytes"); n != 8 {
 		t.Errorf("%d memory series, want 8", n)
 	}
 	out, _ := reg.Gather()
@@ -87,18 +130,22 @@ evalmesh_gpu_energy_joules_total{gpu="7"} 8000
 	}
 	// A CPU-only source (no NVML) yields no GPU series.
 	var none *gpu.NVML
-	if n := promtest.CollectAndCount(gpuCollector{none}); n != 0 {
+	if n := promtest.CollectAndCount(gpuCollector{src: none}); n != 0 {
 		t.Errorf("CPU-only: %d series", n)
 	}
 }
 
 func TestNodeCountersKeepTheirLabelSetsBounded(t *testing.T) {
 	nm := newNodeMetrics()
-	nm.runEnded(protocol.RunOutcome{Kind: protocol.RunValid}, true) // a result counts even after the slot was let go
-	nm.runEnded(protocol.RunOutcome{Kind: protocol.RunAgentFailed}, false)
-	nm.runEnded(protocol.RunOutcome{Kind: protocol.RunInfraFailed}, true)
-	nm.runEnded(protocol.RunOutcome{Kind: protocol.RunInfraFailed}, false)
-	for outcome, want := range map[string]float64{"valid": 1, "agent_failed": 1, "aborted": 1, "infra_failed": 1} {
+	nm.runEnded(protocol.RunOutcome{Kind: protocol.RunValid}, true, protocol.AbortFinishedElsewhere) // a result counts even after the slot was let go
+	nm.runEnded(protocol.RunOutcome{Kind: protocol.RunAgentFailed}, false, "")
+	nm.runEnded(protocol.RunOutcome{Kind: protocol.RunInfraFailed}, true, protocol.AbortHardLimit)
+	nm.runEnded(protocol.RunOutcome{Kind: protocol.RunInfraFailed}, false, "")
+	// Given up: another node holds the attempt (the coordinator's RunGivenUp, after a GiveUp
+	// cut the run short), or another node's result finished the slot.
+	nm.runEnded(protocol.RunOutcome{Kind: protocol.RunGivenUp}, false, "")
+	nm.runEnded(protocol.RunOutcome{Kind: protocol.RunInfraFailed}, true, protocol.AbortFinishedElsewhere)
+	for outcome, want := range map[string]float64{"valid": 1, "agent_failed": 1, "aborted": 1, "infra_failed": 1, "given_up": 2} {
 		if got := promtest.ToFloat64(nm.runs.WithLabelValues(outcome)); got != want {
 			t.Errorf("runs{outcome=%q} = %v, want %v", outcome, got, want)
 		}
@@ -111,7 +158,7 @@ func TestNodeCountersKeepTheirLabelSetsBounded(t *testing.T) {
 	if n := promtest.CollectAndCount(nm.claims); n != 2 {
 		t.Errorf("%d claim series, want 2", n)
 	}
-	nm.syncSession([]SyncStats{{Rounds: 3, BytesSent: 100, BytesRecv: 40}, {Rounds: 2, BytesSent: 10, BytesRecv: 5}}, nil)
+	nm.syncSession([]syncer.Stats{{Rounds: 3, BytesSent: 100, BytesRecv: 40}, {Rounds: 2, BytesSent: 10, BytesRecv: 5}}, nil)
 	nm.syncSession(nil, errors.New("stream reset"))
 	if promtest.ToFloat64(nm.syncRounds) != 5 || promtest.ToFloat64(nm.syncBytes.WithLabelValues("sent")) != 110 ||
 		promtest.ToFloat64(nm.syncBytes.WithLabelValues("received")) != 45 || promtest.ToFloat64(nm.syncSessions.WithLabelValues("error")) != 1 {

@@ -2,8 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"sort"
 	"sync"
 
@@ -12,7 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
-	"golang.org/x/time/rate"
+	"github.com/evalmesh/evalmesh/node/api"
 )
 
 // Partitions for fault tests are made inside evalmesh, never with firewall rules or other
@@ -76,54 +74,9 @@ func (n *Node) CutOff() []string {
 	return out
 }
 
-type partitionReq struct {
-	Peers []string `json:"peers"`
-}
-
-// testRoutes adds the fault-test controls to mux (only with Options.TestControls).
-func (n *Node) testRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST "+apiPrefix+"test/partition", func(w http.ResponseWriter, r *http.Request) {
-		var req partitionReq
-		if !readJSON(w, r, &req) {
-			return
-		}
-		var ps []peer.ID
-		for _, s := range req.Peers {
-			p, err := peer.Decode(s)
-			if err != nil {
-				writeErr(w, http.StatusBadRequest, err)
-				return
-			}
-			ps = append(ps, p)
-		}
-		n.Partition(ps)
-		writeJSON(w, partitionReq{Peers: n.CutOff()})
-	})
-	mux.HandleFunc("POST "+apiPrefix+"test/pace", func(w http.ResponseWriter, r *http.Request) {
-		var req paceReq
-		if !readJSON(w, r, &req) {
-			return
-		}
-		if req.BytesPerSecond < 0 {
-			writeErr(w, http.StatusBadRequest, fmt.Errorf("bytes_per_second %d: want 0 (no limit) or more", req.BytesPerSecond))
-			return
-		}
-		lim := rate.Inf
-		if req.BytesPerSecond > 0 {
-			lim = rate.Limit(req.BytesPerSecond)
-		}
-		n.pace.SetLimit(lim)
-		writeJSON(w, req)
-	})
-	mux.HandleFunc("POST "+apiPrefix+"test/heal", func(w http.ResponseWriter, r *http.Request) {
-		n.Heal()
-		writeJSON(w, partitionReq{Peers: n.CutOff()})
-	})
-}
-
 // Partition asks a daemon started with --test-controls to cut itself off from peers.
 func (c *Client) Partition(ctx context.Context, peers []string) error {
-	return c.call(ctx, "test/partition", partitionReq{Peers: peers}, nil)
+	return c.call(ctx, "test/partition", api.PartitionRequest{Peers: peers}, nil)
 }
 
 // Heal asks a daemon started with --test-controls to lift its partition.
@@ -131,13 +84,9 @@ func (c *Client) Heal(ctx context.Context) error {
 	return c.call(ctx, "test/heal", nil, nil)
 }
 
-type paceReq struct {
-	BytesPerSecond int64 `json:"bytes_per_second"`
-}
-
 // Pace asks a daemon started with --test-controls to send bundle blocks (the streaming
 // transfer it serves) at most at bytesPerSecond (0: no limit), so that a fault test can
 // interrupt a transfer part way.
 func (c *Client) Pace(ctx context.Context, bytesPerSecond int64) error {
-	return c.call(ctx, "test/pace", paceReq{BytesPerSecond: bytesPerSecond}, nil)
+	return c.call(ctx, "test/pace", api.PaceRequest{BytesPerSecond: bytesPerSecond}, nil)
 }

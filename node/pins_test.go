@@ -5,16 +5,25 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/evalmesh/evalmesh/agentspec"
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/attestgen"
+	"github.com/evalmesh/evalmesh/node/pins"
+	"github.com/evalmesh/evalmesh/node/vstore"
+	"github.com/evalmesh/evalmesh/node/vstore/vstoretest"
 	"github.com/evalmesh/evalmesh/protocol"
 )
 
@@ -23,7 +32,7 @@ import (
 // objects), and drops an unpinned block nothing names.
 func TestGCKeepsWhatTheLedgerRestsOn(t *testing.T) {
 	ctx := context.Background()
-	f, tr := testLab(t, "lab1")
+	f, tr := vstoretest.Lab(t, "lab1")
 	opts := testOptions()
 	opts.Trust = tr
 	n := startNode(t, opts)
@@ -31,10 +40,10 @@ func TestGCKeepsWhatTheLedgerRestsOn(t *testing.T) {
 	subData := []byte("prediction\n1\n2\n3\n")
 	sub, stray := put(subData), put([]byte("nothing names this block"))
 	env := signRunNaming(t, f, sub, subData)
-	if res, err := n.Store().Attestations().Add([][]byte{env}, SourceLocal, ""); err != nil || res[0].Status == StatusRefused {
+	if res, err := n.Store().Attestations().Add([][]byte{env}, vstore.SourceLocal, ""); err != nil || res[0].Status == vstore.StatusRefused {
 		t.Fatalf("store the run: %+v %v", res, err)
 	}
-	if _, err := n.GC(ctx, GCOptions{}); err != nil {
+	if _, err := n.pins.GC(ctx, pins.GCOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _ := n.Blockstore().Has(ctx, sub); !ok {
@@ -89,17 +98,167 @@ func signRunNaming(t *testing.T, f *attestgen.Fixture, sub cid.Cid, data []byte)
 // stream is served while the round runs.
 func TestRepairPinsFetchesWhatItsLabMustHold(t *testing.T) {
 	ctx := context.Background()
-	fa, err := attestgen.New("laba")
+	fs, nodes := pinNetwork(t, "laba", "labb")
+	fa, a, b := fs[0], nodes[0], nodes[1]
+	data := []byte("the submission lab A's run made")
+	sub := putRaw(t, a, data)
+	env := signRunNaming(t, fa, sub, data)
+	for _, n := range []*Node{a, b} {
+		if res, err := n.Store().Attestations().Add([][]byte{env}, vstore.SourceLocal, ""); err != nil || res[0].Status == vstore.StatusRefused {
+			t.Fatalf("store the run: %+v %v", res, err)
+		}
+	}
+	connect(t, a, b)
+	sv, err := b.pins.RepairPins(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fb, err := attestgen.New("labb")
+	if sv.Factor != 2 || sv.Objects != 1 || sv.UnderFactor != 1 || len(sv.Fetched) != 1 || sv.Fetched[0] != sub.String() {
+		t.Fatalf("first round on B: %+v; want the submission under factor 2 and fetched", sv)
+	}
+	if !b.pins.HoldsWhole(ctx, sub) {
+		t.Fatalf("B does not hold %s after fetching it", sub)
+	}
+	if ok, err := b.IsPinned(ctx, sub); err != nil || !ok {
+		t.Errorf("B fetched %s but did not pin it (%v)", sub, err)
+	}
+	for _, n := range []*Node{a, b} {
+		sv, err := n.pins.RepairPins(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sv.UnderFactor != 0 || len(sv.Fetched) != 0 || len(sv.States) != 1 || !sv.States[0].Met || len(sv.States[0].Holding) != 2 {
+			t.Errorf("second round: %+v; want the factor met by both labs, nothing fetched", sv)
+		}
+	}
+}
+
+// A repair round of many objects on real nodes of a two-lab network (pin factor 2): lab A
+// holds the nine task bundles of a campaign; B's round fetches and pins the eight that fit
+// B's max_bundle_size and leaves the one that declares more to a fetch of its own
+// (FetchTogether takes only roots within the limit), which refuses it naming the limit.
+// With no limit, FetchTogether brings that one whole beside one B holds, and the next round
+// finds the factor met.
+func TestRepairPinsFetchesManyObjectsTogether(t *testing.T) {
+	ctx := context.Background()
+	fs, nodes := pinNetwork(t, "laba", "labb")
+	a, b := nodes[0], nodes[1]
+	var small []string
+	var big string
+	for i := range 9 {
+		dir := filepath.Join(t.TempDir(), fmt.Sprint("object", i))
+		size := 3000 + i
+		if i == 8 {
+			size = 1 << 20
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "data.bin"), randomBytes(uint64(i), size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := a.Add(ctx, dir, AddOptions{Unchecked: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 8 {
+			big = c.String()
+		} else {
+			small = append(small, c.String())
+		}
+	}
+	storeCampaignOf(t, fs[0], nodes, "many", append(slices.Clone(small), big))
+	b.cfg.MaxBundleSize = 512 << 10
+	connect(t, a, b)
+	sv, err := b.pins.RepairPins(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := protocol.ParseNetworkDoc((&protocol.NetworkDoc{Version: protocol.NetworkDocVersion, Network: "pintest",
-		Labs:   []protocol.NetworkLab{{Name: "laba", Key: base64.StdEncoding.EncodeToString(fa.Lab.Pub)}, {Name: "labb", Key: base64.StdEncoding.EncodeToString(fb.Lab.Pub)}},
-		Ledger: protocol.LedgerPolicy{Worst: "population"}}).Canonical())
+	slices.Sort(small)
+	if !slices.Equal(sv.Fetched, small) || len(sv.Failed) != 1 || !strings.HasPrefix(sv.Failed[0], big+": ") || !strings.Contains(sv.Failed[0], "max_bundle_size") {
+		t.Fatalf("round on B: fetched %v, failed %v; want the eight small objects fetched and %s refused for max_bundle_size", sv.Fetched, sv.Failed, big)
+	}
+	for _, s := range small {
+		c, _ := cid.Decode(s)
+		if ok, err := b.IsPinned(ctx, c); err != nil || !ok || !b.pins.HoldsWhole(ctx, c) {
+			t.Errorf("B fetched %s but does not hold and pin it (%v)", s, err)
+		}
+	}
+	// With no limit, FetchTogether itself brings the ninth whole (its root came in the
+	// round's want list), beside one it already holds.
+	b.cfg.MaxBundleSize = 0
+	objs := []protocol.LedgerObject{{CID: big, What: "bundle"}, {CID: small[0], What: "bundle"}}
+	got, rest := b.pins.FetchTogether(ctx, objs, map[string][]peer.ID{big: {a.ID()}, small[0]: {a.ID()}})
+	bc, _ := cid.Decode(big)
+	if len(got) != 2 || len(rest) != 0 || !b.pins.HoldsWhole(ctx, bc) {
+		t.Fatalf("FetchTogether on B: got %v, left %v; want both whole", got, rest)
+	}
+	if sv, err = b.pins.RepairPins(ctx); err != nil || len(sv.Fetched) != 0 || sv.UnderFactor != 0 {
+		t.Errorf("next round: %+v (%v); want the factor met, nothing fetched", sv, err)
+	}
+}
+
+// FetchTogether asks each object of those held by different nodes only of the nodes that
+// hold it: lab C's node fetches three small objects only lab A holds and three only lab B
+// holds, all six whole from two transfers; asked of both nodes at once, each would be dropped
+// for lacking the other's objects and the rest left to the slow path.
+func TestFetchTogetherAsksEachObjectOfItsHolders(t *testing.T) {
+	ctx := context.Background()
+	_, nodes := pinNetwork(t, "laba", "labb", "labc")
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	holders := map[string][]peer.ID{}
+	var objs []protocol.LedgerObject
+	for i := range 6 {
+		from := a
+		if i >= 3 {
+			from = b
+		}
+		dir := filepath.Join(t.TempDir(), fmt.Sprint("object", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "data.bin"), randomBytes(uint64(50+i), 300<<10+i), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		root, err := from.Add(ctx, dir, AddOptions{Unchecked: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		holders[root.String()] = []peer.ID{from.ID()}
+		objs = append(objs, protocol.LedgerObject{CID: root.String(), What: "bundle"})
+	}
+	connect(t, c, a)
+	connect(t, c, b)
+	c.pins.PrefetchRoots(ctx, objs)
+	got, rest := c.pins.FetchTogether(ctx, objs, holders)
+	if len(got) != len(objs) || len(rest) != 0 {
+		t.Fatalf("FetchTogether on C: %d whole, %d left (%v); want all %d whole", len(got), len(rest), rest, len(objs))
+	}
+}
+
+// pinNetwork starts one real node per lab of a network of those labs (pin factor 2), each
+// with its lab's certificate, unconnected.
+func pinNetwork(t *testing.T, names ...string) ([]*attestgen.Fixture, []*Node) {
+	t.Helper()
+	return pinNetworkWith(t, nil, names...)
+}
+
+// pinNetworkWith is pinNetwork with tweak (if set) applied to the options of the i-th lab's
+// node before it starts.
+func pinNetworkWith(t *testing.T, tweak func(i int, o *Options), names ...string) ([]*attestgen.Fixture, []*Node) {
+	t.Helper()
+	var fs []*attestgen.Fixture
+	var labs []protocol.NetworkLab
+	for _, name := range names {
+		f, err := attestgen.New(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs = append(fs, f)
+		labs = append(labs, protocol.NetworkLab{Name: name, Key: base64.StdEncoding.EncodeToString(f.Lab.Pub)})
+	}
+	doc, err := protocol.ParseNetworkDoc((&protocol.NetworkDoc{Version: protocol.NetworkDocVersion, Network: pinNet,
+		Labs: labs, Ledger: protocol.LedgerPolicy{Worst: "population"}}).Canonical())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,10 +266,14 @@ func TestRepairPinsFetchesWhatItsLabMustHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := func(f *attestgen.Fixture) *Node {
+	var nodes []*Node
+	for i, f := range fs {
 		h := newHome(t)
 		opts := testOptions()
 		opts.Trust, opts.Network = trust, doc
+		if tweak != nil {
+			tweak(i, &opts)
+		}
 		n := startNodeAt(t, h, opts)
 		cert, err := f.Lab.Certify(n.ID().String(), time.Now().Add(-time.Hour), 24*time.Hour)
 		if err != nil {
@@ -119,38 +282,111 @@ func TestRepairPinsFetchesWhatItsLabMustHold(t *testing.T) {
 		if err := os.WriteFile(h.CertPath(), cert.Raw(), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return n
+		nodes = append(nodes, n)
 	}
-	a, b := start(fa), start(fb)
-	data := []byte("the submission lab A's run made")
-	sub := putRaw(t, a, data)
-	env := signRunNaming(t, fa, sub, data)
-	for _, n := range []*Node{a, b} {
-		if res, err := n.Store().Attestations().Add([][]byte{env}, SourceLocal, ""); err != nil || res[0].Status == StatusRefused {
-			t.Fatalf("store the run: %+v %v", res, err)
-		}
-	}
-	connect(t, a, b)
-	sv, err := b.RepairPins(ctx)
+	return fs, nodes
+}
+
+// storeCampaignOf stores on every node a campaign of f's lab naming tasks, so that they are
+// ledger objects.
+func storeCampaignOf(t *testing.T, f *attestgen.Fixture, nodes []*Node, title string, tasks []string) {
+	t.Helper()
+	camp, _, err := protocol.SignCampaign(f.Lab, &protocol.Campaign{Network: pinNet, Title: title, Seeds: 1, Replication: 1,
+		Created: time.Now().Add(-time.Minute), Deadline: time.Now().Add(time.Hour), Tasks: tasks,
+		Agents: []protocol.CampaignAgent{protocol.NewCampaignAgent(&agentspec.Spec{Name: "a", Version: "1", Command: []string{"true"}})}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sv.Factor != 2 || sv.Objects != 1 || sv.UnderFactor != 1 || len(sv.Fetched) != 1 || sv.Fetched[0] != sub.String() {
-		t.Fatalf("first round on B: %+v; want the submission under factor 2 and fetched", sv)
+	for _, n := range nodes {
+		if res, err := n.Store().Campaigns().Add([][]byte{camp}, vstore.SourceLocal, ""); err != nil || res[0].Status == vstore.StatusRefused {
+			t.Fatalf("store the campaign: %+v %v", res, err)
+		}
 	}
-	if !b.HoldsWhole(ctx, sub) {
-		t.Fatalf("B does not hold %s after fetching it", sub)
+}
+
+// pinNet is the network of pinNetwork's document: a fresh home's (internal/home/config.go),
+// which the campaign store checks a campaign against.
+const pinNet = "evalmesh-dev"
+
+// A lab that holds no grant of a sealed bundle's key does not count toward its factor
+// (protocol.LedgerObject.Counting), on real nodes of three labs at factor 2: the bundle is
+// granted to labs A and B; A added it, and C — which holds no grant, and may be a dishonest
+// lab that keeps the ciphertext to make the factor look met while it cannot (or will not)
+// score from it — holds it too and says so. Counted as all labs are, A and C would meet the
+// factor and B would never fetch; so B's repair round must fetch and pin it, and then the
+// factor is met by A and B, with C listed as not counting. Run under -race.
+func TestRepairPinsCountsOnlyKeyHoldersForASealedBundle(t *testing.T) {
+	ctx := context.Background()
+	fs, nodes := pinNetwork(t, "laba", "labb", "labc")
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	data := []byte("a sealed bundle's bytes: public/, task.yaml and private.age")
+	bundle := putRaw(t, a, data)
+	putRaw(t, c, data)
+	camp, _, err := protocol.SignCampaign(fs[0].Lab, &protocol.Campaign{Network: pinNet, Title: "sealed", Seeds: 1, Replication: 1,
+		Created: time.Now().Add(-time.Minute), Deadline: time.Now().Add(time.Hour), Tasks: []string{bundle.String()},
+		Agents: []protocol.CampaignAgent{protocol.NewCampaignAgent(&agentspec.Spec{Name: "a", Version: "1", Command: []string{"true"}})}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if ok, err := b.IsPinned(ctx, sub); err != nil || !ok {
-		t.Errorf("B fetched %s but did not pin it (%v)", sub, err)
-	}
-	for _, n := range []*Node{a, b} {
-		sv, err := n.RepairPins(ctx)
+	var grants [][]byte
+	for _, to := range fs[:2] {
+		id, err := age.GenerateX25519Identity()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sv.UnderFactor != 0 || len(sv.Fetched) != 0 || len(sv.States) != 1 || !sv.States[0].Met || len(sv.States[0].Holding) != 2 {
-			t.Errorf("second round: %+v; want the factor met by both labs, nothing fetched", sv)
+		g, _, err := attest.NewGrant(fs[0].Node, fs[0].Cert, bundle.String(), to.Lab.ID, id.Recipient().String(), id.String(), attestgen.Base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grants = append(grants, g)
+	}
+	for _, n := range nodes {
+		if res, err := n.Store().Campaigns().Add([][]byte{camp}, vstore.SourceLocal, ""); err != nil || res[0].Status == vstore.StatusRefused {
+			t.Fatalf("store the campaign: %+v %v", res, err)
+		}
+		if res, err := n.Store().Attestations().Add(grants, vstore.SourceLocal, ""); err != nil || res[0].Status == vstore.StatusRefused || res[1].Status == vstore.StatusRefused {
+			t.Fatalf("store the grants: %+v %v", res, err)
 		}
 	}
+	connect(t, a, b)
+	connect(t, a, c)
+	connect(t, b, c)
+	for _, n := range []*Node{a, c} {
+		sv, err := n.pins.RepairPins(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sv.Fetched) != 0 || len(sv.Failed) != 0 {
+			t.Errorf("a round on %s fetched %v (failed %v): it already holds the bundle", n.ID(), sv.Fetched, sv.Failed)
+		}
+	}
+	sv, err := b.pins.RepairPins(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sv.Objects != 1 || sv.UnderFactor != 1 || len(sv.Fetched) != 1 || sv.Fetched[0] != bundle.String() {
+		t.Fatalf("round on B: %+v; want the sealed bundle under its factor (held by A and keyless C) and fetched by B", sv)
+	}
+	if ok, err := b.IsPinned(ctx, bundle); err != nil || !ok || !b.pins.HoldsWhole(ctx, bundle) {
+		t.Fatalf("B does not hold and pin %s after fetching it (%v)", bundle, err)
+	}
+	rep, err := c.pins.PinStatus(ctx, bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{fs[0].Lab.ID, fs[1].Lab.ID}
+	if !rep.Met || rep.Factor != 2 || !slices.Equal(sortedCopy(rep.Holding), sortedCopy(want)) || !slices.Equal(rep.KeyLabs, sortedCopy(want)) {
+		t.Errorf("pin status from C: met %v factor %d holding %v key labs %v; want met by %v", rep.Met, rep.Factor, rep.Holding, rep.KeyLabs, want)
+	}
+	for _, l := range rep.Labs {
+		if wantCounts := l.Lab != fs[2].Lab.ID; l.Counts != wantCounts || !l.Holds {
+			t.Errorf("pin status lab %s: holds %v counts %v; want it held, counting %v", l.Name, l.Holds, l.Counts, wantCounts)
+		}
+	}
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
 }

@@ -51,6 +51,9 @@ type PubSubOptions struct {
 	SubscriptionBuffer int
 	// ValidateThrottle bounds validations running at once across topics (library default 8192).
 	ValidateThrottle int
+	// Values are validators that hand on the value they verified, by topic kind, in place
+	// of validators[kind]: an accepted message reaches subscribers with it (Message.Value).
+	Values map[string]ValueValidatorFunc
 
 	// heartbeat, when set, replaces gossipsub's heartbeat interval and its initial delay:
 	// tests hold the mesh off with it to see what reaches a peer before the mesh forms.
@@ -89,7 +92,13 @@ type Message struct {
 	ReceivedFrom peer.ID
 	Data         []byte
 	Local        bool // published by this node (ReceivedFrom is this node)
+	// Value is what the topic's ValueValidatorFunc verified Data into (kept in gossipsub's
+	// ValidatorData between the validator and delivery); nil for other topics.
+	Value any
 }
+
+// ValueValidatorFunc is protocol.ValueValidatorFunc.
+type ValueValidatorFunc = protocol.ValueValidatorFunc
 
 // NewPubSub starts gossipsub on h for network with one validator per topic kind (the keys
 // of validators: protocol.TopicCampaigns, ...). Only those kinds can be published or
@@ -99,7 +108,7 @@ func NewPubSub(ctx context.Context, h host.Host, network string, validators map[
 	if !protocol.ValidNetworkName(network) {
 		return nil, fmt.Errorf("network name %q must be 1-64 lower-case letters, digits, '.', '_' or '-' (config `network:`)", network)
 	}
-	if len(validators) == 0 {
+	if len(validators)+len(opts.Values) == 0 {
 		return nil, errors.New("pubsub needs at least one topic validator")
 	}
 	opts = opts.withDefaults()
@@ -131,12 +140,22 @@ func NewPubSub(ctx context.Context, h host.Host, network string, validators map[
 	}
 	p := &PubSub{ps: ps, self: h.ID(), network: network, topics: map[string]*pubsub.Topic{}, counters: c, opts: opts,
 		published: timecache.NewTimeCache(pubsub.TimeCacheDuration)}
+	all := map[string]ValueValidatorFunc{}
 	for kind, f := range validators {
-		if protocol.MaxTopicMessageSize(kind) == 0 {
-			return nil, fmt.Errorf("unknown topic kind %q (want campaigns, claims, attestations or heads)", kind)
-		}
 		if f == nil {
 			return nil, fmt.Errorf("topic %s has a nil validator", kind)
+		}
+		all[kind] = func(from peer.ID, data []byte) (protocol.Validation, any) { return f(from, data), nil }
+	}
+	for kind, f := range opts.Values {
+		if f == nil {
+			return nil, fmt.Errorf("topic %s has a nil validator", kind)
+		}
+		all[kind] = f
+	}
+	for kind, f := range all {
+		if protocol.MaxTopicMessageSize(kind) == 0 {
+			return nil, fmt.Errorf("unknown topic kind %q (want campaigns, claims, attestations or heads)", kind)
 		}
 		topic := protocol.Topic(network, kind)
 		if err := ps.RegisterTopicValidator(topic, p.validator(kind, f)); err != nil {
@@ -153,7 +172,7 @@ func NewPubSub(ctx context.Context, h host.Host, network string, validators map[
 
 // validator adapts a protocol validator: the size limit first, a panic is a Reject (hostile
 // input must not take the node down), every verdict counted by kind and reason.
-func (p *PubSub) validator(kind string, f protocol.ValidatorFunc) pubsub.ValidatorEx {
+func (p *PubSub) validator(kind string, f ValueValidatorFunc) pubsub.ValidatorEx {
 	limit := protocol.MaxTopicMessageSize(kind)
 	return func(_ context.Context, _ peer.ID, m *pubsub.Message) (res pubsub.ValidationResult) {
 		var v protocol.Validation
@@ -175,7 +194,11 @@ func (p *PubSub) validator(kind string, f protocol.ValidatorFunc) pubsub.Validat
 			v = protocol.Validation{Verdict: protocol.Reject, Reason: protocol.ReasonTooLarge}
 			return
 		}
-		v = f(m.GetFrom(), m.Data)
+		var value any
+		v, value = f(m.GetFrom(), m.Data)
+		if v.Verdict == protocol.Accept {
+			m.ValidatorData = value // gossipsub delivers it with the message
+		}
 		return
 	}
 }
@@ -209,6 +232,12 @@ func (p *PubSub) Publish(ctx context.Context, kind string, data []byte) error {
 // PubSubOptions.SubscriptionBuffer messages loses messages, counted as
 // "subscriber_too_slow".
 func (p *PubSub) Subscribe(ctx context.Context, kind string) (msgs <-chan Message, cancel func(), err error) {
+	return subscribeAs(p, ctx, kind, func(m Message) Message { return m })
+}
+
+// subscribeAs is Subscribe delivering each message as conv makes it (the mesh reads its
+// own message type: no second goroutine to convert them).
+func subscribeAs[T any](p *PubSub, ctx context.Context, kind string, conv func(Message) T) (msgs <-chan T, cancel func(), err error) {
 	t, ok := p.topics[kind]
 	if !ok {
 		return nil, nil, fmt.Errorf("no topic %q on this node", kind)
@@ -218,7 +247,7 @@ func (p *PubSub) Subscribe(ctx context.Context, kind string) (msgs <-chan Messag
 		return nil, nil, fmt.Errorf("subscribe to %s: %w", protocol.Topic(p.network, kind), err)
 	}
 	ctx, stop := context.WithCancel(ctx)
-	out := make(chan Message)
+	out := make(chan T)
 	go func() {
 		defer close(out)
 		defer sub.Cancel()
@@ -228,9 +257,9 @@ func (p *PubSub) Subscribe(ctx context.Context, kind string) (msgs <-chan Messag
 				return
 			}
 			// pubsub's Message.Local means "not sent to the network"; ours means "ours".
-			msg := Message{Kind: kind, ID: m.ID, From: m.GetFrom(), ReceivedFrom: m.ReceivedFrom, Data: m.Data, Local: m.ReceivedFrom == p.self}
+			msg := Message{Kind: kind, ID: m.ID, From: m.GetFrom(), ReceivedFrom: m.ReceivedFrom, Data: m.Data, Local: m.ReceivedFrom == p.self, Value: m.ValidatorData}
 			select {
-			case out <- msg:
+			case out <- conv(msg):
 				p.counters.delivered(kind)
 			case <-ctx.Done():
 				return

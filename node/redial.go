@@ -23,6 +23,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
+	"github.com/evalmesh/evalmesh/internal/clock"
 	"github.com/evalmesh/evalmesh/internal/home"
 )
 
@@ -85,6 +86,7 @@ type redialer struct {
 	path  string
 	proto lp2pproto.ID // the network's sync protocol: a peer speaking it is of our network
 	o     RedialOptions
+	clk   clock.Clock // the node's: backoffs and the dial schedule are on it
 	logf  func(string, ...any)
 	warnf func(string, ...any)
 
@@ -113,14 +115,14 @@ type knownPeerEntry struct {
 }
 
 // newRedialer loads the known peers of h and subscribes to the host's events; start runs it.
-func newRedialer(h host.Host, hm home.Home, proto lp2pproto.ID, o RedialOptions, logf, warnf func(string, ...any)) (*redialer, error) {
+func newRedialer(h host.Host, hm home.Home, proto lp2pproto.ID, o RedialOptions, clk clock.Clock, logf, warnf func(string, ...any)) (*redialer, error) {
 	if o.Min <= 0 {
 		o.Min = defaultRedialMin
 	}
 	if o.Max < o.Min {
 		o.Max = max(defaultRedialMax, o.Min)
 	}
-	r := &redialer{h: h, path: hm.PeersPath(), proto: proto, o: o, logf: logf, warnf: warnf,
+	r := &redialer{h: h, path: hm.PeersPath(), proto: proto, o: o, clk: clk, logf: logf, warnf: warnf,
 		peers: map[peer.ID]*knownPeer{}, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	if err := r.load(); err != nil {
@@ -200,7 +202,7 @@ func (r *redialer) addBootstrap(pi peer.AddrInfo, err error) {
 	if p != nil {
 		p.bootstrap = true
 		p.failures, p.lastErr = 1, err.Error()
-		p.next = time.Now().Add(r.backoff(p.failures))
+		p.next = r.clk.Now().Add(r.backoff(p.failures))
 	}
 	r.mu.Unlock()
 	r.poke()
@@ -240,7 +242,7 @@ func (r *redialer) learnLocked(id peer.ID, addrs []ma.Multiaddr, connected bool)
 		p.addrs, r.dirty = merged, true
 	}
 	if connected && r.h.Network().Connectedness(id) == network.Connected {
-		now := time.Now()
+		now := r.clk.Now()
 		if p.connectedAt.IsZero() {
 			p.connectedAt = now
 		}
@@ -297,7 +299,7 @@ func (r *redialer) start() {
 	r.cancel = cancel
 	r.mu.Lock()
 	r.pending = 0
-	now := time.Now()
+	now := r.clk.Now()
 	for _, p := range r.peers {
 		if p.next.IsZero() {
 			p.next = now
@@ -321,7 +323,7 @@ func (r *redialer) run(ctx context.Context) {
 	defer close(r.done)
 	defer r.sub.Close()
 	defer r.save()
-	timer := time.NewTimer(0)
+	timer := r.clk.NewTimer(0)
 	defer timer.Stop()
 	first := true
 	for {
@@ -331,25 +333,25 @@ func (r *redialer) run(ctx context.Context) {
 		case e := <-r.sub.Out():
 			r.handle(e)
 		case <-r.wake:
-		case <-timer.C:
+		case <-timer.Chan():
 		}
 		r.save()
 		next := r.dialDue(ctx, first)
 		first = false
 		timer.Stop()
 		select { // drain a fire that raced with Stop, so Reset starts clean
-		case <-timer.C:
+		case <-timer.Chan():
 		default:
 		}
 		if !next.IsZero() {
-			timer.Reset(max(time.Until(next), 0))
+			timer.Reset(max(next.Sub(r.clk.Now()), 0))
 		}
 	}
 }
 
 // handle takes one host event.
 func (r *redialer) handle(e any) {
-	now := time.Now()
+	now := r.clk.Now()
 	switch e := e.(type) {
 	case event.EvtPeerConnectednessChanged:
 		connected := len(r.h.Network().Peers())
@@ -430,7 +432,7 @@ func sameHostAddrs(c network.Conn, announced []ma.Multiaddr) []ma.Multiaddr {
 // and returns when the next one is due (zero: none). first marks the round at start: once
 // all its dials are over with no peer connected, the node says it runs alone.
 func (r *redialer) dialDue(ctx context.Context, first bool) time.Time {
-	now := time.Now()
+	now := r.clk.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var next time.Time
@@ -467,7 +469,7 @@ func (r *redialer) dial(ctx context.Context, id peer.ID, addrs []ma.Multiaddr, f
 	if sw, ok := r.h.Network().(*swarm.Swarm); ok {
 		sw.Backoff().Clear(id)
 	}
-	dctx, cancel := context.WithTimeout(ctx, redialTimeout)
+	dctx, cancel := context.WithTimeout(ctx, redialTimeout) // wall clock: bounds a dial
 	err := r.h.Connect(dctx, peer.AddrInfo{ID: id, Addrs: addrs})
 	cancel()
 	if err == nil {
@@ -481,7 +483,7 @@ func (r *redialer) dial(ctx context.Context, id peer.ID, addrs []ma.Multiaddr, f
 			p.failures++
 			p.lastErr = err.Error()
 			wait := r.backoff(p.failures)
-			p.next = time.Now().Add(wait)
+			p.next = r.clk.Now().Add(wait)
 			r.logf("net: re-dial %s failed (%d in a row; next in %s): %v", id, p.failures, wait.Round(100*time.Millisecond), err)
 		}
 	}
@@ -492,19 +494,6 @@ func (r *redialer) dial(ctx context.Context, id peer.ID, addrs []ma.Multiaddr, f
 	}
 	r.mu.Unlock()
 	r.poke()
-}
-
-// KnownPeer is one peer the node re-dials, as the API reports it.
-type KnownPeer struct {
-	ID            string    `json:"peer_id"`
-	Addrs         []string  `json:"addrs"`
-	Connected     bool      `json:"connected"`
-	LastConnected time.Time `json:"last_connected"`
-	// Failures is how many dials failed in a row; NextDial when the next one is (while not
-	// connected), LastError why the last one failed.
-	Failures  int       `json:"failures"`
-	NextDial  time.Time `json:"next_dial"`
-	LastError string    `json:"last_error,omitempty"`
 }
 
 // known lists the known peers, sorted by ID.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/internal/testutil"
 )
 
@@ -131,18 +132,32 @@ func TestJitteredBackoff(t *testing.T) {
 	}
 }
 
-// A bootstrap peer that is down when the node starts is dialled again until it is up (it
-// used to be dialled once, its failure logged and forgotten), and the warning says so.
-func TestBootstrapPeerDownAtStartIsRetried(t *testing.T) {
+// bootstrapPeerDown starts a node and stops it: cfg names it as the only bootstrap peer, at
+// addr, and restart starts it again in the same home on the same port, dialling nothing by
+// itself (a peer down when the node under test starts, back later).
+func bootstrapPeerDown(t *testing.T) (cfg home.Config, addr string, restart func() *Node) {
+	t.Helper()
 	hb := newHome(t)
 	b, err := New(context.Background(), hb, testOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := b.Addrs()[0]
+	addr, id := b.Addrs()[0], b.ID()
 	b.Close()
-	cfg := DefaultTestConfig()
+	cfg = DefaultTestConfig()
 	cfg.Bootstrap = []string{addr}
+	return cfg, addr, func() *Node {
+		o := testOptions()
+		o.Listen = []string{strings.TrimSuffix(addr, "/p2p/"+id.String())}
+		o.Redial.Off = true
+		return startNodeAt(t, hb, o)
+	}
+}
+
+// A bootstrap peer that is down when the node starts is dialled again until it is up (it
+// used to be dialled once, its failure logged and forgotten), and the warning says so.
+func TestBootstrapPeerDownAtStartIsRetried(t *testing.T) {
+	cfg, addr, restart := bootstrapPeerDown(t)
 	var warn lineLog
 	o := fastRedial()
 	o.Config, o.Warnf = &cfg, warn.logf
@@ -150,10 +165,7 @@ func TestBootstrapPeerDownAtStartIsRetried(t *testing.T) {
 	if !warn.has("bootstrap peer " + addr + " unreachable") {
 		t.Fatalf("no warning for the bootstrap peer down at start: %q", warn.lines)
 	}
-	ob := testOptions()
-	ob.Listen = []string{strings.TrimSuffix(addr, "/p2p/"+b.ID().String())} // b again, same port
-	ob.Redial.Off = true
-	b = startNodeAt(t, hb, ob)
+	b := restart()
 	// Within 3 s, though the swarm's own dial backoff for b (5 s after a failed dial, more
 	// after each next one) has not run out: the redialer's schedule overrides it.
 	testutil.WaitFor(t, 3*time.Second, "a connected to its bootstrap peer once it is up", func() bool {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/node/api"
 )
 
 // Run is the daemon: it starts a node for home h, serves the HTTP API, writes a fresh API
@@ -23,18 +24,8 @@ import (
 // stores are opened, so a start that fails (a full disk, a bad config) leaves no address
 // that the CLI would try.
 func Run(ctx context.Context, h home.Home, opts Options, ready func(n *Node, apiAddr string)) error {
-	if c, err := NewClient(h); err == nil {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := c.ID(pctx)
-		cancel()
-		if err == nil || errors.Is(err, ErrUnauthorized) {
-			return fmt.Errorf("a daemon already runs for home %s (API in %s)", h.Dir, h.APIPath())
-		}
-	}
-	for _, p := range []string{h.APIPath(), h.APITokenPath()} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("remove the stale %s: %w", p, err)
-		}
+	if err := removeStaleAPI(ctx, h); err != nil {
+		return err
 	}
 	n, err := New(ctx, h, opts)
 	if err != nil {
@@ -53,7 +44,7 @@ func Run(ctx context.Context, h home.Home, opts Options, ready func(n *Node, api
 			}
 			n.setMesh(m)
 			defer m.Close()
-			stopRepair := n.startRepairPins(ctx)
+			stopRepair := n.pins.Start(ctx)
 			defer stopRepair()
 		}
 	}
@@ -61,7 +52,7 @@ func Run(ctx context.Context, h home.Home, opts Options, ready func(n *Node, api
 	if err != nil {
 		return fmt.Errorf("API address %s: %w (set another with --api HOST:PORT; port 0 picks a free one)", n.cfg.API, err)
 	}
-	token, err := newAPIToken()
+	token, err := api.NewToken()
 	if err != nil {
 		ln.Close()
 		return err
@@ -101,7 +92,32 @@ func Run(ctx context.Context, h home.Home, opts Options, ready func(n *Node, api
 	case err := <-served:
 		return fmt.Errorf("API server: %w", err)
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	return shutDown(n, srv, stopDashboard)
+}
+
+// removeStaleAPI removes the HOME/api and HOME/api.token a killed daemon left; it refuses
+// when a daemon still answers on that address.
+func removeStaleAPI(ctx context.Context, h home.Home) error {
+	if c, err := NewClient(h); err == nil {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second) // wall clock: an HTTP call to another daemon
+		_, err := c.ID(pctx)
+		cancel()
+		if err == nil || errors.Is(err, ErrUnauthorized) {
+			return fmt.Errorf("a daemon already runs for home %s (API in %s)", h.Dir, h.APIPath())
+		}
+	}
+	for _, p := range []string{h.APIPath(), h.APITokenPath()} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove the stale %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// shutDown stops Run's daemon in the order that loses nothing: the API (its requests
+// finished or cancelled), the dashboard, the mesh, then the node and its stores.
+func shutDown(n *Node, srv *http.Server, stopDashboard func()) error {
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // wall clock: the grace an HTTP shutdown gives open requests
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err

@@ -19,6 +19,7 @@ import (
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/internal/testutil"
+	"github.com/evalmesh/evalmesh/node/mesh"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/process"
@@ -39,6 +40,8 @@ type sealedMesh struct {
 	sealedDir  string
 	key        *tasks.DataKey
 	network    string
+	// tune, when set, edits each node's options and its mesh's before they start.
+	tune func(*Options, *mesh.Options)
 }
 
 func newSealedMesh(t *testing.T) *sealedMesh {
@@ -84,18 +87,25 @@ func newSealedMesh(t *testing.T) *sealedMesh {
 
 // start starts lab-b's node and mesh on the fixture's home (again, for a restart), leaving
 // free sealed slots to key holders for headStart.
-func (f *sealedMesh) start(headStart time.Duration) (*Node, *Mesh) {
+func (f *sealedMesh) start(headStart time.Duration) (*Node, *mesh.Mesh) {
 	return f.startLab(f.h, "lab-b", f.labB, headStart)
 }
 
 // startLab starts a node of lab (named name in its log) on h, with its mesh.
-func (f *sealedMesh) startLab(h home.Home, name string, lab *attest.Lab, headStart time.Duration) (*Node, *Mesh) {
+func (f *sealedMesh) startLab(h home.Home, name string, lab *attest.Lab, headStart time.Duration) (*Node, *mesh.Mesh) {
 	t := f.t
 	cfg := home.DefaultConfig()
 	cfg.Network = f.network
 	opts := testOptions()
 	opts.Config = &cfg
 	opts.Logf = testutil.FailureLog(t, name)
+	mo := mesh.Options{Trust: f.trust, Capacity: 1,
+		Policy:  attest.AcceptPolicy{Replication: 1, AllowProcessRuns: true},
+		Scoring: scoring.Options{BootstrapRounds: 20}, SyncInterval: time.Second, HeadsInterval: time.Second,
+		Claims: protocol.ClaimConfig{Lease: 30 * time.Second, Settle: 100 * time.Millisecond, KeyHolderHeadStart: headStart}}
+	if f.tune != nil {
+		f.tune(&opts, &mo)
+	}
 	n := startNodeAt(t, h, opts)
 	cert, err := lab.Certify(n.ID().String(), time.Now().Add(-time.Minute), time.Hour)
 	if err != nil {
@@ -109,10 +119,8 @@ func (f *sealedMesh) startLab(h home.Home, name string, lab *attest.Lab, headSta
 		t.Fatal(err)
 	}
 	r.SelfExe = os.Args[0] // TestMain runs the agent
-	m, err := StartMesh(context.Background(), n, MeshOptions{Trust: f.trust, Runner: r, Capacity: 1,
-		Policy:  attest.AcceptPolicy{Replication: 1, AllowProcessRuns: true},
-		Scoring: scoring.Options{BootstrapRounds: 20}, SyncInterval: time.Second, HeadsInterval: time.Second,
-		Claims: protocol.ClaimConfig{Lease: 30 * time.Second, Settle: 100 * time.Millisecond, KeyHolderHeadStart: headStart}})
+	mo.Runner = r
+	m, err := StartMesh(context.Background(), n, mo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +130,7 @@ func (f *sealedMesh) startLab(h home.Home, name string, lab *attest.Lab, headSta
 }
 
 // publish adds the sealed bundle to n and publishes lab-a's campaign of one slot of it.
-func (f *sealedMesh) publish(n *Node, m *Mesh) (bundle, campaign string) {
+func (f *sealedMesh) publish(n *Node, m *mesh.Mesh) (bundle, campaign string) {
 	c, err := n.Add(context.Background(), f.sealedDir, AddOptions{})
 	if err != nil {
 		f.t.Fatal(err)
@@ -131,7 +139,7 @@ func (f *sealedMesh) publish(n *Node, m *Mesh) (bundle, campaign string) {
 }
 
 // publishCampaign publishes lab-a's campaign of seeds slots of bundle, through m.
-func (f *sealedMesh) publishCampaign(m *Mesh, bundle string, seeds int) string {
+func (f *sealedMesh) publishCampaign(m *mesh.Mesh, bundle string, seeds int) string {
 	t := f.t
 	agent := &agentspec.Spec{Name: "constant", Version: "1.0.0", Command: []string{"evalmesh", "agent", "constant"}}
 	env, campaign, err := protocol.SignCampaign(f.labA, &protocol.Campaign{Network: f.network, Title: "sealed slot",
@@ -179,7 +187,7 @@ func TestSealedSlotAwaitsKeyThenScores(t *testing.T) {
 	f := newSealedMesh(t)
 	h := f.h
 	const headStart = 200 * time.Millisecond
-	start := func() (*Node, *Mesh) { return f.start(headStart) }
+	start := func() (*Node, *mesh.Mesh) { return f.start(headStart) }
 	n, m := start()
 	ctx := context.Background()
 	bundle, campaign := f.publish(n, m)
@@ -188,11 +196,11 @@ func TestSealedSlotAwaitsKeyThenScores(t *testing.T) {
 	// nothing, its one run waits for the key and the campaign counts the slot awaiting a key.
 	// With capacity 1 and this slot the only one, a machine that would claim it again holds
 	// it by then: SetCapacity and RunEnded claim in the same input.
-	awaitingHere := func(m *Mesh, what string) {
+	awaitingHere := func(m *mesh.Mesh, what string) {
 		t.Helper()
 		testutil.WaitFor(t, 2*time.Minute, what, func() bool {
 			var open, idle bool
-			_ = m.query(ctx, func() { open, idle = m.coord.Open(), len(m.coord.Held()) == 0 && len(m.running) == 0 })
+			open, idle, _ = m.ClaimingIdle(ctx)
 			rep, err := m.CampaignStatus(ctx, campaign)
 			return err == nil && open && idle && rep.Status.AwaitingKey == 1 && rep.Status.Failed == 0 &&
 				len(rep.Slots) == 1 && rep.Slots[0].State == "awaiting-key"
@@ -245,7 +253,7 @@ func TestSealedSlotLeftToKeyHoldersUntilAGrant(t *testing.T) {
 	// as soon as the mesh gives it its capacity.
 	testutil.WaitFor(t, 2*time.Minute, "the campaign known, capacity given and the sealed slot left unclaimed", func() bool {
 		var open, idle bool
-		_ = m.query(ctx, func() { open, idle = m.coord.Open(), len(m.coord.Held()) == 0 && len(m.running) == 0 })
+		open, idle, _ = m.ClaimingIdle(ctx)
 		rep, err := m.CampaignStatus(ctx, campaign)
 		return err == nil && open && idle && rep.Status.Unclaimed == 1 && len(rep.Slots) == 1 && rep.Slots[0].State == "no-key"
 	})
@@ -289,7 +297,7 @@ func TestSealedSlotsLeftToTheKeyHolder(t *testing.T) {
 	campaign := f.publishCampaign(mA, c.String(), 2)
 
 	testutil.WaitFor(t, 3*time.Minute, "both slots done by lab-a, in both nodes' views", func() bool {
-		for _, m := range []*Mesh{mA, mB} {
+		for _, m := range []*mesh.Mesh{mA, mB} {
 			rep, err := m.CampaignStatus(ctx, campaign)
 			if err != nil || rep.Status.Done != 2 {
 				return false

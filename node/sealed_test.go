@@ -15,6 +15,7 @@ import (
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
 	"github.com/evalmesh/evalmesh/internal/attestgen"
 	"github.com/evalmesh/evalmesh/internal/testutil"
+	"github.com/evalmesh/evalmesh/node/syncer"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/tasks"
@@ -72,9 +73,9 @@ func TestSealedBundleServedWithoutGrantScoredAfterGrant(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	a := startNode(t, l.options(SyncOptions{}))
-	b := startNode(t, l.options(SyncOptions{}))
-	c := startNode(t, l.options(SyncOptions{}))
+	a := startNode(t, l.options(syncer.Options{}))
+	b := startNode(t, l.options(syncer.Options{}))
+	c := startNode(t, l.options(syncer.Options{}))
 	root, err := a.Add(ctx, sealed, AddOptions{})
 	if err != nil {
 		t.Fatal(err)

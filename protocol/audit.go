@@ -3,9 +3,9 @@ package protocol
 import (
 	"encoding/binary"
 	"math"
-	"slices"
 
 	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/scoring"
 )
 
 // Audits by re-execution (issue 44; docs/scoring.md "Audits", docs/design.md §9): which runs
@@ -17,30 +17,27 @@ import (
 // written so that no multiply-add can be fused (docs/design.md §7).
 
 // DefaultAuditRate is the expected number of audits of a run of ordinary impact (weight 1):
-// the network document's ledger.audits.rate when it sets none. The audit simulator
-// (`evalmesh sim audits`, docs/scoring.md "Audits") shows no rate it tried meets every goal
-// of issue 44 yet; what catches a rank-changing fabrication is the rank-move rule
-// (RankMoveAudits), not this rate, which mostly sets the cost of ordinary runs. 0.05 keeps
-// that cost at 5 % of a campaign's GPU time.
-const DefaultAuditRate = 0.05
+// the network document's ledger.audits.rate when it sets none. What catches a fabrication
+// that would move a published rank is the rank-move rule (movers are held and audited before
+// they count, MoverLambda), not this rate: the rate audits the runs that move nothing, and
+// sets the cost of every run that moves nothing (0.8 × rate of a campaign of ten agents, two
+// of them close): the audit simulator (`evalmesh sim audits`, docs/scoring.md "The
+// simulator and the goals") catches as many rank-changing fabrications at 0.02 as at 0.05,
+// for 2.4 points less of the campaign's GPU time.
+const DefaultAuditRate = 0.02
 
-// RankMoveAudits is the expected number of audits of each run in a group of results that
-// would move its agent's rank (ImpactWeight): such results are held until audited, so they
-// are drawn near-certainly, whatever the network's rate. P(a run escapes) = e^-3 ≈ 5 %.
-const RankMoveAudits = 3.0
+// MaxAuditRate bounds ledger.audits.rate: a rate above the number of other labs audits no
+// more (each lab's draw is certain from there), and the bound keeps a typo (20 for 0.20)
+// from being read as "re-run everything" without a word.
+const MaxAuditRate = 16.0
 
-// MaxImpactWeight caps the weight of a group that deviates from other labs' results without
-// moving a rank.
-const MaxImpactWeight = 20.0
-
-// ImpactFreeZ is the deviation, in standard errors of the group's mean, that costs nothing:
-// honest noise lies within it.
-const ImpactFreeZ = 2.0
-
-// DefaultAuditBias is the per-lab bias allowed by the statistical test, in units of the
-// task's spread of results: hardware and drivers differ between labs, so a lab's results may
-// sit consistently above or below the others' by this much without suspicion.
-const DefaultAuditBias = 0.5
+// UnjudgedAudits is the expected number of audits the daemons' coordinator gives a result
+// that no other lab's result of its task can judge yet. The ledger holds movers and the
+// coordinator draws them at MoverLambda's doubling (AuditHeld), but a result nothing can be
+// measured against is no mover, so it is drawn at once by up to three labs: every other lab
+// of a network of four or fewer, enough for proof (DecideAudits needs two) without waiting
+// for a doubling.
+const UnjudgedAudits = 3.0
 
 // DefaultAuditZ is the statistical test's critical value: one-sided tail 1e-6 per test (see
 // StatisticalFlag for the false-positive rate).
@@ -73,182 +70,6 @@ func AuditThreshold(lambda float64, auditors int) float64 {
 	return min(1, lambda/float64(auditors))
 }
 
-// TaskStats summarises other labs' results of one (agent, task): their mean, their spread
-// (sample standard deviation, between labs and seeds together) and how many there are.
-type TaskStats struct {
-	Task  string
-	Mean  float64
-	SD    float64
-	Count int
-}
-
-// TaskScore is one result: its task and its normalized score.
-type TaskScore struct {
-	Task  string
-	Score float64
-}
-
-// Residuals standardises a lab's results of an agent against other labs' results of the
-// same (agent, task): (score − mean) / (sd · √(1 + 1/count)), the last factor for the
-// uncertainty of the others' mean. Results of a task no other lab has two results of are left
-// out (there is nothing to compare them with). The spread used is the largest of the task's
-// own, the spread pooled over all the reference's tasks, and minSD: a task with few other
-// results can show a spread far below the true one by chance, and an honest lab must not be
-// flagged for that.
-func Residuals(results []TaskScore, reference []TaskStats, minSD float64) []float64 {
-	var ss, df float64
-	for _, r := range reference {
-		if r.Count >= 2 {
-			v := r.SD * r.SD
-			ss += v * float64(r.Count-1)
-			df += float64(r.Count - 1)
-		}
-	}
-	pooled := 0.0
-	if df > 0 {
-		pooled = math.Sqrt(ss / df)
-	}
-	var out []float64
-	for _, r := range results {
-		i, ok := findTask(reference, r.Task)
-		if !ok || reference[i].Count < 2 {
-			continue
-		}
-		sd := max(reference[i].SD, pooled, minSD) * math.Sqrt(1+1/float64(reference[i].Count))
-		out = append(out, (r.Score-reference[i].Mean)/sd)
-	}
-	return out
-}
-
-func findTask(reference []TaskStats, task string) (int, bool) {
-	return slices.BinarySearchFunc(reference, task, func(s TaskStats, t string) int {
-		switch {
-		case s.Task < t:
-			return -1
-		case s.Task > t:
-			return 1
-		}
-		return 0
-	})
-}
-
-// Impact is how much a lab's unaudited results of an agent, taken together, matter.
-type Impact struct {
-	// Shift is how far these results move the agent's mean normalized score compared with
-	// the other labs' means on the same tasks: Σ(score − reference mean) / the agent's
-	// result count. A lift split into many small results adds up here.
-	Shift float64
-	// Z is the group's deviation from the other labs: the sum of its residuals over √n.
-	Z float64
-	// MovesRank: counted, the group's results in one direction would carry the agent past
-	// the neighbour on that side (their sum over the agent's result count ≥ the gap).
-	MovesRank bool
-	// Movers are the indices (into the pending results) of the results that carry the
-	// move: the largest contributions in the move's direction, taken until the rest no
-	// longer moves the rank. Each is audited before it counts (Lambda RankMoveAudits).
-	// Empty when the group does not move a rank.
-	Movers []int
-	// Unreferenced are the indices of results of tasks no other lab has a result of yet:
-	// nothing says whether they are ordinary, so they wait (do not count) until one does.
-	Unreferenced []int
-	// Weight multiplies the network's rate for each run of the group (1 to MaxImpactWeight);
-	// Lambda, rate × Weight, is the expected audits of each run that is not a mover.
-	Weight, Lambda float64
-}
-
-// ImpactWeight measures a lab's unaudited results of one agent (pending) against other
-// labs' results of it (reference, sorted by task). agentResults is how many results the
-// agent has in all (the pending ones included); up and down are how far the agent's mean,
-// without the pending results, lies below the next agent above and above the next agent
-// below (+Inf where there is none). Results that would move the rank are audited before
-// they count (Movers); results that lie far from other labs' weigh up to MaxImpactWeight;
-// others weigh 1.
-func ImpactWeight(pending []TaskScore, reference []TaskStats, agentResults int, up, down, rate, minSD float64) Impact {
-	var imp Impact
-	res := Residuals(pending, reference, minSD)
-	contrib := make([]float64, len(pending))
-	var shift float64
-	for k, r := range pending {
-		if i, ok := findTask(reference, r.Task); ok && reference[i].Count >= 1 {
-			contrib[k] = r.Score - reference[i].Mean
-			shift += contrib[k]
-		} else {
-			imp.Unreferenced = append(imp.Unreferenced, k)
-		}
-	}
-	if agentResults > 0 {
-		imp.Shift = shift / float64(agentResults)
-	}
-	if len(res) > 0 {
-		var sum float64
-		for _, r := range res {
-			sum += r
-		}
-		imp.Z = sum / math.Sqrt(float64(len(res)))
-	}
-	imp.Weight = min(MaxImpactWeight, 1+max(0, math.Abs(imp.Z)-ImpactFreeZ))
-	imp.Lambda = rate * imp.Weight
-	// A group moves the rank if its contributions in one direction, taken alone, carry the
-	// agent past the neighbour on that side: results pulling the other way do not offset
-	// them, or a lab could hide a lift behind results it lowered.
-	var pos, neg float64
-	for _, c := range contrib {
-		if c > 0 {
-			pos += c
-		} else {
-			neg -= c
-		}
-	}
-	dir, gap, carried := 0.0, 0.0, 0.0
-	if agentResults > 0 {
-		n := float64(agentResults)
-		switch {
-		case pos/n >= up && (pos/n-up >= neg/n-down):
-			dir, gap, carried = 1, up, pos
-		case neg/n >= down:
-			dir, gap, carried = -1, down, neg
-		}
-	}
-	if dir == 0 {
-		return imp
-	}
-	imp.MovesRank = true
-	order := make([]int, len(pending))
-	for k := range order {
-		order[k] = k
-	}
-	// Largest contribution in the move's direction first; ties by index, so every node
-	// picks the same movers.
-	slices.SortStableFunc(order, func(a, b int) int {
-		ca, cb := dir*contrib[a], dir*contrib[b]
-		switch {
-		case ca > cb:
-			return -1
-		case ca < cb:
-			return 1
-		}
-		return 0
-	})
-	rest := carried
-	limit := gap * float64(agentResults)
-	for _, k := range order {
-		if rest < limit || dir*contrib[k] <= 0 {
-			break
-		}
-		imp.Movers = append(imp.Movers, k)
-		rest -= dir * contrib[k]
-	}
-	return imp
-}
-
-// LambdaOf is the expected audits of pending result k of the group imp describes.
-func (imp *Impact) LambdaOf(k int) float64 {
-	if slices.Contains(imp.Movers, k) {
-		return max(imp.Lambda, RankMoveAudits)
-	}
-	return imp.Lambda
-}
-
 // StatisticalFlag is the test for stochastic agents: do a lab's results of an agent (their
 // residuals against other labs' results of the same tasks, Residuals) lie further from the
 // others' than the allowed per-lab bias? T = (|mean residual| − bias) · √n, flagged when
@@ -271,64 +92,89 @@ func StatisticalFlag(residuals []float64, bias, z float64, minN int) (flag bool,
 	return t > z, t
 }
 
-// CompareDeterministic judges an audit of an agent whose spec declares it deterministic:
-// the same GPU model must give the same submission. Another GPU model (deterministic code
-// can differ across hardware) or a re-execution without a submission is inconclusive.
+// CompareDeterministic judges an audit of an agent whose spec declares it deterministic
+// (attest.CompareDeterministic: the ledger judges audits with the same function).
 func CompareDeterministic(runSubmission, runGPUModel string, audit attest.AuditResult) (verdict, reason string) {
-	switch {
-	case audit.GPUModel != runGPUModel:
-		return attest.VerdictInconclusive, "audited on " + gpuName(audit.GPUModel) + ", the run on " + gpuName(runGPUModel)
-	case audit.Submission == "" || runSubmission == "":
-		return attest.VerdictInconclusive, "no submission to compare"
-	case audit.Submission == runSubmission:
-		return attest.VerdictMatch, ""
-	}
-	return attest.VerdictMismatch, "submission sha256 " + audit.Submission + " differs from the run's " + runSubmission
+	return attest.CompareDeterministic(runSubmission, runGPUModel, audit)
 }
 
-func gpuName(m string) string {
-	if m == "" {
-		return "no GPU"
-	}
-	return m
-}
+// AuditOutcome is what the audits of one run decide (attest.AuditOutcome).
+type AuditOutcome = attest.AuditOutcome
 
-// AuditOutcome is what the audits of one run decide.
-type AuditOutcome int
-
+// The outcomes of DecideAudits.
 const (
-	// AuditOpen: not decided (no decisive verdicts yet, a tie, or one lone mismatch: more
-	// auditors are needed).
-	AuditOpen AuditOutcome = iota
-	// AuditCleared: a majority of the deciding labs found the same submission.
-	AuditCleared
-	// AuditProven: a deterministic mismatch confirmed by a majority of the deciding labs,
-	// at least two of them: proof, which carries the misconduct consequence.
-	AuditProven
+	AuditOpen    = attest.AuditOpen
+	AuditCleared = attest.AuditCleared
+	AuditProven  = attest.AuditProven
 )
 
-// DecideAudits takes each auditing lab's verdict on one run (one per lab: a lab that gave
-// both verdicts has none, as in re-score votes) and decides: proof needs at least two labs
-// finding a mismatch and more mismatches than matches, so one dishonest auditor cannot
-// frame a run alone; clearance needs more matches than mismatches. Inconclusive verdicts do
-// not vote.
+// DecideAudits decides one run's audits from each auditing lab's verdicts
+// (attest.DecideAudits, which the ledger applies).
 func DecideAudits(verdicts map[string][]string) AuditOutcome {
-	match, mismatch := 0, 0
-	for _, vs := range verdicts {
-		m, mm := slices.Contains(vs, attest.VerdictMatch), slices.Contains(vs, attest.VerdictMismatch)
-		switch {
-		case m && mm:
-		case m:
-			match++
-		case mm:
-			mismatch++
-		}
-	}
-	switch {
-	case mismatch >= 2 && mismatch > match:
-		return AuditProven
-	case match > mismatch:
-		return AuditCleared
-	}
-	return AuditOpen
+	return attest.DecideAudits(verdicts)
+}
+
+// The impact rule is scoring's (scoring/impact.go): one definition for the ledger, which holds
+// movers, the coordinator and the simulator. These names keep protocol's callers as they were.
+type (
+	TaskStats    = scoring.TaskStats
+	TaskScore    = scoring.TaskScore
+	Impact       = scoring.Impact
+	RankInterval = scoring.RankInterval
+)
+
+const (
+	DefaultAuditBias = scoring.DefaultAuditBias
+	DefaultPairZ     = scoring.DefaultPairZ
+	RankMoveAudits   = scoring.RankMoveAudits
+	MaxImpactWeight  = scoring.MaxImpactWeight
+	ImpactFreeZ      = scoring.ImpactFreeZ
+	PivotalZ         = scoring.PivotalZ
+	OutlierZ         = scoring.OutlierZ
+)
+
+// Residuals is scoring.Residuals.
+func Residuals(results []TaskScore, reference []TaskStats, minSD float64) []float64 {
+	return scoring.Residuals(results, reference, minSD)
+}
+
+// ImpactWeight is scoring.ImpactWeight.
+func ImpactWeight(pending []TaskScore, reference []TaskStats, agentResults int, up, down, rate, minSD float64) Impact {
+	return scoring.ImpactWeight(pending, reference, agentResults, up, down, rate, minSD)
+}
+
+// RankMovers is scoring.RankMovers.
+func RankMovers(contrib []float64, dir int, moves func(taken []int) bool) []int {
+	return scoring.RankMovers(contrib, dir, moves)
+}
+
+// MoverLambda is scoring.MoverLambda.
+func MoverLambda(lambda float64, epochsHeld int) float64 {
+	return scoring.MoverLambda(lambda, epochsHeld)
+}
+
+// SeparatedAbove is scoring.SeparatedAbove.
+func SeparatedAbove(a, b RankInterval) bool { return scoring.SeparatedAbove(a, b) }
+
+// RankMargins is scoring.RankMargins.
+func RankMargins(agent RankInterval, others []RankInterval) (up, down float64) {
+	return scoring.RankMargins(agent, others)
+}
+
+// PivotalSpan is scoring.PivotalSpan.
+func PivotalSpan(m int, sd float64, agentResults int) float64 {
+	return scoring.PivotalSpan(m, sd, agentResults)
+}
+
+// SpreadUpper is scoring.SpreadUpper.
+func SpreadUpper(sd float64, df int) float64 { return scoring.SpreadUpper(sd, df) }
+
+// Outliers is scoring.Outliers.
+func Outliers(contrib []float64, sd float64, dir int, z float64) []int {
+	return scoring.Outliers(contrib, sd, dir, z)
+}
+
+// PairCleared is scoring.PairCleared.
+func PairCleared(run float64, audits []float64, sd, rho, bias, z float64, dir int) (cleared bool, t float64) {
+	return scoring.PairCleared(run, audits, sd, rho, bias, z, dir)
 }

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,6 +130,9 @@ type CampaignVerifyOptions struct {
 	// Now is the reader's time: a campaign past its deadline is expired, one created more
 	// than CampaignClockSkew after Now is not yet valid.
 	Now time.Time
+	// AtCreation reads the campaign at its own creation time instead of Now (a store keeps a
+	// campaign whose deadline has passed: its runs still count), without decoding it twice.
+	AtCreation bool
 	// MaxSlots bounds tasks × agents × seeds; 0 means DefaultMaxSlots.
 	MaxSlots int
 	// Network, when set, is the only network accepted.
@@ -139,9 +143,15 @@ type CampaignVerifyOptions struct {
 type VerifiedCampaign struct {
 	ID       string // CID of the envelope bytes
 	Envelope []byte // the envelope as received
+	// Digest is the sha256 of Envelope, the digest inside ID: the store keys the envelope
+	// by it without hashing the bytes again. Zero in a value not made by VerifyCampaign.
+	Digest   [32]byte
 	Lab      string // lab ID of the signer
 	LabName  string // the name the trust store knows the lab by
 	Campaign *Campaign
+	// Agents are the agents' specs by CID, parsed once by the verification: readers take
+	// them instead of parsing Campaign.Agents again.
+	Agents map[string]*agentspec.Spec
 }
 
 // SignCampaign normalises c (times to UTC whole seconds, version and lab filled in), checks
@@ -162,7 +172,7 @@ func SignCampaign(lab *attest.Lab, c *Campaign) (envelope []byte, id string, err
 	}
 	c.Created = c.Created.UTC().Truncate(time.Second)
 	c.Deadline = c.Deadline.UTC().Truncate(time.Second)
-	if err := c.check(DefaultMaxSlots); err != nil {
+	if _, err := c.check(DefaultMaxSlots); err != nil {
 		return nil, "", fmt.Errorf("refusing to sign: %w", err)
 	}
 	body := c.canonical()
@@ -204,6 +214,9 @@ func VerifyCampaign(envelope []byte, trust *attest.TrustStore, opts CampaignVeri
 	if r, ok := trust.LabRetired(ls.Lab); ok && !c.Created.Before(r) {
 		return nil, refuseCampaign(CampaignUnknownLab, "lab %s (%s) retired from the network at %s; its campaign created %s does not count", ls.LabName, ls.Lab, r.UTC().Format(time.RFC3339), c.Created.Format(time.RFC3339))
 	}
+	if opts.AtCreation {
+		opts.Now = c.Created
+	}
 	if opts.Network != "" && c.Network != opts.Network {
 		return nil, refuseCampaign(CampaignWrongNetwork, "campaign is for network %q, this node is in %q", c.Network, opts.Network)
 	}
@@ -213,11 +226,13 @@ func VerifyCampaign(envelope []byte, trust *attest.TrustStore, opts CampaignVeri
 	if c.Created.After(opts.Now.Add(CampaignClockSkew)) {
 		return nil, refuseCampaign(CampaignNotYetValid, "created %s is in the future (now %s)", c.Created.Format(time.RFC3339), opts.Now.UTC().Format(time.RFC3339))
 	}
-	if err := c.check(opts.MaxSlots); err != nil {
+	specs, err := c.check(opts.MaxSlots)
+	if err != nil {
 		return nil, err
 	}
-	c.ID = attest.EnvelopeID(envelope)
-	return &VerifiedCampaign{ID: c.ID, Envelope: envelope, Lab: ls.Lab, LabName: ls.LabName, Campaign: c}, nil
+	digest := sha256.Sum256(envelope)
+	c.ID = attest.EnvelopeIDOfDigest(digest)
+	return &VerifiedCampaign{ID: c.ID, Envelope: envelope, Digest: digest, Lab: ls.Lab, LabName: ls.LabName, Campaign: c, Agents: specs}, nil
 }
 
 // DecodeCampaign parses a campaign body without checking any signature or policy: the
@@ -267,63 +282,66 @@ func (c *Campaign) canonical() []byte {
 	return b
 }
 
-// check is every rule on the body itself, cheapest first.
-func (c *Campaign) check(maxSlots int) error {
+// check is every rule on the body itself, cheapest first; it returns the agents' specs it
+// parsed, by CID.
+func (c *Campaign) check(maxSlots int) (map[string]*agentspec.Spec, error) {
 	bad := func(format string, args ...any) error { return refuseCampaign(CampaignMalformed, format, args...) }
 	switch {
 	case c.Version != Version:
-		return refuseCampaign(CampaignUnknownVersion, "version %d; this evalmesh writes version %d", c.Version, Version)
+		return nil, refuseCampaign(CampaignUnknownVersion, "version %d; this evalmesh writes version %d", c.Version, Version)
 	case !ValidNetworkName(c.Network):
-		return bad("network %q must be 1-64 lower-case letters, digits, '.', '_' or '-'", c.Network)
+		return nil, bad("network %q must be 1-64 lower-case letters, digits, '.', '_' or '-'", c.Network)
 	case strings.TrimSpace(c.Title) == "" || len(c.Title) > MaxCampaignTitle:
-		return bad("title must be 1-%d bytes", MaxCampaignTitle)
+		return nil, bad("title must be 1-%d bytes", MaxCampaignTitle)
 	case !strings.HasPrefix(c.Lab, attest.LabIDPrefix):
-		return bad("lab %q is not a lab ID", c.Lab)
+		return nil, bad("lab %q is not a lab ID", c.Lab)
 	case c.Seeds < 1:
-		return bad("seeds is %d; a campaign runs each (task, agent) at least once", c.Seeds)
+		return nil, bad("seeds is %d; a campaign runs each (task, agent) at least once", c.Seeds)
 	case c.Replication < 0:
-		return bad("replication %d must not be negative", c.Replication)
+		return nil, bad("replication %d must not be negative", c.Replication)
 	case c.Created.IsZero() || !c.Deadline.After(c.Created):
-		return bad("deadline %s must be after created %s", c.Deadline.Format(time.RFC3339), c.Created.Format(time.RFC3339))
+		return nil, bad("deadline %s must be after created %s", c.Deadline.Format(time.RFC3339), c.Created.Format(time.RFC3339))
 	case len(c.Tasks) == 0 || len(c.Tasks) > MaxCampaignTasks:
-		return bad("%d tasks; give 1-%d", len(c.Tasks), MaxCampaignTasks)
+		return nil, bad("%d tasks; give 1-%d", len(c.Tasks), MaxCampaignTasks)
 	case len(c.Agents) == 0 || len(c.Agents) > MaxCampaignAgents:
-		return bad("%d agents; give 1-%d", len(c.Agents), MaxCampaignAgents)
+		return nil, bad("%d agents; give 1-%d", len(c.Agents), MaxCampaignAgents)
 	}
 	// The product, without overflow: each factor is bounded above, seeds by maxSlots.
 	if n := int64(len(c.Tasks)) * int64(len(c.Agents)); c.Seeds > maxSlots || n*int64(c.Seeds) > int64(maxSlots) {
-		return refuseCampaign(CampaignTooManySlots, "%d tasks × %d agents × %d seeds is over the %d-slot limit", len(c.Tasks), len(c.Agents), c.Seeds, maxSlots)
+		return nil, refuseCampaign(CampaignTooManySlots, "%d tasks × %d agents × %d seeds is over the %d-slot limit", len(c.Tasks), len(c.Agents), c.Seeds, maxSlots)
 	}
 	seen := make(map[string]bool, len(c.Tasks)+len(c.Agents))
+	specs := make(map[string]*agentspec.Spec, len(c.Agents))
 	for i, t := range c.Tasks {
 		if _, err := cid.Decode(t); err != nil {
-			return bad("tasks[%d] %q is not a bundle CID: %v", i, t, err)
+			return nil, bad("tasks[%d] %q is not a bundle CID: %v", i, t, err)
 		}
 		if seen[t] {
-			return bad("tasks[%d] %s is listed twice", i, t)
+			return nil, bad("tasks[%d] %s is listed twice", i, t)
 		}
 		seen[t] = true
 	}
 	for i, a := range c.Agents {
 		if _, err := cid.Decode(a.CID); err != nil {
-			return bad("agents[%d] cid %q is not a CID: %v", i, a.CID, err)
+			return nil, bad("agents[%d] cid %q is not a CID: %v", i, a.CID, err)
 		}
 		if seen[a.CID] {
-			return bad("agents[%d] %s is listed twice (or is also a task)", i, a.CID)
+			return nil, bad("agents[%d] %s is listed twice (or is also a task)", i, a.CID)
 		}
 		seen[a.CID] = true
 		if got := agentspec.RawCID(a.Spec); got != a.CID {
-			return refuseCampaign(CampaignAgentMismatch, "agents[%d] spec hashes to %s, not its cid %s", i, got, a.CID)
+			return nil, refuseCampaign(CampaignAgentMismatch, "agents[%d] spec hashes to %s, not its cid %s", i, got, a.CID)
 		}
 		spec, err := agentspec.Parse(a.Spec)
 		if err != nil {
-			return bad("agents[%d] (%s): %v", i, a.CID, err)
+			return nil, bad("agents[%d] (%s): %v", i, a.CID, err)
 		}
 		if !bytes.Equal(spec.Canonical(), a.Spec) {
-			return bad("agents[%d] (%s): spec is not in canonical form", i, a.CID)
+			return nil, bad("agents[%d] (%s): spec is not in canonical form", i, a.CID)
 		}
+		specs[a.CID] = spec
 	}
-	return nil
+	return specs, nil
 }
 
 // Slots lists the campaign's slots: for each task in order, each agent in order, seeds

@@ -65,7 +65,7 @@ func FuzzDecodeCampaign(f *testing.F) {
 		if !bytes.Equal(c.canonical(), body) {
 			t.Fatalf("accepted a non-canonical body:\n%s\nre-encodes as\n%s", body, c.canonical())
 		}
-		if c.check(DefaultMaxSlots) == nil {
+		if _, err := c.check(DefaultMaxSlots); err == nil {
 			if n := len(c.Slots()); n != len(c.Tasks)*len(c.Agents)*c.Seeds || n > DefaultMaxSlots {
 				t.Fatalf("%d slots", n)
 			}

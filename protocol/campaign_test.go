@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -77,7 +78,7 @@ func TestCampaignSignVerifyRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.ID != id || v.Lab != lab.ID || v.LabName != "laba" || v.Campaign.Title != c.Title || v.Campaign.ID != id {
+	if v.ID != id || v.Lab != lab.ID || v.LabName != "laba" || v.Campaign.Title != c.Title || v.Campaign.ID != id || v.Digest != sha256.Sum256(env) {
 		t.Fatalf("verified %+v", v)
 	}
 	if !bytes.Equal(v.Campaign.canonical(), c.canonical()) {

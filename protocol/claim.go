@@ -37,6 +37,10 @@ type SlotSpec struct {
 	// only when it has nothing else to do (its run would wait for a grant). KeyArrived
 	// lifts it.
 	NoKey bool
+	// RecordedAttempt is the highest attempt a claim record heard before the campaign was
+	// added names (Coordinator.ClaimRecord): the first claim of the slot takes a later one,
+	// as after AttemptClaimed.
+	RecordedAttempt int
 }
 
 // CampaignSpec is what the claim machine needs of a verified campaign.
@@ -203,6 +207,13 @@ const (
 	// (the run may yet produce the result), and this node does not claim it again: a
 	// second run here would wait for the same key.
 	RunAwaitingKey
+	// RunGivenUp: another node holds the run's attempt by the signed claim records
+	// (Coordinator.RunEnded turns such an infrastructure failure into this): the attempt is
+	// the holder's, not a failure here, so it counts towards no retry cap — the ledger
+	// charges it to the holder's lab if the holder never answers it — and the slot is freed
+	// for the next attempt (ReleaseStale: peers count no failure either). A lab that takes
+	// attempts it outranks by claiming them, and never runs them, cannot so fail a slot.
+	RunGivenUp
 )
 
 // RunOutcome is how a run ended, with a detail for logs.
@@ -223,6 +234,13 @@ type CampaignStatus struct {
 	// AwaitingKey: free slots whose run (here or elsewhere) waits for a sealed bundle's key.
 	AwaitingKey int  `json:"awaiting_key"`
 	Closed      bool `json:"closed"` // the deadline has passed: nobody claims any more
+	// Withdrawn: this node claims none of the campaign's slots any more: the caps at
+	// admission refused it after it was added (ClaimMachine.WithdrawCampaign).
+	Withdrawn bool `json:"withdrawn,omitempty"`
+	// NotHere counts the campaign's slots this node never runs, outside Slots: its lab
+	// scores their task (ledger.scorers), its policy refuses their agent, or it cannot run
+	// them. Other labs' runs of them reach the ledger all the same.
+	NotHere int `json:"not_here,omitempty"`
 }
 
 type claimPhase int
@@ -305,6 +323,8 @@ type slotState struct {
 	ranResult  bool      // this machine's run produced the slot's result
 	// declined: this node ran the slot and its run waits for a key; it never claims it.
 	declined bool
+	// barred: labs whose nodes never claim the slot again (ReopenSlot, coordinator_revoke.go).
+	barred []string
 	// awaitingKey: a run of the slot (this node's or, by its release, another's) waits for
 	// a key, so its result may still come although nobody holds the slot.
 	awaitingKey bool
@@ -416,6 +436,8 @@ type campaignState struct {
 	spec   CampaignSpec
 	order  []*slotState // by this node's score, highest first
 	cursor int          // order[:cursor] are all touched or finished
+	// withdrawn: the node claims none of its slots (WithdrawCampaign).
+	withdrawn bool
 }
 
 // ClaimMachine is one node's view of the claims of every campaign it knows, in the shape of
@@ -485,7 +507,7 @@ func (m *ClaimMachine) AddCampaign(c CampaignSpec, now time.Time) Actions {
 			// untouched-first scan passes it by, and declined, so it is never picked.
 			s := &slotState{spec: sp, camp: cs, score: RendezvousScore(sp.ID, m.cfg.Self), freeSince: now,
 				touched: sp.AwaitingKey, declined: sp.AwaitingKey, awaitingKey: sp.AwaitingKey,
-				noKey: sp.NoKey && !sp.AwaitingKey}
+				noKey: sp.NoKey && !sp.AwaitingKey, maxAttempt: sp.RecordedAttempt}
 			m.slots[sp.ID] = s
 			cs.order = append(cs.order, s)
 			if s.noKey {
@@ -502,6 +524,44 @@ func (m *ClaimMachine) AddCampaign(c CampaignSpec, now time.Time) Actions {
 			return cmp.Compare(a.spec.ID, b.spec.ID)
 		})
 		m.campaigns[c.ID] = cs
+	}
+	return m.finish(now)
+}
+
+// WithdrawCampaign stops this node claiming the campaign's slots: its pending claims are
+// released (no run started, no attempt consumed) and no slot of it is claimed again until
+// RestoreCampaign. Runs of it already started go on and end as they would. The coordinator
+// withdraws a campaign the caps at admission refuse after it was added (coordinator_caps.go).
+func (m *ClaimMachine) WithdrawCampaign(id string, now time.Time) Actions {
+	m.now = now
+	c, ok := m.campaigns[id]
+	if !ok || c.withdrawn {
+		return m.finish(now)
+	}
+	c.withdrawn = true
+	for _, s := range m.sortedHeld() {
+		if s.camp != c || s.mine.phase != phasePending {
+			continue
+		}
+		m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: id, Slot: s.spec.ID,
+			Lamport: s.mine.lamport, Attempt: s.mine.attempt, Reason: ReleaseShutdown})
+		m.dropMine(s)
+	}
+	return m.finish(now)
+}
+
+// RestoreCampaign lets this node claim a withdrawn campaign's slots again.
+func (m *ClaimMachine) RestoreCampaign(id string, now time.Time) Actions {
+	m.now = now
+	if c, ok := m.campaigns[id]; ok && c.withdrawn {
+		c.withdrawn = false
+		for _, s := range c.order {
+			// The freed scan dropped them while withdrawn; untouched ones are still ahead
+			// of the cursor.
+			if (s.touched || s.noKey) && !s.finished && s.mine == nil {
+				m.freed[s.spec.ID] = s
+			}
+		}
 	}
 	return m.finish(now)
 }
@@ -540,6 +600,16 @@ func (m *ClaimMachine) Receive(msg *ClaimMessage, now time.Time) Actions {
 	}
 	s.touched = true
 	s.maxAttempt = max(s.maxAttempt, msg.Attempt)
+	if msg.Kind != ClaimKindRelease && msg.PeerID != m.cfg.Self && s.labFailures(msg.Lab) >= m.cfg.MaxInfraAttempts {
+		// Rule 6 read on others' claims: a lab that failed the slot MaxInfraAttempts times
+		// claims it no more, and a node of it that does anyway (a dishonest lab keeping a
+		// slot from the network by claiming and failing it for ever) is neither waited
+		// for nor given standing. Its attempt number still raises ours, so no attempt of
+		// ours shares a number with its claim.
+		m.out.Ignored = append(m.out.Ignored, Ignored{Slot: s.spec.ID, Peer: msg.PeerID,
+			Why: fmt.Sprintf("%s of attempt %d by lab %s, which failed the slot %d times: its nodes claim it no more (rule 6)", msg.Kind, msg.Attempt, msg.Lab, s.labFailures(msg.Lab))})
+		return m.finish(now)
+	}
 	if msg.Kind == ClaimKindRenew {
 		s.hear(msg.Attempt, msg.PeerID)
 	}
@@ -706,6 +776,42 @@ func (m *ClaimMachine) SlotFinished(slotID, by string, now time.Time) Actions {
 	return m.finish(now)
 }
 
+// AttemptClaimed records that attempt of slotID was claimed by a signed claim record
+// (Coordinator.ClaimRecord), so this node's next claim of the slot takes a later attempt
+// (rule 6). The record can reach a node whose gossip copy of that claim and its renews were
+// lost (loss, a partition); a claim of the same attempt would then compete with the
+// holder's by claim rank, and where it outranks it, the holder's result already out no
+// longer counts (docs/design.md §9 "Pre-emption") while, for a node without the sealed
+// bundle's key, its own run only waits: nothing would ever finish the slot.
+func (m *ClaimMachine) AttemptClaimed(slotID string, attempt int) {
+	if s, ok := m.slots[slotID]; ok {
+		s.maxAttempt = max(s.maxAttempt, attempt)
+	}
+}
+
+// SlotReopened records that the results that finished the slot here no longer do: a
+// claim record heard since gives their attempt to another node (Coordinator.ClaimRecord),
+// and the ledger counts a run only from its attempt's holder. The slot is free again, from
+// now, and the next claim takes a later attempt. Without this, a key holder whose run
+// finished a sealed slot just before it heard a keyless node's better-ranked record of the
+// same attempt (both claimed it across a partition) held the slot finished for ever, while
+// the holder's run only waited for a key: nothing would finish the slot.
+//
+// The node of lab whose record of attempt reopened it most likely ran that attempt on the
+// other side of a partition, and its run is on its way: the slot is held for it for a lease,
+// as a claim heard, and is free only if no run of it comes by then. Freed at once, it was
+// run a third time (TestHostsFaults' 5-minute cut: one slot ran 3 times).
+func (m *ClaimMachine) SlotReopened(slotID, node, lab string, attempt int, now time.Time) Actions {
+	m.now = now
+	if s, ok := m.slots[slotID]; ok && s.finished {
+		s.finished, s.ranResult = false, false
+		s.freeSince = now
+		m.freed[slotID] = s
+		m.noteClaim(s, claimRef{peer: node, lab: lab, attempt: attempt, running: true, slot: slotID}, now, m.cfg.Lease)
+	}
+	return m.finish(now)
+}
+
 // KeyArrived records that this node's lab can now open the key of the sealed task bundle
 // task (a grant to it arrived): its slots are claimed like any other from now on.
 func (m *ClaimMachine) KeyArrived(task string, now time.Time) Actions {
@@ -753,6 +859,11 @@ func (m *ClaimMachine) RunEnded(slotID string, o RunOutcome, now time.Time) Acti
 		s.awaitingKey = true
 		m.dropMine(s)
 		m.publishAwaitingKeyRelease(s, mine.lamport, mine.attempt, now)
+	case RunGivenUp:
+		m.dropMine(s)
+		s.maxAttempt = max(s.maxAttempt, mine.attempt)
+		m.publish(ClaimMessage{Kind: ClaimKindRelease, Campaign: s.camp.spec.ID, Slot: s.spec.ID,
+			Lamport: mine.lamport, Attempt: mine.attempt, Reason: ReleaseStale})
 	default:
 		m.dropMine(s)
 		s.infraFailed(mine.attempt, m.cfg.Lab)
@@ -790,7 +901,7 @@ func (m *ClaimMachine) Status(campaignID string, now time.Time) (st CampaignStat
 	if !ok {
 		return CampaignStatus{}, false
 	}
-	st = CampaignStatus{Campaign: campaignID, Slots: len(c.order), Closed: !now.Before(c.spec.Deadline)}
+	st = CampaignStatus{Campaign: campaignID, Slots: len(c.order), Closed: !now.Before(c.spec.Deadline), Withdrawn: c.withdrawn}
 	for _, s := range c.order {
 		switch {
 		case s.finished:
@@ -1025,7 +1136,7 @@ func (m *ClaimMachine) claimMore(now time.Time) {
 func (m *ClaimMachine) pick(now time.Time) *slotState {
 	var open []*campaignState
 	for _, c := range m.campaigns {
-		if !now.Before(c.spec.Created) && now.Before(c.spec.Deadline) {
+		if !c.withdrawn && !now.Before(c.spec.Created) && now.Before(c.spec.Deadline) {
 			open = append(open, c)
 		}
 	}
@@ -1050,7 +1161,7 @@ func (m *ClaimMachine) pick(now time.Time) *slotState {
 	m.headStartEnd = time.Time{}
 	var best, avoided *slotState
 	for id, s := range m.freed {
-		if s.finished || s.mine != nil || s.holder != nil || s.declined || s.failed(m.cfg.MaxInfraAttempts, m.cfg.Labs) {
+		if s.finished || s.mine != nil || s.holder != nil || s.declined || s.camp.withdrawn || s.failed(m.cfg.MaxInfraAttempts, m.cfg.Labs) || slices.Contains(s.barred, m.cfg.Lab) {
 			delete(m.freed, id)
 			continue
 		}

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"time"
@@ -43,6 +44,26 @@ type CoordinatorConfig struct {
 	// attempt by the signed claim records (attest.AcceptPolicy.RequireClaimRecords;
 	// coordinator_claimrec.go).
 	RequireClaimRecords bool
+	// Scorers: a sealed task's bundle CID to the lab IDs that score it (the network
+	// document's ledger.scorers, attest.AcceptPolicy.Scorers; coordinator_seal.go).
+	Scorers map[string][]string
+	// MaxAgentsPerLab and MaxCampaignsPerLab are the network's per-lab caps at admission
+	// (attest.AcceptPolicy's, the network document's ledger.caps): the slots of a campaign
+	// the ledger refuses are not claimed here (coordinator_caps.go). 0 is no cap.
+	MaxAgentsPerLab, MaxCampaignsPerLab int
+	// RescorerDraw, when not nil, is the network's drawn re-scorer rule (the ledger's
+	// attest.AcceptPolicy.RescorerDraw): who re-scores a run is drawn by VRF over its slot,
+	// attempt and lab instead of RescorersDue's order by its attestation ID
+	// (coordinator_rescore.go). OwnDraw is this node's draw for a run (attest.RescoreDraw
+	// with its lab's draw key, or its node key where the lab has none); VerifyDraw checks
+	// the draw another node of lab carried in its re-score (nil: RescorerDraw.Keys'
+	// VerifyRescoreDraw, as the ledger checks it). Both are pure functions of their inputs.
+	RescorerDraw *attest.RescorerDraw
+	OwnDraw      func(run *attest.RunPredicate) (float64, error)
+	VerifyDraw   func(lab, node, proof string, run *attest.RunPredicate) (float64, error)
+	// MaxInfraStreak: this node's own runs ending by infrastructure failures in a row after
+	// which it stops claiming (0: DefaultMaxInfraStreak; coordinator_health.go).
+	MaxInfraStreak int
 }
 
 // CoordinatorCampaign is a verified campaign whose bundles and agents this node has
@@ -58,8 +79,11 @@ type CoordinatorCampaign struct {
 	// here (they still count for re-scores and finishing).
 	Refused map[string]bool
 	// Unrunnable: slot IDs this node cannot run (executor, image, GPUs), to why; never
-	// claimed here either (runner.CheckRunnable decides, node/mesh_runnable.go).
+	// claimed here either (runner.CheckRunnable decides, node/mesh/runnable.go).
 	Unrunnable map[string]string
+	// Unauditable: agent CIDs whose spec asks for a network: no lab can re-run them alike,
+	// so this node never audits their runs (coordinator_audit.go).
+	Unauditable map[string]bool
 }
 
 // RunHeard is a verified run attestation, as the coordinator needs it.
@@ -75,17 +99,21 @@ type RunHeard struct {
 	Witness string
 }
 
-// RescoreHeard is a verified re-score attestation of run Run.
+// RescoreHeard is a verified re-score attestation of run Run. Draw is the re-scorer draw it
+// carries (attest.RescorePredicate.Draw), checked against the run once both are here.
 type RescoreHeard struct {
 	ID, Run, Node, Lab string
 	Metric             string
 	Valid              bool
 	Score              *float64
+	Draw               string
 }
 
-// WitnessHeard is a verified witness record of Campaign, signed by Node of Lab.
+// WitnessHeard is a verified witness record of Campaign, signed by Node of Lab at Time (as
+// the record states it: the caps' admission order reads it, as the ledger does).
 type WitnessHeard struct {
 	ID, Campaign, Lab, Node string
+	Time                    time.Time
 }
 
 // CoordActions is what one input asks the caller to do. The embedded claim machine Actions
@@ -110,6 +138,15 @@ type CoordActions struct {
 	GiveUp []GiveUp
 	// SignRelease lists release records this node must sign (coordinator_claimrec.go).
 	SignRelease []ReleaseToSign
+	// Audit lists runs of other labs this node must re-execute and audit now
+	// (coordinator_audit.go); the caller reports each back with AuditEnded.
+	Audit []AuditRun
+	// StoppedClaiming, when set, says why this node stops claiming now: its own runs failed
+	// on its side too many times in a row (coordinator_health.go).
+	StoppedClaiming string
+	// Reopened lists finished slots made free again: their only run no longer counts
+	// (coordinator_revoke.go, Voided). For the log.
+	Reopened []string
 }
 
 // Declined is one input the coordinator dropped, and why.
@@ -127,7 +164,14 @@ type coordCampaign struct {
 	spec     CampaignSpec // the slots handed to the claim machine
 	added    bool         // handed to the claim machine
 	awaiting bool         // waiting for another lab's witness before claiming
-	noKey    map[string]bool
+	// capHeld: not handed to the claim machine because the caps at admission refuse it or
+	// cannot decide yet (coordinator_caps.go); capWhy the refusal last declined.
+	capHeld bool
+	capWhy  string
+	// withdrawn: handed to the claim machine, then refused by the caps when an earlier
+	// campaign of its lab came: the machine claims none of its slots (coordinator_caps.go).
+	withdrawn bool
+	noKey     map[string]bool
 }
 
 type coordRun struct {
@@ -135,7 +179,10 @@ type coordRun struct {
 	firstSeen time.Time
 }
 
-type coordWitness struct{ id, lab, node string }
+type coordWitness struct {
+	id, lab, node string
+	at            time.Time
+}
 
 // Coordinator is one node's duty state machine. Make it with NewCoordinator.
 type Coordinator struct {
@@ -161,10 +208,22 @@ type Coordinator struct {
 	startedHere map[string]StartRun
 	claimRecs   map[string][]ClaimRecordHeard
 	preempted   map[string]int
-	capOpen     bool
-	docHalt     bool
-	stopped     bool // StopClaiming: this node's own runs keep failing
-	capacity    int
+	// recordMax: slot → the highest attempt a claim record heard names, kept or declined
+	// over its lab's bound (coordinator_claimrec.go).
+	recordMax map[string]int
+	audit     *coordAudit // nil: the network does not audit (coordinator_audit.go)
+	// draws caches the re-scorer draws checked (coordinator_rescore.go): by re-score ID,
+	// and this node's own by "run:" + run ID.
+	draws map[string]drawn
+	// voided: runs a revocation voided (coordinator_revoke.go); heard again, they finish
+	// nothing.
+	voided   map[string]bool
+	capOpen  bool
+	docHalt  bool
+	stopped  bool // StopClaiming: this node's own runs keep failing
+	streak   infraStreak
+	capacity int
+	seal     sealState // coordinator_seal.go
 }
 
 // NewCoordinator makes a node's coordinator; it claims nothing before OpenCapacity.
@@ -174,6 +233,16 @@ func NewCoordinator(cfg CoordinatorConfig) *Coordinator {
 	labs := slices.Clone(cfg.Labs)
 	slices.Sort(labs)
 	cfg.Labs = slices.Compact(labs)
+	if cfg.VerifyDraw == nil {
+		var keys attest.DrawKeys
+		if cfg.RescorerDraw != nil {
+			keys = cfg.RescorerDraw.Keys
+		}
+		cfg.VerifyDraw = func(lab, node, proof string, run *attest.RunPredicate) (float64, error) {
+			beta, err := keys.VerifyRescoreDraw(lab, node, proof, run)
+			return attest.DrawFraction(beta), err
+		}
+	}
 	aw := maps.Clone(cfg.AwaitingKey)
 	if aw == nil {
 		aw = map[string]int{}
@@ -182,9 +251,9 @@ func NewCoordinator(cfg CoordinatorConfig) *Coordinator {
 		cfg: cfg, cm: NewClaimMachine(cc),
 		campaigns: map[string]*coordCampaign{}, slots: map[string]string{}, pending: map[string]bool{},
 		early: map[string][]*ClaimMessage{}, runs: map[string]*coordRun{}, bySlot: map[string][]string{},
-		rescores: map[string][]RescoreHeard{}, rescoring: map[string]bool{}, labPeers: map[string]time.Time{},
+		rescores: map[string][]RescoreHeard{}, rescoring: map[string]bool{}, labPeers: map[string]time.Time{}, draws: map[string]drawn{},
 		witnesses: map[string][]coordWitness{}, witnessed: map[string]bool{}, awaitKey: aw, running: map[string]bool{},
-		startedHere: map[string]StartRun{}, claimRecs: map[string][]ClaimRecordHeard{}, preempted: map[string]int{},
+		startedHere: map[string]StartRun{}, claimRecs: map[string][]ClaimRecordHeard{}, preempted: map[string]int{}, recordMax: map[string]int{},
 	}
 }
 
@@ -224,7 +293,8 @@ func (c *Coordinator) CampaignHeard(id string) bool {
 
 // AddCampaign takes a prepared campaign: this node witnesses it when the network requires
 // witnesses and it is another lab's; it is handed to the claim machine at once, or, when it
-// is this node's lab's own in such a network, once another lab's witness is held.
+// is this node's lab's own in such a network, once another lab's witness is held. A
+// campaign of its lab that it pushes over the caps is withdrawn (coordinator_caps.go).
 func (c *Coordinator) AddCampaign(in CoordinatorCampaign, now time.Time) CoordActions {
 	var out CoordActions
 	id := in.Spec.ID
@@ -232,6 +302,13 @@ func (c *Coordinator) AddCampaign(in CoordinatorCampaign, now time.Time) CoordAc
 		out.Declined = append(out.Declined, Declined{Input: "campaign", ID: id, Why: "already added"})
 		return out
 	}
+	c.addCampaign(&out, in, now)
+	c.recheckCaps(&out, now)
+	return out
+}
+
+func (c *Coordinator) addCampaign(out *CoordActions, in CoordinatorCampaign, now time.Time) {
+	id := in.Spec.ID
 	cc := &coordCampaign{c: in, noKey: map[string]bool{}}
 	c.campaigns[id] = cc
 	spec := in.Spec
@@ -241,7 +318,7 @@ func (c *Coordinator) AddCampaign(in CoordinatorCampaign, now time.Time) CoordAc
 		if s.NoKey {
 			cc.noKey[s.Slot.Task] = true
 		}
-		if in.Refused[s.Slot.Agent] || in.Unrunnable[s.ID] != "" {
+		if !c.sealSlot(&s) || in.Refused[s.Slot.Agent] || in.Unrunnable[s.ID] != "" {
 			continue // never claimed here
 		}
 		if att, ok := c.awaitKey[s.ID]; ok && att > 0 {
@@ -249,6 +326,7 @@ func (c *Coordinator) AddCampaign(in CoordinatorCampaign, now time.Time) CoordAc
 		}
 		spec.Slots = append(spec.Slots, s)
 	}
+	c.auditCampaignAdded(out, id, now) // draws that waited for the campaign (coordinator_audit.go)
 	cc.spec = spec
 	if c.cfg.RequireWitness && in.Lab != c.cfg.Claims.Lab && !c.witnessed[id] {
 		c.witnessed[id] = true
@@ -260,10 +338,13 @@ func (c *Coordinator) AddCampaign(in CoordinatorCampaign, now time.Time) CoordAc
 		// bundles were fetched).
 		cc.awaiting = true
 		out.RecomputeLedger = true
-		return out
+		return
 	}
-	c.handToMachine(&out, cc, now)
-	return out
+	if c.capsHold(out, cc) {
+		out.RecomputeLedger = true
+		return
+	}
+	c.handToMachine(out, cc, now)
 }
 
 // handToMachine gives a prepared campaign's slots to the claim machine.
@@ -273,6 +354,11 @@ func (c *Coordinator) handToMachine(out *CoordActions, cc *coordCampaign, now ti
 	cc.awaiting = false
 	cc.added = true
 	out.Handed = append(out.Handed, id)
+	if c.cfg.RequireClaimRecords {
+		for i := range cc.spec.Slots {
+			cc.spec.Slots[i].RecordedAttempt = c.recordMax[cc.spec.Slots[i].ID]
+		}
+	}
 	c.step(out, c.cm.AddCampaign(cc.spec, now), now)
 	// The claims heard while the bundles were fetched, before any claim made just now can
 	// settle: a pending claim of ours yields to a live or earlier one among them.
@@ -308,7 +394,7 @@ func (c *Coordinator) Claim(m *ClaimMessage, now time.Time) CoordActions {
 		}
 		return out
 	}
-	if why := c.releaseIgnored(m); why != "" {
+	if why := cmp.Or(c.releaseIgnored(m), c.scorerClaimIgnored(m)); why != "" {
 		out.Ignored = append(out.Ignored, Ignored{Slot: m.Slot, Peer: m.PeerID, Why: why})
 		return out
 	}
@@ -331,10 +417,15 @@ func (c *Coordinator) Run(r RunHeard, now time.Time) CoordActions {
 	if _, ok := c.runs[r.ID]; ok {
 		return out
 	}
+	if c.voided[r.ID] {
+		out.Declined = append(out.Declined, Declined{Input: "run", ID: r.ID, Why: "voided by a revocation"})
+		return out
+	}
 	r.Attempt = max(r.Attempt, 1)
 	cr := &coordRun{RunHeard: r, firstSeen: now}
 	c.runs[r.ID] = cr
 	c.bySlot[r.SlotID] = append(c.bySlot[r.SlotID], r.ID)
+	c.auditIndex(cr)
 	if _, ok := c.slots[r.SlotID]; ok && c.finishesSlot(cr) {
 		c.step(&out, c.cm.SlotFinished(r.SlotID, r.Node, now), now)
 	}
@@ -368,7 +459,7 @@ func (c *Coordinator) Witness(w WitnessHeard, now time.Time) CoordActions {
 	if slices.ContainsFunc(refs, func(r coordWitness) bool { return r.id == w.ID }) {
 		return out
 	}
-	c.witnesses[w.Campaign] = append(refs, coordWitness{id: w.ID, lab: w.Lab, node: w.Node})
+	c.witnesses[w.Campaign] = append(refs, coordWitness{id: w.ID, lab: w.Lab, node: w.Node, at: w.Time})
 	if w.Node == c.cfg.Claims.Self {
 		c.witnessed[w.Campaign] = true
 	}
@@ -377,8 +468,12 @@ func (c *Coordinator) Witness(w WitnessHeard, now time.Time) CoordActions {
 		return out
 	}
 	if cc.awaiting && c.WitnessFor(w.Campaign) != "" {
-		c.handToMachine(&out, cc, now)
+		cc.awaiting = false
+		if !c.capsHold(&out, cc) {
+			c.handToMachine(&out, cc, now)
+		}
 	}
+	c.recheckCaps(&out, now)
 	for _, id := range slices.Sorted(maps.Keys(c.runs)) {
 		r := c.runs[id]
 		if r.Witness == w.ID && r.Slot.Campaign == w.Campaign {
@@ -414,7 +509,7 @@ func (c *Coordinator) WitnessFor(campaign string) string {
 // Where claim records are required, the run's node must also hold its attempt by them
 // (coordinator_claimrec.go): a run from a node that never claimed the slot finishes nothing.
 func (c *Coordinator) finishesSlot(r *coordRun) bool {
-	if !c.heldByRecords(r) {
+	if !c.heldByRecords(r) || c.scorerRan(r) {
 		return false
 	}
 	if !c.cfg.RequireWitness {
@@ -442,7 +537,14 @@ func (c *Coordinator) rescoreDuty(out *CoordActions, r *coordRun, now time.Time)
 		return
 	}
 	campaign, ok := c.slots[r.SlotID]
-	if !ok {
+	if !ok || c.scorerDuty(out, r, now) {
+		return
+	}
+	if c.cfg.RescorerDraw != nil {
+		if c.drawnDue(r, now) && c.designated(drawKey(r), now) {
+			c.rescoring[r.ID] = true
+			out.Rescore = append(out.Rescore, r.ID)
+		}
 		return
 	}
 	done := map[string]bool{}
@@ -466,18 +568,18 @@ func (c *Coordinator) rescoreDuty(out *CoordActions, r *coordRun, now time.Time)
 	out.Rescore = append(out.Rescore, r.ID)
 }
 
-// designated says whether this node is the one of its lab that re-scores runID: the first
-// in rendezvous order among the lab's nodes heard from within two leases, so a lab of many
-// nodes re-scores each run once.
-func (c *Coordinator) designated(runID string, now time.Time) bool {
+// designated says whether this node is the one of its lab that re-scores the run keyed key
+// (its ID; drawKey under drawn re-scorers): the first in rendezvous order among the lab's
+// nodes heard from within two leases, so a lab of many nodes re-scores each run once.
+func (c *Coordinator) designated(key string, now time.Time) bool {
 	self := c.cfg.Claims.Self
-	best, bestScore := self, RendezvousScore(runID, self)
+	best, bestScore := self, RendezvousScore(key, self)
 	lease := c.cm.Config().Lease
 	for p, seen := range c.labPeers {
 		if p == self || now.Sub(seen) > 2*lease {
 			continue
 		}
-		if s := RendezvousScore(runID, p); s > bestScore || (s == bestScore && p < best) {
+		if s := RendezvousScore(key, p); s > bestScore || (s == bestScore && p < best) {
 			best, bestScore = p, s
 		}
 	}
@@ -489,6 +591,8 @@ func (c *Coordinator) designated(runID string, now time.Time) bool {
 func (c *Coordinator) Tick(now time.Time) CoordActions {
 	var out CoordActions
 	c.step(&out, c.cm.Tick(now), now)
+	c.heldDuty(&out, now) // coordinator_audit.go
+	c.dispatchAudits(&out, now)
 	if len(c.runs) == 0 {
 		return out
 	}
@@ -514,10 +618,12 @@ func (c *Coordinator) RunEnded(slotID string, attempt int, o RunOutcome, now tim
 	if o.Kind == RunAwaitingKey {
 		c.awaitKey[slotID] = attempt
 	}
+	o = c.GivenUp(slotID, attempt, o) // coordinator_claimrec.go
 	if c.running[slotID] {
 		delete(c.running, slotID)
 		c.clock.unitFreed(now)
 	}
+	c.countOutcome(&out, o, now) // coordinator_health.go: before the machine claims the next
 	c.step(&out, c.cm.RunEnded(slotID, o, now), now)
 	return out
 }
@@ -637,7 +743,11 @@ func (c *Coordinator) Ready(id string) bool {
 
 // Status, Held, FreeSince and Config read the claim machine (ClaimMachine's methods).
 func (c *Coordinator) Status(campaign string, now time.Time) (CampaignStatus, bool) {
-	return c.cm.Status(campaign, now)
+	st, ok := c.cm.Status(campaign, now)
+	if cc := c.campaigns[campaign]; ok && cc != nil {
+		st.NotHere = len(cc.c.Spec.Slots) - len(cc.spec.Slots)
+	}
+	return st, ok
 }
 
 // Held is the claim machine's held slots, sorted.

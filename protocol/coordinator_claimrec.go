@@ -21,8 +21,21 @@ import (
 //     infrastructure failure, its release record saying "abort");
 //   - an infra release heard on gossip from a node the records say does not hold the
 //     attempt is ignored, so it fails nothing;
+//   - a slot that runs heard here finished is open again when a record takes their
+//     attempts and no other run heard finishes it (ClaimMachine.SlotReopened): their
+//     results no longer count, and the holder's run may never end (a keyless node's waits
+//     for a key);
+//   - a record raises the attempt number this node's next claim of its slot takes, as a
+//     gossip claim does (ClaimMachine.AttemptClaimed), so this node never claims an
+//     attempt it holds a record of;
 //   - this node signs a release record for each attempt it claimed by record and gives up
-//     without a run attestation (CoordActions.SignRelease).
+//     without a run attestation (CoordActions.SignRelease);
+//   - a run of this node that ends without a result while another node holds its attempt
+//     by the records (given up to a better-ranked record, or refused at start because one
+//     was already held) is not an infrastructure failure of the slot: the attempt is the
+//     holder's (RunGivenUp). Otherwise a lab that claims attempts it outranks and never
+//     runs them would fail slots by the retry cap (found by `evalmesh sim
+//     --dishonest-labs 1`: one slot of 2,000 lost on the goal network, seed 1).
 
 // ClaimRecordHeard is a verified claim record (attest.ClaimPredicate) as the coordinator
 // needs it.
@@ -51,10 +64,30 @@ type GiveUp struct {
 	Why     string
 }
 
-// maxClaimRecordsPerSlot bounds the records a node remembers for one slot: an honest slot
-// sees one per attempt, and a flood by one lab must not grow memory per slot without bound.
-// The ledger, which reads the store, still sees every one.
-const maxClaimRecordsPerSlot = 64
+// maxClaimRecordsPerLab bounds the records a node remembers for one slot from one lab: an
+// honest lab signs one per attempt it claims, and a flood by one lab must not grow memory
+// per slot without bound. The bound is per lab, not per slot, so that labs flooding a slot
+// cannot crowd out another lab's better-ranked record (with one bound per slot, three labs
+// squatting every attempt of a slot filled it, an honest node then refused the record that
+// outranked its own run, never gave the attempt up, and the slot was lost:
+// TestSimSquatsLoseNoSlot). The ledger, which reads the store, still sees every one, so a
+// record over the bound still raises the attempt this node claims next, and one of an
+// attempt this node started or another lab's run heard here ran is kept over it
+// (attemptCounted): else this node ran, or counted, an attempt whose holder by the ledger
+// it could not know, and a slot it held finished stayed empty in every ledger
+// (TestDishonestLabCannotFloodClaimRecords).
+const maxClaimRecordsPerLab = 32
+
+// countRecordsOf counts the records in refs by lab.
+func countRecordsOf(refs []ClaimRecordHeard, lab string) int {
+	n := 0
+	for _, x := range refs {
+		if x.Lab == lab {
+			n++
+		}
+	}
+	return n
+}
 
 // ClaimRecord takes a verified claim record: runs of its attempt that waited for it finish
 // their slot now, and this node gives up its run of the attempt if the record outranks its
@@ -65,20 +98,36 @@ func (c *Coordinator) ClaimRecord(r ClaimRecordHeard, now time.Time) CoordAction
 	if slices.ContainsFunc(refs, func(x ClaimRecordHeard) bool { return x.ID == r.ID }) {
 		return out
 	}
-	if len(refs) >= maxClaimRecordsPerSlot {
-		out.Declined = append(out.Declined, Declined{Input: "claim record", ID: r.ID, Why: fmt.Sprintf("slot %s has %d records already", r.SlotID, len(refs))})
+	if why := c.scorerRecordDeclined(r); why != "" {
+		out.Declined = append(out.Declined, Declined{Input: "claim record", ID: r.ID, Why: why})
 		return out
 	}
+	c.recordMax[r.SlotID] = max(c.recordMax[r.SlotID], r.Attempt)
+	if n := countRecordsOf(refs, r.Lab); n >= maxClaimRecordsPerLab && !c.attemptCounted(r.SlotID, r.Attempt, r.Lab) {
+		// Its attempt still raises this node's next claim of the slot: the ledger, which
+		// reads the store, sees the record, and a run of an attempt whose holder this node
+		// cannot know would count here and not there.
+		if c.cfg.RequireClaimRecords {
+			c.cm.AttemptClaimed(r.SlotID, r.Attempt)
+		}
+		out.Declined = append(out.Declined, Declined{Input: "claim record", ID: r.ID, Why: fmt.Sprintf("slot %s has %d records of lab %s already", r.SlotID, n, r.Lab)})
+		return out
+	}
+	finished := c.cfg.RequireClaimRecords && c.finishedByRuns(r.SlotID)
 	c.claimRecs[r.SlotID] = append(refs, r)
 	if !c.cfg.RequireClaimRecords {
 		return out
 	}
+	c.cm.AttemptClaimed(r.SlotID, r.Attempt)
 	if _, ok := c.slots[r.SlotID]; ok {
 		for _, rid := range c.bySlot[r.SlotID] {
 			if run := c.runs[rid]; run != nil && run.Attempt == r.Attempt && c.finishesSlot(run) {
 				c.step(&out, c.cm.SlotFinished(r.SlotID, run.Node, now), now)
 				break
 			}
+		}
+		if finished && !c.finishedByRuns(r.SlotID) {
+			c.step(&out, c.cm.SlotReopened(r.SlotID, r.Node, r.Lab, r.Attempt, now), now)
 		}
 	}
 	s, running := c.startedHere[r.SlotID]
@@ -92,6 +141,25 @@ func (c *Coordinator) ClaimRecord(r ClaimRecordHeard, now time.Time) CoordAction
 			Why: fmt.Sprintf("claim record %s of node %s (%s) outranks this node's", r.ID, r.Node, r.Lab)})
 	}
 	return out
+}
+
+// attemptCounted says whether attempt of slotID is one this node started, or one a run of a
+// lab other than lab heard here ran: a record of it is kept over its lab's bound, for this
+// node must know who holds an attempt it counts a run of. A lab can raise that count only
+// with runs of other labs, which are held anyway.
+func (c *Coordinator) attemptCounted(slotID string, attempt int, lab string) bool {
+	if s, ok := c.startedHere[slotID]; ok && s.Attempt == attempt {
+		return true
+	}
+	return slices.ContainsFunc(c.bySlot[slotID], func(id string) bool {
+		r := c.runs[id]
+		return r != nil && r.Attempt == attempt && r.Lab != lab
+	})
+}
+
+// finishedByRuns says whether a run heard here finishes slotID by the claim records held.
+func (c *Coordinator) finishedByRuns(slotID string) bool {
+	return slices.ContainsFunc(c.bySlot[slotID], func(id string) bool { r := c.runs[id]; return r != nil && c.finishesSlot(r) })
 }
 
 // claimRecordValid is the check the ledger makes of a claim record: its campaign is known
@@ -145,6 +213,23 @@ func (c *Coordinator) releaseIgnored(m *ClaimMessage) string {
 	return ""
 }
 
+// GivenUp is o, or RunGivenUp where this node's run of slotID's attempt ended as an
+// infrastructure failure and the attempt is another node's by the claim records. RunEnded
+// reads outcomes so, and so does the daemon's health streak (node/mesh/health.go): a run
+// given up to a squatter's record is no failure of this node.
+func (c *Coordinator) GivenUp(slotID string, attempt int, o RunOutcome) RunOutcome {
+	if !c.cfg.RequireClaimRecords || o.Kind != RunInfraFailed {
+		return o
+	}
+	if att, ok := c.preempted[slotID]; ok && att == attempt {
+		return RunOutcome{Kind: RunGivenUp, Detail: o.Detail}
+	}
+	if h := c.AttemptHolder(slotID, attempt); h != "" && h != c.cfg.Claims.Self {
+		return RunOutcome{Kind: RunGivenUp, Detail: o.Detail}
+	}
+	return o
+}
+
 // releasesToSign adds a release record to sign for each of this node's own releases in pub
 // of an attempt it holds a claim record of. Awaiting-key releases (the attempt is not given
 // up) sign nothing.
@@ -166,6 +251,15 @@ func (c *Coordinator) releasesToSign(out *CoordActions, pub []ClaimMessage) {
 			}
 		case ReleaseShutdown:
 			reason = attest.ReleaseAbort
+		case ReleaseStale:
+			// Given up to a better-ranked record (RunGivenUp); other stale releases answer
+			// claims this node no longer holds and sign nothing.
+			att, ok := c.preempted[m.Slot]
+			if !ok || att != m.Attempt {
+				continue
+			}
+			reason = attest.ReleaseAbort
+			delete(c.preempted, m.Slot)
 		default:
 			continue
 		}

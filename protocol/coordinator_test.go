@@ -21,16 +21,24 @@ import (
 // Commands:
 //
 //	coord [self=a] [lab=L1] [labs=(L1,L2,L3)] [rescore-timeout=2m] [require-witness]
-//	      [lease=10m] [settle=300ms] [awaiting-key=(c/s0@1)]
+//	      [lease=10m] [settle=300ms] [awaiting-key=(c/s0@1)] [scorers=(L1,L3)] [cap-agents=0] [cap-campaigns=0]
+//	      [draws=(c/s0:0.1,…) [draw-replication=1]]
+//	    (scorers: the labs that score task t, ledger.scorers; draws: the drawn re-scorer rule,
+//	    with this node's draw per slot)
 //	    a new coordinator (a restart when one exists)
 //	heard campaign=c          CampaignHeard: prints whether to prepare it
-//	campaign id=c [lab=L2] [slots=1] [agents=1] [refused=(g1)] [replication=0] [task=t]
-//	      [no-key=(c/s0)] [deadline=1h] [hard=30m]
-//	    AddCampaign; slot i of c is c/si, of agent g(i mod agents)
+//	campaign id=c [lab=L2] [slots=1] [agents=1] [agent-prefix=g] [refused=(g1)] [unauditable=(g0)] [replication=0]
+//	      [task=t] [no-key=(c/s0)] [deadline=1h] [hard=30m] [created=-1m]
+//	    AddCampaign, created now (or created from now); slot i of c is c/si, of agent g(i mod agents)
 //	claim from=x [lab=L2] [kind=claim] campaign=c slot=c/s0 [lamport=1] [attempt=1] [reason=r]
 //	run id=r1 node=x lab=L2 slot=c/s0 [attempt=1] [valid=true] [score=0.5] [witness=w1]
-//	rescore id=x run=r1 node=y lab=L3 [valid=true] [score=0.5]
-//	witness id=w1 campaign=c lab=L2 node=y
+//	      [task=t] [agent=g0] [seed=0]   (the slot's value; empty unless given)
+//	audits [rate=0.05] [parallel=1] [retry=1m] [held-epoch=1m] | draw run=r1 u=0.3
+//	held runs=(r1,…)          AuditHeld: the runs the node's ledger holds as movers
+//	audit id=a1 run=r1 lab=L3 verdict=match|mismatch|inconclusive
+//	audit-ended run=r1 [failed] | audits-signed | audits-pending   (coordinator_audit_test.go)
+//	rescore id=x run=r1 node=y lab=L3 [valid=true] [score=0.5] [draw=0.3|bad]
+//	witness id=w1 campaign=c lab=L2 node=y   (signed now)
 //	peer name=p lab=L1        PeerHeard (a head)
 //	advance d                 the clock moves on by d, then Tick
 //	open n=1 | free n=2 | doc mismatch=true|false
@@ -50,9 +58,12 @@ func TestCoordinator(t *testing.T) {
 
 type coordHarness struct {
 	t0, now time.Time
-	c       *Coordinator
-	wake    time.Time
-	out     strings.Builder
+	// draws: this node's re-scorer draw by slot ID (coord draws=…); non-nil turns the drawn
+	// re-scorer rule on and gives runs their full slot (scriptSlot).
+	draws map[string]float64
+	c     *Coordinator
+	wake  time.Time
+	out   strings.Builder
 }
 
 func (h *coordHarness) show(a CoordActions) {
@@ -84,11 +95,18 @@ func (h *coordHarness) show(a CoordActions) {
 	for _, g := range a.GiveUp {
 		fmt.Fprintf(&h.out, "give up %s attempt=%d: %s\n", g.SlotID, g.Attempt, g.Why)
 	}
+	h.showAudits(a) // coordinator_audit_test.go
 	for _, r := range a.SignRelease {
 		fmt.Fprintf(&h.out, "sign release %s attempt=%d reason=%s\n", r.SlotID, r.Attempt, r.Reason)
 	}
 	for _, id := range a.Handed {
 		fmt.Fprintf(&h.out, "handed %s to the claim machine\n", id)
+	}
+	if a.StoppedClaiming != "" {
+		fmt.Fprintf(&h.out, "stopped claiming: %s\n", a.StoppedClaiming)
+	}
+	for _, sid := range a.Reopened {
+		fmt.Fprintf(&h.out, "reopened %s\n", sid)
 	}
 	if a.RecomputeLedger {
 		h.out.WriteString("recompute ledger\n")
@@ -141,6 +159,11 @@ func (h *coordHarness) run(t *testing.T, d *datadriven.TestData) string {
 				Lease: mustDuration(t, str("lease", "10m")), Settle: mustDuration(t, str("settle", "300ms"))},
 			Labs: list("labs", []string{"L1", "L2", "L3"}), RescoreTimeout: mustDuration(t, str("rescore-timeout", "2m")),
 			RequireWitness: d.HasArg("require-witness"), RequireClaimRecords: d.HasArg("require-claim-records"), AwaitingKey: map[string]int{},
+			MaxAgentsPerLab: num("cap-agents", 0), MaxCampaignsPerLab: num("cap-campaigns", 0),
+			MaxInfraStreak: num("max-infra-streak", 0),
+		}
+		if sc := list("scorers", nil); sc != nil {
+			cfg.Scorers = map[string][]string{"t": sc}
 		}
 		for _, v := range list("awaiting-key", nil) {
 			sid, att, _ := strings.Cut(v, "@")
@@ -149,6 +172,32 @@ func (h *coordHarness) run(t *testing.T, d *datadriven.TestData) string {
 				d.Fatalf(t, "awaiting-key %q: want slot@attempt", v)
 			}
 			cfg.AwaitingKey[sid] = n
+		}
+		h.draws = nil
+		if arg, ok := d.Arg("draws"); ok {
+			// The drawn re-scorer rule with this node's draw per slot; a heard re-score's
+			// draw is its proof written as the fraction ("bad": a proof that does not verify).
+			h.draws = map[string]float64{}
+			for _, v := range arg.Vals {
+				sid, u, _ := strings.Cut(v, ":")
+				f, err := strconv.ParseFloat(u, 64)
+				if err != nil {
+					d.Fatalf(t, "draws %q: want slot:fraction", v)
+				}
+				h.draws[sid] = f
+			}
+			draws := h.draws
+			cfg.RescorerDraw = &attest.RescorerDraw{Labs: cfg.Labs, Replication: num("draw-replication", 1)}
+			cfg.OwnDraw = func(run *attest.RunPredicate) (float64, error) {
+				u, ok := draws[fmt.Sprintf("%s/s%d", run.Slot.Campaign, run.Slot.Seed)]
+				if !ok {
+					return 0, fmt.Errorf("no draw")
+				}
+				return u, nil
+			}
+			cfg.VerifyDraw = func(lab, node, proof string, run *attest.RunPredicate) (float64, error) {
+				return strconv.ParseFloat(proof, 64)
+			}
 		}
 		restart := h.c != nil
 		h.c, h.wake = NewCoordinator(cfg), time.Time{}
@@ -164,13 +213,20 @@ func (h *coordHarness) run(t *testing.T, d *datadriven.TestData) string {
 		for _, g := range list("refused", nil) {
 			in.Refused[g] = true
 		}
-		in.Spec = CampaignSpec{ID: id, Created: h.now, Deadline: h.now.Add(mustDuration(t, str("deadline", "1h")))}
+		for _, g := range list("unauditable", nil) {
+			if in.Unauditable == nil {
+				in.Unauditable = map[string]bool{}
+			}
+			in.Unauditable[g] = true
+		}
+		created := h.now.Add(mustDuration(t, str("created", "0s")))
+		in.Spec = CampaignSpec{ID: id, Created: created, Deadline: h.now.Add(mustDuration(t, str("deadline", "1h")))}
 		noKey := list("no-key", nil)
 		agents := num("agents", 1)
 		for i := range num("slots", 1) {
 			sid := fmt.Sprintf("%s/s%d", id, i)
 			in.Spec.Slots = append(in.Spec.Slots, SlotSpec{ID: sid, HardLimit: mustDuration(t, str("hard", "30m")),
-				Slot: attest.Slot{Campaign: id, Task: str("task", "t"), Agent: fmt.Sprintf("g%d", i%agents), Seed: i}, NoKey: contains(noKey, sid)})
+				Slot: attest.Slot{Campaign: id, Task: str("task", "t"), Agent: fmt.Sprintf("%s%d", str("agent-prefix", "g"), i%agents), Seed: i}, NoKey: contains(noKey, sid)})
 		}
 		h.show(h.c.AddCampaign(in, h.now))
 	case "claim":
@@ -186,15 +242,21 @@ func (h *coordHarness) run(t *testing.T, d *datadriven.TestData) string {
 		sid := str("slot", "c/s0")
 		campaign, _, _ := strings.Cut(sid, "/")
 		valid, _ := strconv.ParseBool(str("valid", "true"))
+		slot := attest.Slot{Campaign: campaign, Task: str("task", ""), Agent: str("agent", ""), Seed: num("seed", 0)}
+		if h.draws != nil {
+			slot = scriptSlot(t, d, sid)
+		}
 		h.show(h.c.Run(RunHeard{ID: str("id", "r1"), Node: str("node", "x"), Lab: str("lab", "L2"), SlotID: sid,
-			Slot: attest.Slot{Campaign: campaign}, Attempt: num("attempt", 1), Metric: "accuracy", Valid: valid, Score: score(),
+			Slot: slot, Attempt: num("attempt", 1), Metric: "accuracy", Valid: valid, Score: score(),
 			Witness: str("witness", "")}, h.now))
+	case "voided":
+		h.show(h.c.Voided(list("ids", nil), h.now))
 	case "rescore":
 		valid, _ := strconv.ParseBool(str("valid", "true"))
 		h.show(h.c.Rescore(RescoreHeard{ID: str("id", "rs1"), Run: str("run", "r1"), Node: str("node", "y"), Lab: str("lab", "L3"),
-			Metric: "accuracy", Valid: valid, Score: score()}, h.now))
+			Metric: "accuracy", Valid: valid, Score: score(), Draw: str("draw", "")}, h.now))
 	case "witness":
-		h.show(h.c.Witness(WitnessHeard{ID: str("id", "w1"), Campaign: str("campaign", "c"), Lab: str("lab", "L2"), Node: str("node", "y")}, h.now))
+		h.show(h.c.Witness(WitnessHeard{ID: str("id", "w1"), Campaign: str("campaign", "c"), Lab: str("lab", "L2"), Node: str("node", "y"), Time: h.now}, h.now))
 	case "claim-record":
 		sid := str("slot", "c/s0")
 		slot := scriptSlot(t, d, sid)
@@ -262,12 +324,18 @@ func (h *coordHarness) run(t *testing.T, d *datadriven.TestData) string {
 		if !ok {
 			return "unknown campaign\n"
 		}
-		fmt.Fprintf(&h.out, "ready=%v slots=%d unclaimed=%d claimed=%d running=%d done=%d failed=%d awaiting-key=%d held=%v\n",
+		fmt.Fprintf(&h.out, "ready=%v slots=%d unclaimed=%d claimed=%d running=%d done=%d failed=%d awaiting-key=%d held=%v",
 			h.c.Ready(c), st.Slots, st.Unclaimed, st.Claimed, st.Running, st.Done, st.Failed, st.AwaitingKey, h.c.Held())
+		if st.Withdrawn {
+			h.out.WriteString(" withdrawn")
+		}
+		h.out.WriteString("\n")
 	case "claim-to-start":
 		fmt.Fprintf(&h.out, "%v\n", h.c.ClaimToStart())
 	default:
-		d.Fatalf(t, "unknown command %q", d.Cmd)
+		if !h.runAudit(t, d, str, num) { // coordinator_audit_test.go
+			d.Fatalf(t, "unknown command %q", d.Cmd)
+		}
 	}
 	if h.out.Len() == 0 {
 		return "(nothing)\n"

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	"github.com/cockroachdb/datadriven"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -164,7 +165,15 @@ func FuzzParseNetworkDoc(f *testing.F) {
 	f.Add([]byte(`{"version":1,"network":"a"}`))
 	f.Add([]byte(`{"version":1,"network":"a","labs":[{"name":"x","key":"8jO3llk1VFAI2toO//YNjsB26i0VUzM5ce7g1PH7Lno=","retired":"2026-01-02T03:04:05.6+01:00"}],"signatures":[{"lab":"x","sig":"AAAA"}]}`))
 	f.Add([]byte(`{"version":1,"network":"a","signatures":[]}`))
+	f.Add([]byte(`{"version":1,"network":"a","labs":[{"name":"x","key":"8jO3llk1VFAI2toO//YNjsB26i0VUzM5ce7g1PH7Lno=","draw_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}]}`))
+	if d, rev := docWithRevocation(f); d.AddRevocation(rev.Raw()) == nil {
+		f.Add(d.File())
+	}
 	f.Add([]byte(`{"version":1,"network":"a","ledger":{"caps":{"agents_per_lab":2,"campaigns_per_lab":0}}}`))
+	if id, err := age.GenerateX25519Identity(); err == nil {
+		f.Add([]byte(`{"version":1,"network":"a","labs":[{"name":"x","key":"8jO3llk1VFAI2toO//YNjsB26i0VUzM5ce7g1PH7Lno=","age_recipient":"` + id.Recipient().String() +
+			`"},{"name":"y","key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}],"ledger":{"scorers":{"` + testBundle + `":["x"]}}}`))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := ParseNetworkDoc(b)
 		if err != nil {

@@ -1,10 +1,15 @@
 package protocol
 
 import (
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"filippo.io/age"
+
+	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/attestgen"
 )
 
@@ -114,14 +119,125 @@ func TestLedgerObjectsNamesBundlesAgentImagesAndSubjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := LedgerObjects([][]byte{camp, []byte("not an envelope")}, [][]byte{run, run})
-	want := []LedgerObject{{c.Tasks[0], "bundle"}, {c.Tasks[1], "bundle"}, {campaignTestCID("image"), "agent_image"}, {"bafkreisub", "submission"}}
+	want := []LedgerObject{{CID: c.Tasks[0], What: "bundle"}, {CID: c.Tasks[1], What: "bundle"}, {CID: campaignTestCID("image"), What: "agent_image"}, {CID: "bafkreisub", What: "submission"}}
 	slices.SortFunc(want, func(a, b LedgerObject) int {
 		if a.CID < b.CID {
 			return -1
 		}
 		return 1
 	})
-	if !slices.Equal(got, want) {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("LedgerObjects = %v, want %v (the logs subject has no CID)", got, want)
+	}
+}
+
+// grantTo signs, by f's node, a grant of bundle's key to lab (the wrapped key is a fresh
+// age key: what it opens does not matter to who holds what).
+func grantTo(t *testing.T, f *attestgen.Fixture, bundle, lab string) []byte {
+	t.Helper()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, _, err := attest.NewGrant(f.Node, f.Cert, bundle, lab, id.Recipient().String(), id.String(), attestgen.Base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// A sealed bundle (one the stored grants name) carries the labs granted its key, once each
+// and sorted however the grants arrive; a bundle without grants and every other object
+// carry none.
+func TestLedgerObjectsNameTheLabsHoldingASealedBundlesKey(t *testing.T) {
+	f, err := attestgen.New("lab1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := campaignFixture(2, 1, 1)
+	camp, _, err := SignCampaign(newCampaignLab(t), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, plain := c.Tasks[0], c.Tasks[1]
+	grants := [][]byte{grantTo(t, f, sealed, "lab:zz"), grantTo(t, f, sealed, "lab:aa"), grantTo(t, f, sealed, "lab:zz"), grantTo(t, f, campaignTestCID("elsewhere"), "lab:bb")}
+	got := LedgerObjects([][]byte{camp}, grants)
+	want := []LedgerObject{{CID: sealed, What: "bundle", KeyLabs: []string{"lab:aa", "lab:zz"}}, {CID: plain, What: "bundle"}}
+	slices.SortFunc(want, func(a, b LedgerObject) int { return strings.Compare(a.CID, b.CID) })
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("LedgerObjects = %+v, want %+v (a grant is no ledger object; only the campaign's sealed bundle has key labs)", got, want)
+	}
+	if kl := KeyLabs(grants); !slices.Equal(kl[sealed], []string{"lab:aa", "lab:zz"}) || !slices.Equal(kl[campaignTestCID("elsewhere")], []string{"lab:bb"}) || len(kl) != 2 {
+		t.Errorf("KeyLabs = %v", kl)
+	}
+}
+
+// For a sealed bundle only the labs granted its key count toward its factor, capped at how
+// many of them are active; a lab without the key that holds it is neither counted nor
+// assigned, and a key holder is told to fetch instead.
+func TestPinStatusOfASealedBundleCountsOnlyKeyHolders(t *testing.T) {
+	labs := []string{"lab:a", "lab:b", "lab:c", "lab:d"}
+	order := HolderOrder("bafysealed", labs)
+	o0, o1, o2, o3 := order[0], order[1], order[2], order[3]
+	all := set(labs...)
+	for _, tc := range []struct {
+		name     string
+		keyLabs  []string
+		factor   int
+		holding  func(string) bool
+		counting []string
+		wantF    int
+		assigned []string
+		fetch    []string
+		met      bool
+	}{
+		{"not sealed: every lab counts", nil, 2, set(o0, o1), labs, 2, []string{o0, o1}, []string{}, true},
+		{"holders without the key do not meet it: the key holders fetch", []string{o2, o3}, 2, set(o0, o1), []string{o2, o3}, 2, []string{o2, o3}, []string{o2, o3}, false},
+		{"one keyless holder, one key holder: the other key holder fetches", []string{o1, o3}, 2, set(o0, o1), []string{o1, o3}, 2, []string{o1, o3}, []string{o3}, false},
+		{"met by the key holders alone", []string{o0, o2}, 2, set(o0, o1, o2), []string{o0, o2}, 2, []string{o0, o2}, []string{}, true},
+		{"one key holder: the factor is 1 (all when fewer)", []string{o3}, 2, set(o0, o1), []string{o3}, 1, []string{o3}, []string{o3}, false},
+		{"a grant to a lab not in the network counts for nothing", []string{o1, "lab:gone"}, 2, set(o1), []string{o1}, 1, []string{o1}, []string{}, true},
+		{"no active lab holds the key: its bytes are still kept by factor labs", []string{"lab:gone"}, 2, set(), labs, 2, []string{o0, o1}, []string{o0, o1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := LedgerObject{CID: "bafysealed", What: "bundle", KeyLabs: tc.keyLabs}
+			counting, f := o.Counting(labs, tc.factor)
+			if !slices.Equal(HolderOrder("x", counting), HolderOrder("x", tc.counting)) || f != tc.wantF {
+				t.Fatalf("Counting: %v factor %d; want %v factor %d", counting, f, tc.counting, tc.wantF)
+			}
+			st := PinStatus(o.CID, counting, f, all, tc.holding)
+			if !slices.Equal(st.Assigned, tc.assigned) || !slices.Equal(st.Fetch, tc.fetch) || st.Met != tc.met || st.Factor != tc.wantF {
+				t.Errorf("got assigned %v fetch %v met %v factor %d; want %v %v %v %d", st.Assigned, st.Fetch, st.Met, st.Factor, tc.assigned, tc.fetch, tc.met, tc.wantF)
+			}
+		})
+	}
+}
+
+// A re-score of a run that attested no submission names the run attestation itself (role
+// "run", runner.RescoreMissing): an envelope every node syncs, not an object to pin.
+func TestLedgerObjectsSkipARescoresRunSubject(t *testing.T) {
+	f, err := attestgen.New("lab1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runEnv, err := f.Run(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID := attest.EnvelopeID(runEnv)
+	st, err := attest.NewStatement([]attest.Subject{{Name: "run.json", Digest: map[string]string{"sha256": strings.Repeat("ab", 32)},
+		Annotations: map[string]any{attest.AnnotationCID: runID, attest.AnnotationRole: "run"}}}, attest.PredicateRescoreV1,
+		attest.RescorePredicate{Run: runID, Valid: false, Metric: "accuracy", Evaluator: "builtin:accuracy", Node: f.NodeID, Lab: f.Lab.ID, Time: attestgen.Base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rescore, _, err := attest.Sign(f.Node, f.Cert, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range LedgerObjects(nil, [][]byte{runEnv, rescore}) {
+		if o.CID == runID {
+			t.Errorf("LedgerObjects lists the re-scored run attestation %s (%s) as an object to pin", runID, o.What)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/evalmesh/evalmesh/agentspec"
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/scoring"
 )
@@ -22,6 +23,32 @@ type LedgerCampaign struct {
 	Tasks map[string]scoring.TaskInfo
 	// Agents maps each agent spec CID to the spec's name.
 	Agents map[string]string
+	// Deterministic and Unauditable mark agent spec CIDs whose spec declares them
+	// deterministic, or asks for a network (no other lab can re-run them alike): what the
+	// ledger's audit rules read (attest.CampaignWindow).
+	Deterministic, Unauditable map[string]bool
+}
+
+// AddAgent lists the agent spec of CID cid in the campaign: its name, and what the audit
+// rules read of it (deterministic; unauditable when it asks for a network, which other labs
+// cannot reproduce).
+func (c *LedgerCampaign) AddAgent(cid string, spec *agentspec.Spec) {
+	if c.Agents == nil {
+		c.Agents = map[string]string{}
+	}
+	c.Agents[cid] = spec.Name
+	if spec.Deterministic {
+		if c.Deterministic == nil {
+			c.Deterministic = map[string]bool{}
+		}
+		c.Deterministic[cid] = true
+	}
+	if spec.WantsNetwork() {
+		if c.Unauditable == nil {
+			c.Unauditable = map[string]bool{}
+		}
+		c.Unauditable[cid] = true
+	}
 }
 
 // LedgerNames is how the ledger names and bounds what campaigns list (docs/design.md §9,
@@ -53,7 +80,8 @@ func NamesOf(campaigns []LedgerCampaign) LedgerNames {
 			agents = append(agents, cid)
 		}
 		slices.Sort(agents)
-		out.Windows[c.ID] = attest.CampaignWindow{Created: c.Created, Deadline: c.Deadline, Lab: c.Lab, Agents: agents}
+		out.Windows[c.ID] = attest.CampaignWindow{Created: c.Created, Deadline: c.Deadline, Lab: c.Lab, Agents: agents,
+			Deterministic: sortedTrue(c.Deterministic), Unauditable: sortedTrue(c.Unauditable)}
 		for cid, t := range c.Tasks {
 			if _, ok := infos[cid]; !ok {
 				infos[cid], bundleNames[cid] = t, t.Name
@@ -72,5 +100,17 @@ func NamesOf(campaigns []LedgerCampaign) LedgerNames {
 		out.Tasks = append(out.Tasks, t)
 	}
 	slices.SortFunc(out.Tasks, func(a, b scoring.TaskInfo) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// sortedTrue is the keys of m set to true, sorted (nil for none).
+func sortedTrue(m map[string]bool) []string {
+	var out []string
+	for k, v := range m {
+		if v {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
 	return out
 }

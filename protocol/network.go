@@ -2,11 +2,13 @@ package protocol
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -27,6 +29,13 @@ type NetworkDoc struct {
 	Network string       `json:"network"`
 	Labs    []NetworkLab `json:"labs"`
 	Ledger  LedgerPolicy `json:"ledger"`
+	// Revocations are labs' revocations of their nodes or certificates (`evalmesh lab
+	// revoke`), each the signed revocation envelope, sorted by revocation ID: the
+	// network-wide path for a revocation, signed by a majority with the rest of the
+	// document; a node reads those of a changed document without a restart
+	// (node/mesh/revoke.go). Absent from the canonical form when empty, so documents without
+	// it keep their hash; a build older than the field refuses a document that sets it.
+	Revocations []json.RawMessage `json:"revocations,omitempty"`
 	// Signatures are the labs' signatures over the canonical form (NetworkPayloadType,
 	// SignNetworkDoc). They are not part of the canonical form or the hash: signing does not
 	// change the document. Nil when the file has no "signatures" field at all (a document
@@ -59,6 +68,14 @@ type NetworkLab struct {
 	// what its nodes signed before it (statements whose claimed time is earlier); nothing it
 	// signs from then on counts, and it no longer counts towards a signing majority.
 	Retired *time.Time `json:"retired,omitempty"`
+	// DrawKey is the lab's draw key (base64 ed25519 public key, `evalmesh network draw-key`):
+	// where set, the lab's re-scorer and audit draws count only under it, so the lab has one
+	// draw per run however many nodes it certifies (attest.DrawKeys). It is not the lab key,
+	// which stays off the nodes; every node of the lab holds its private half (HOME/draw.key).
+	// Optional, and absent from the canonical form when empty, so documents without it keep
+	// their hash and today's rule (each node draws with its own key); a build older than the
+	// field refuses a document that sets it (unknown fields are refused).
+	DrawKey string `json:"draw_key,omitempty"`
 }
 
 // LedgerPolicy holds the ledger options of the network.
@@ -100,11 +117,24 @@ type LedgerPolicy struct {
 	// field refuses a document that sets it (unknown fields are refused), rather than
 	// computing another root.
 	Claims string `json:"claims,omitempty"`
+	// Rescorers: "drawn" lets only the labs drawn for a run vote on it — each lab's draw its
+	// node's RFC 9381 VRF over the run's slot, attempt and lab, carried in its re-score
+	// (attest.AcceptPolicy.RescorerDraw, docs/attestation-format.md "Re-scorer draw");
+	// "by-run-id" (absent from the canonical form) ranks re-scorers by the run's attestation
+	// ID and lets every lab that re-scored vote. Absent means by-run-id, so documents written
+	// before the field keep their hash and their roots; `evalmesh network create` writes
+	// "drawn". A network of one lab has no one to draw. A build older than the field refuses
+	// a document that sets it (unknown fields are refused), rather than computing another
+	// root.
+	Rescorers string `json:"rescorers,omitempty"`
 	// Pardons lists offending envelope IDs (attest.Misconduct.Evidence) whose consequence the
 	// labs have lifted: adding one is a document change like any other.
 	Pardons []string `json:"pardons,omitempty"`
-	// Audits sets audits by re-execution (docs/scoring.md "Audits"); nil, the default and
-	// absent from the canonical form, is DefaultAuditRate with unaudited results counting.
+	// Audits turns on audits by re-execution (docs/scoring.md "Audits"): nodes draw and
+	// re-run other labs' runs and the ledger applies the audits' verdicts. nil, absent from
+	// the canonical form, is off, so documents written before the field keep their hash and
+	// their roots; present, even as {}, it is on (DefaultAuditRate, unaudited results
+	// counting, unless it says otherwise).
 	Audits *AuditPolicy `json:"audits,omitempty"`
 	// PinFactor is how many labs must hold each object a counted result depends on (bundle,
 	// submission, logs, verdicts, agent image by CID): 0, the default, absent from the
@@ -117,6 +147,13 @@ type LedgerPolicy struct {
 	// `evalmesh network create` writes DefaultCaps. A build older than the field refuses a
 	// document that sets it (unknown fields are refused) rather than computing another root.
 	Caps *LedgerCaps `json:"caps,omitempty"`
+	// Scorers maps a sealed task bundle's CID to the names of the labs that score it
+	// (runners without labels, network_scorers.go): only they are granted its key, they do
+	// not run its slots, and its runs, signed without a score by labs that hold no key,
+	// count with a majority of their verdicts (attest.AcceptPolicy.Scorers). nil, absent
+	// from the canonical form, keeps today's rule, so documents without it keep their hash
+	// and roots. A build older than the field refuses a document that sets it.
+	Scorers map[string][]string `json:"scorers,omitempty"`
 }
 
 // LedgerCaps bounds what one lab can put on the ledger: a campaign that would take its lab
@@ -133,13 +170,22 @@ var DefaultCaps = LedgerCaps{AgentsPerLab: 64, CampaignsPerLab: 512}
 
 // AuditPolicy is the network's audit rate and what becomes of results nobody can audit.
 type AuditPolicy struct {
-	// Rate is the expected number of audits of a run of ordinary impact, in [0, 1]
+	// Rate is the expected number of audits of a run of ordinary impact, in [0, MaxAuditRate]
 	// (DefaultAuditRate when zero); runs of higher impact are audited more (ImpactWeight).
+	// Above 1 it is replication: at a rate of at least the number of other labs, every run
+	// is re-executed by every other lab that can run it (AuditThreshold caps each lab's
+	// draw at certain), as BOINC's replicated validation does.
 	Rate float64 `json:"rate,omitempty"`
 	// Unaudited is what becomes of the results of agents other labs cannot re-run (weights
 	// only on the runner's disks, network access): "count" (the default) or "hold" (they
 	// do not count).
 	Unaudited string `json:"unaudited,omitempty"`
+	// HoldMovers: a lab's results of an agent that would together move its rank (or are
+	// the outliers of a pivotal group) do not count until audits clear them
+	// (attest.HoldMovers). Off unless set: a held result of a stochastic agent clears only
+	// by the pair test over other labs' runs of the same (agent, task), which a network with
+	// few labs or seeds may never gather (scoring.md "Holding rank movers").
+	HoldMovers bool `json:"hold_movers,omitempty"`
 }
 
 // Unaudited policies of AuditPolicy.Unaudited.
@@ -155,6 +201,9 @@ func (d *NetworkDoc) AuditRate() float64 {
 	}
 	return d.Ledger.Audits.Rate
 }
+
+// AuditsOn says whether the network audits by re-execution (ledger.audits is set).
+func (d *NetworkDoc) AuditsOn() bool { return d.Ledger.Audits != nil }
 
 // UnauditedCounts says whether results no other lab can re-run count.
 func (d *NetworkDoc) UnauditedCounts() bool {
@@ -189,6 +238,17 @@ const (
 	ClaimsRequired = "required"
 	ClaimsOff      = "off"
 )
+
+// Re-scorer rules of LedgerPolicy.Rescorers.
+const (
+	RescorersDrawn   = "drawn"
+	RescorersByRunID = "by-run-id"
+)
+
+// DrawsRescorers says whether only the labs drawn for a run vote on it.
+func (d *NetworkDoc) DrawsRescorers() bool {
+	return d.Ledger.Rescorers == RescorersDrawn && len(d.Labs) >= 2
+}
 
 // RequiresClaimRecords says whether a run counts only from its attempt's holder by the
 // signed claim records.
@@ -256,8 +316,9 @@ func (d *NetworkDoc) normalize() error {
 	if d.Network == "" || strings.ContainsAny(d.Network, "/ \t\n") {
 		return fmt.Errorf("network document: network %q must be a non-empty name without slashes or spaces", d.Network)
 	}
-	seen := map[string]bool{}
-	for _, l := range d.Labs {
+	seen, seenDraw := map[string]bool{}, map[string]string{}
+	for i := range d.Labs {
+		l := &d.Labs[i]
 		k, err := base64.StdEncoding.DecodeString(l.Key)
 		if err != nil || len(k) != 32 {
 			return fmt.Errorf("network document: lab %q: key must be a base64 ed25519 public key (32 bytes)", l.Name)
@@ -266,6 +327,21 @@ func (d *NetworkDoc) normalize() error {
 			if _, err := age.ParseX25519Recipient(l.AgeRecipient); err != nil {
 				return fmt.Errorf("network document: lab %q: age_recipient %q: %v (want the age1… recipient of the lab's lab-age.key)", l.Name, l.AgeRecipient, err)
 			}
+		}
+		if l.DrawKey != "" {
+			spelled, dk, err := canonicalDrawKey(l.DrawKey)
+			if err != nil {
+				return fmt.Errorf("network document: lab %q: %w", l.Name, err)
+			}
+			l.DrawKey = spelled
+			if bytes.Equal(dk, k) {
+				return fmt.Errorf("network document: lab %q: draw_key is the lab key; every node holds the draw key's private half and the lab key stays off the nodes: make a draw key of its own with `evalmesh network draw-key`", l.Name)
+			}
+			// By the key's bytes, not its spelling: two spellings of one key are one key.
+			if other := seenDraw[string(dk)]; other != "" {
+				return fmt.Errorf("network document: labs %q and %q have the same draw_key: each lab draws with a key of its own", other, l.Name)
+			}
+			seenDraw[string(dk)] = l.Name
 		}
 		if l.Name == "" || seen[l.Name] {
 			return fmt.Errorf("network document: lab names must be non-empty and distinct (%q)", l.Name)
@@ -285,6 +361,9 @@ func (d *NetworkDoc) normalize() error {
 		}
 	}
 	slices.SortFunc(d.Labs, func(a, b NetworkLab) int { return strings.Compare(a.Name, b.Name) })
+	if err := d.normalizeRevocations(); err != nil {
+		return err
+	}
 	p := &d.Ledger
 	if p.Worst == "" {
 		p.Worst = "population"
@@ -328,6 +407,7 @@ func (d *NetworkDoc) normalize() error {
 		{"witnesses", &p.Witnesses, WitnessesRequired, WitnessesOff},
 		{"limits", &p.Limits, LimitsAny, LimitsEnforced},
 		{"claims", &p.Claims, ClaimsOff, ClaimsRequired},
+		{"rescorers", &p.Rescorers, RescorersByRunID, RescorersDrawn},
 	} {
 		if err := normalizeTwoWay(f.name, f.v, f.def, f.other); err != nil {
 			return err
@@ -352,9 +432,12 @@ func (d *NetworkDoc) normalize() error {
 			p.Caps = nil // no cap stays out of the canonical form: older documents keep their hash
 		}
 	}
+	if err := d.normalizeScorers(); err != nil {
+		return err
+	}
 	if a := p.Audits; a != nil {
-		if math.IsNaN(a.Rate) || a.Rate < 0 || a.Rate > 1 {
-			return fmt.Errorf("network document: ledger.audits.rate %v: use a number from 0 to 1 (expected audits per run; %v by default)", a.Rate, DefaultAuditRate)
+		if math.IsNaN(a.Rate) || a.Rate < 0 || a.Rate > MaxAuditRate {
+			return fmt.Errorf("network document: ledger.audits.rate %v: use a number from 0 to %v (expected audits per run of ordinary impact, %v by default; at least the number of other labs re-executes every run everywhere)", a.Rate, MaxAuditRate, DefaultAuditRate)
 		}
 		if a.Rate == DefaultAuditRate {
 			a.Rate = 0
@@ -365,9 +448,6 @@ func (d *NetworkDoc) normalize() error {
 		case UnauditedHold:
 		default:
 			return fmt.Errorf("network document: ledger.audits.unaudited %q: use %s (the default) or %s", a.Unaudited, UnauditedCount, UnauditedHold)
-		}
-		if *a == (AuditPolicy{}) {
-			p.Audits = nil // the defaults stay out of the canonical form: older documents keep their hash
 		}
 	}
 	return nil
@@ -385,9 +465,26 @@ func (d *NetworkDoc) AcceptPolicy() attest.AcceptPolicy {
 		// Runs a rootless engine on cgroup v1 started without limits count only where the
 		// network says so.
 		RequireEnforcedLimits: d.Ledger.Limits == LimitsEnforced,
+		Scorers:               d.scorerIDs(),
 	}
 	if c := d.Ledger.Caps; c != nil {
 		p.MaxAgentsPerLab, p.MaxCampaignsPerLab = c.AgentsPerLab, c.CampaignsPerLab
+	}
+	keys := d.DrawKeys()
+	if a := d.Ledger.Audits; a != nil {
+		p.Audits = &attest.AuditRules{HoldUnaudited: a.Unaudited == UnauditedHold, DrawKeys: keys, HoldMovers: a.HoldMovers}
+	}
+	if d.DrawsRescorers() {
+		// Every lab of the document is a candidate (a retired one is drawn as before and,
+		// silent, stood in for): nodes read the same labs from the trust store it makes.
+		draw := &attest.RescorerDraw{Replication: d.Ledger.Replication, Keys: keys}
+		for _, l := range d.Labs {
+			if k, err := base64.StdEncoding.DecodeString(l.Key); err == nil && len(k) == 32 {
+				draw.Labs = append(draw.Labs, attest.LabID(k))
+			}
+		}
+		slices.Sort(draw.Labs)
+		p.RescorerDraw = draw
 	}
 	if len(d.Ledger.Pardons) > 0 {
 		p.Pardoned = map[string]bool{}
@@ -398,6 +495,44 @@ func (d *NetworkDoc) AcceptPolicy() attest.AcceptPolicy {
 	return p
 }
 
+// canonicalDrawKey reads a draw key in any base64 spelling (standard or URL alphabet, with
+// or without padding) and returns the spelling the document stores it in, with the key. A
+// spelling attest.ParseDrawKey accepts is kept as written: documents that held one were
+// valid before, and rewriting it would move their hash and void their signatures (the
+// standard padded spelling `evalmesh network draw-key` writes is such a one). The others,
+// refused before, are stored as that standard padded spelling, so the document's hash does
+// not depend on how a lab pasted its key.
+func canonicalDrawKey(s string) (string, ed25519.PublicKey, error) {
+	k, err := attest.ParseDrawKey(s)
+	if err == nil {
+		return s, k, nil
+	}
+	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, derr := enc.Strict().DecodeString(s); derr == nil && len(b) == ed25519.PublicKeySize {
+			return base64.StdEncoding.EncodeToString(b), ed25519.PublicKey(b), nil
+		}
+	}
+	return "", nil, err
+}
+
+// DrawKeys are the draw keys the document names, by lab ID; nil where it names none.
+func (d *NetworkDoc) DrawKeys() attest.DrawKeys {
+	var keys attest.DrawKeys
+	for i := range d.Labs {
+		l := &d.Labs[i]
+		k, err := base64.StdEncoding.DecodeString(l.Key)
+		dk, derr := attest.ParseDrawKey(l.DrawKey)
+		if l.DrawKey == "" || err != nil || len(k) != 32 || derr != nil {
+			continue
+		}
+		if keys == nil {
+			keys = attest.DrawKeys{}
+		}
+		keys[attest.LabID(k)] = dk
+	}
+	return keys
+}
+
 // Canonical is the document's canonical JSON: defaults filled, labs sorted by name,
 // executors sorted, no insignificant whitespace. Its sha256 is the document's hash.
 func (d *NetworkDoc) Canonical() []byte {
@@ -405,6 +540,7 @@ func (d *NetworkDoc) Canonical() []byte {
 	c.Labs = slices.Clone(d.Labs)
 	c.Signatures = nil
 	c.Ledger.Executors = slices.Clone(d.Ledger.Executors)
+	c.Revocations = slices.Clone(d.Revocations)
 	c.Ledger.Pardons = slices.Clone(d.Ledger.Pardons)
 	if d.Ledger.Audits != nil {
 		a := *d.Ledger.Audits
@@ -413,6 +549,12 @@ func (d *NetworkDoc) Canonical() []byte {
 	if d.Ledger.Caps != nil {
 		k := *d.Ledger.Caps
 		c.Ledger.Caps = &k
+	}
+	if d.Ledger.Scorers != nil {
+		c.Ledger.Scorers = map[string][]string{}
+		for b, s := range d.Ledger.Scorers {
+			c.Ledger.Scorers[b] = slices.Clone(s)
+		}
 	}
 	if err := c.normalize(); err != nil {
 		panic("protocol: Canonical of an invalid network document: " + err.Error())
@@ -455,7 +597,60 @@ func (d *NetworkDoc) TrustStore() (*attest.TrustStore, error) {
 			}
 		}
 	}
+	rs, err := d.RevocationList()
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rs {
+		if err := t.AddRevocation(r); err != nil {
+			return nil, fmt.Errorf("network document: revocation %s: %w", r.ID, err)
+		}
+	}
 	return t, nil
+}
+
+// RevocationList is the document's revocations, each with its signature checked.
+func (d *NetworkDoc) RevocationList() ([]*attest.Revocation, error) {
+	out := make([]*attest.Revocation, 0, len(d.Revocations))
+	for i, raw := range d.Revocations {
+		r, err := attest.ParseRevocation(raw)
+		if err != nil {
+			return nil, fmt.Errorf("network document: revocations[%d]: %w", i, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// normalizeRevocations checks each revocation (a valid signature of a lab of the document:
+// another lab's revocation takes away nothing the network trusts) and sorts them by ID,
+// dropping repeats and insignificant whitespace.
+func (d *NetworkDoc) normalizeRevocations() error {
+	labs := map[string]bool{}
+	for _, l := range d.Labs {
+		k, _ := base64.StdEncoding.DecodeString(l.Key)
+		labs[attest.LabID(k)] = true
+	}
+	ids := map[string]json.RawMessage{}
+	for i, raw := range d.Revocations {
+		r, err := attest.ParseRevocation(raw)
+		if err != nil {
+			return fmt.Errorf("network document: revocations[%d]: %w (add it with `evalmesh network revoke FILE --revocation REV.json`)", i, err)
+		}
+		if !labs[r.Lab] {
+			return fmt.Errorf("network document: revocations[%d] (%s) is by lab %s, which is not a lab of the document", i, r.ID, r.Lab)
+		}
+		var b bytes.Buffer
+		if err := json.Compact(&b, raw); err != nil {
+			return fmt.Errorf("network document: revocations[%d]: %w", i, err)
+		}
+		ids[r.ID] = b.Bytes()
+	}
+	d.Revocations = nil
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
+		d.Revocations = append(d.Revocations, ids[id])
+	}
+	return nil
 }
 
 // normalizeTwoWay checks a two-valued ledger policy field and writes its default as "", so

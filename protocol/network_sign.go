@@ -135,6 +135,12 @@ func (d *NetworkDoc) AddLab(l NetworkLab) error {
 	}
 	n := *d
 	n.Labs = append(slices.Clone(d.Labs), l)
+	return d.apply(n)
+}
+
+// apply makes n, an edit of d holding labs of its own, the document, normalized, with the
+// signatures cleared; an invalid n leaves d as it was.
+func (d *NetworkDoc) apply(n NetworkDoc) error {
 	n.Ledger.Executors = slices.Clone(d.Ledger.Executors)
 	n.Ledger.Pardons = slices.Clone(d.Ledger.Pardons)
 	if err := n.normalize(); err != nil {
@@ -162,6 +168,45 @@ func (d *NetworkDoc) RetireLab(name string, at time.Time) error {
 		return fmt.Errorf("retire lab %q: %s is outside years 1 to 9999", name, at)
 	}
 	l.Retired = &t
+	d.clearSignatures()
+	return nil
+}
+
+// SetDrawKey names key (base64 ed25519 public key) as lab name's draw key and clears the
+// signatures; "" removes it (the lab's nodes draw with their own keys again).
+func (d *NetworkDoc) SetDrawKey(name, key string) error {
+	l, ok := d.Lab(name)
+	if !ok {
+		return fmt.Errorf("lab %q is not in network document %q (its labs: %s)", name, d.Network, strings.Join(d.labNames(), ", "))
+	}
+	n := *d
+	n.Labs = slices.Clone(d.Labs)
+	for i := range n.Labs {
+		if n.Labs[i].Name == l.Name {
+			n.Labs[i].DrawKey = key
+		}
+	}
+	return d.apply(n)
+}
+
+// AddRevocation adds a lab's signed revocation (`evalmesh lab revoke`) and clears the
+// signatures. The revocation must be by a lab of the document; one already held is an error
+// naming it.
+func (d *NetworkDoc) AddRevocation(raw []byte) error {
+	r, err := attest.ParseRevocation(raw)
+	if err != nil {
+		return err
+	}
+	for _, old := range d.Revocations {
+		if o, err := attest.ParseRevocation(old); err == nil && o.ID == r.ID {
+			return fmt.Errorf("network document %q holds revocation %s already", d.Network, r.ID)
+		}
+	}
+	d.Revocations = append(d.Revocations, slices.Clone(raw))
+	if err := d.normalizeRevocations(); err != nil {
+		d.Revocations = d.Revocations[:len(d.Revocations)-1]
+		return err
+	}
 	d.clearSignatures()
 	return nil
 }

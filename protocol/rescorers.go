@@ -4,10 +4,14 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/evalmesh/evalmesh/attest"
 )
 
 // RescorerOrder is every trusted lab but the runner's, in rendezvous order for the run
-// attestation runID (highest RendezvousScore(runID, lab) first; ties, which need a sha256
+// attestation runID (the rule of networks that do not draw re-scorers: the runner can grind
+// runID by re-signing, which the drawn rule, attest.RescoreVoters and
+// coordinator_rescore.go, takes away) (highest RendezvousScore(runID, lab) first; ties, which need a sha256
 // collision on 64 bits, broken by lab ID). Duplicates in labs count once.
 func RescorerOrder(runID, runnerLab string, labs []string) []string {
 	type scored struct {
@@ -81,11 +85,10 @@ func RescorersDue(runID, runnerLab string, labs []string, replication int, done 
 	return due
 }
 
-// EscalatedReplication is how many labs other than the runner's should re-score a run that
-// contradicting labs have disputed: two more for each, so one lab's contradiction is put
-// to a vote it cannot win alone (attest.Tally: the run's lab and each re-scorer one vote,
-// the majority decides, a tie holds the run aside). RescorersDue takes the result as its
-// replication; it is capped by the labs there are.
+// EscalatedReplication is attest.EscalatedReplication: two more re-scorers for each
+// contradicting lab, so one lab's contradiction is put to a vote it cannot win alone
+// (attest.Tally). RescorersDue takes the result as its replication; it is capped by the labs
+// there are.
 func EscalatedReplication(replication, contradicting int) int {
-	return max(replication, 0) + 2*max(contradicting, 0)
+	return attest.EscalatedReplication(replication, contradicting)
 }

@@ -20,6 +20,11 @@ import (
 // it. It must be safe for concurrent use.
 type ValidatorFunc func(from peer.ID, data []byte) Validation
 
+// ValueValidatorFunc is a topic validator that also returns the value it verified, so that
+// nothing after it verifies the message again (the node keeps it in gossipsub's
+// ValidatorData). It must be safe for concurrent use.
+type ValueValidatorFunc func(from peer.ID, data []byte) (Validation, any)
+
 // Reasons shared by every topic's validator.
 const (
 	ReasonTooLarge = "too_large"
@@ -37,12 +42,19 @@ var (
 // a network's members share one trust set, so a campaign from outside it is not this
 // network's and forwarding it is a flood.
 func ValidateCampaign(data []byte, trust *attest.TrustStore, opts CampaignVerifyOptions) Validation {
+	v, _ := ValidateCampaignValue(data, trust, opts)
+	return v
+}
+
+// ValidateCampaignValue is ValidateCampaign with the verified campaign when it is accepted,
+// so that the node hands the value on instead of verifying the bytes again.
+func ValidateCampaignValue(data []byte, trust *attest.TrustStore, opts CampaignVerifyOptions) (Validation, *VerifiedCampaign) {
 	if len(data) > MaxCampaignSize {
-		return validationTooLarge
+		return validationTooLarge, nil
 	}
-	_, err := VerifyCampaign(data, trust, opts)
+	c, err := VerifyCampaign(data, trust, opts)
 	if err == nil {
-		return validationOK
+		return validationOK, c
 	}
 	r := CampaignReasonOf(err)
 	if r == "" {
@@ -50,9 +62,9 @@ func ValidateCampaign(data []byte, trust *attest.TrustStore, opts CampaignVerify
 	}
 	switch r {
 	case CampaignUnknownVersion, CampaignExpired, CampaignNotYetValid:
-		return Validation{Verdict: Ignore, Reason: string(r)}
+		return Validation{Verdict: Ignore, Reason: string(r)}, nil
 	}
-	return Validation{Verdict: Reject, Reason: string(r)}
+	return Validation{Verdict: Reject, Reason: string(r)}, nil
 }
 
 // CampaignValidator binds ValidateCampaign to a trust store, a network and a clock.
@@ -60,6 +72,18 @@ func ValidateCampaign(data []byte, trust *attest.TrustStore, opts CampaignVerify
 func CampaignValidator(trust *attest.TrustStore, network string, maxSlots int, now func() time.Time) ValidatorFunc {
 	return func(_ peer.ID, data []byte) Validation {
 		return ValidateCampaign(data, trust, CampaignVerifyOptions{Now: now(), MaxSlots: maxSlots, Network: network})
+	}
+}
+
+// CampaignValueValidator is CampaignValidator (no slot limit) handing on the campaign it
+// verified.
+func CampaignValueValidator(trust *attest.TrustStore, network string, now func() time.Time) ValueValidatorFunc {
+	return func(_ peer.ID, data []byte) (Validation, any) {
+		v, c := ValidateCampaignValue(data, trust, CampaignVerifyOptions{Now: now(), Network: network})
+		if c == nil {
+			return v, nil // not a typed nil in an interface
+		}
+		return v, c
 	}
 }
 
@@ -91,10 +115,18 @@ type AttestationCheck struct {
 // certificate not valid when the run says it ran); a statement that does not count and a
 // run of an unknown campaign are Ignore.
 func ValidateAttestation(data []byte, c AttestationCheck) Validation {
+	v, _ := ValidateAttestationValue(data, c)
+	return v
+}
+
+// ValidateAttestationValue is ValidateAttestation with the verified envelope when it is
+// accepted (nil otherwise), so that the node hands the value on instead of verifying the
+// bytes again.
+func ValidateAttestationValue(data []byte, c AttestationCheck) (Validation, *attest.Verified) {
 	if len(data) > MaxAttestationSize {
-		return validationTooLarge
+		return validationTooLarge, nil
 	}
-	o := attest.VerifyOptions{AtClaimedTime: true}
+	o := attest.VerifyOptions{AtClaimedTime: true} // the store's (node/vstore), which takes the value
 	var v *attest.Verified
 	var err error
 	if c.Cache != nil {
@@ -107,20 +139,41 @@ func ValidateAttestation(data []byte, c AttestationCheck) Validation {
 		if r == "" {
 			r = attest.ReasonMalformedEnvelope
 		}
-		return Validation{Verdict: Reject, Reason: reasonToken(string(r))}
+		return Validation{Verdict: Reject, Reason: reasonToken(string(r))}, nil
 	}
 	if !v.Counts && v.Grant == nil { // a grant travels like an attestation (attest/grant.go)
-		return Validation{Verdict: Ignore, Reason: ReasonNotCounted}
+		return Validation{Verdict: Ignore, Reason: ReasonNotCounted}, nil
 	}
 	if v.Run != nil && c.KnownCampaign != nil && !c.KnownCampaign(v.Run.Slot.Campaign) {
-		return Validation{Verdict: Ignore, Reason: ReasonUnknownCampaign}
+		return Validation{Verdict: Ignore, Reason: ReasonUnknownCampaign}, nil
 	}
-	return validationOK
+	return validationOK, v
 }
 
 // AttestationValidator binds ValidateAttestation to c.
 func AttestationValidator(c AttestationCheck) ValidatorFunc {
 	return func(_ peer.ID, data []byte) Validation { return ValidateAttestation(data, c) }
+}
+
+// VerifiedAttestation is what AttestationValueValidator hands on: the envelope verified
+// at its claimed time (attest.VerifyOptions.AtClaimedTime), and the trust store object it was
+// verified under. A store takes the value as is only while it verifies under that same
+// object; a value checked under another trust store is no verdict of its own.
+type VerifiedAttestation struct {
+	Verified *attest.Verified
+	Trust    *attest.TrustStore
+}
+
+// AttestationValueValidator is AttestationValidator handing on, on Accept only, a
+// *VerifiedAttestation of the envelope under c.Trust.
+func AttestationValueValidator(c AttestationCheck) ValueValidatorFunc {
+	return func(_ peer.ID, data []byte) (Validation, any) {
+		val, v := ValidateAttestationValue(data, c)
+		if v == nil || val.Verdict != Accept {
+			return val, nil // not a typed nil in an interface
+		}
+		return val, &VerifiedAttestation{Verified: v, Trust: c.Trust}
+	}
 }
 
 // reasonToken turns a human reason ("bad signature") into a counter token ("bad_signature").

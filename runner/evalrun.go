@@ -41,6 +41,9 @@ type evalResult struct {
 	// HeurekaBench runs (heureka.go): the judge and per-question outcome, and the verdict file.
 	heureka  *attest.HeurekaRunInfo
 	verdicts []byte
+	// scoreAbsent: a runner without labels attests the submission and no score
+	// (Runner.Unscored): its task's scoring labs score it.
+	scoreAbsent bool
 }
 
 func invalidResult(evaluator, reason string, sub []byte) *evalResult {
@@ -103,6 +106,15 @@ func (r *Runner) evaluate(ctx context.Context, ex Executor, st *RunState, b *tas
 	dir := RunDir(r.Home, st.ID)
 	builtin, metric, evaluator := scorerOf(m)
 	sub, why := readSubmission(filepath.Join(dir, "output"), m.Submission.File)
+	if b.Sealed && r.Unscored != nil && r.Unscored(st.TaskCID) {
+		// A runner without labels: the submission (or its absence) is what it attests; the
+		// task's scoring labs re-score it against the labels this lab was never granted.
+		ev := &evalResult{scoreAbsent: true, evaluator: evaluator, submission: sub}
+		if sub == nil {
+			ev.reason = why
+		}
+		return ev, nil
+	}
 	if sub == nil {
 		if reason := exitReason(st.AgentExit); reason != "" {
 			why += " (agent " + reason + ")"

@@ -179,7 +179,7 @@ func (r *Runner) RescoreSubmission(ctx context.Context, runID string, run *attes
 		if err != nil {
 			return nil, fmt.Errorf("rescore %s: %w", runID, err)
 		}
-		return r.RescoreHeureka(ctx, ex, runID, submission, submissionName, submissionCID, taskDir)
+		return r.RescoreHeureka(ctx, ex, runID, run, submission, submissionName, submissionCID, taskDir)
 	}
 	m, err := tasks.LoadMeta(taskDir)
 	if err != nil {
@@ -200,7 +200,7 @@ func (r *Runner) RescoreSubmission(ctx context.Context, runID string, run *attes
 // re-score of runID with the OEQ score this node's judge gave. OEQCorrectness has
 // tolerance 0 (scoring.LookupMetric): a deterministic judge agrees exactly; a sampling one
 // gives another score, which attest.Reconcile reports as a disagreement — never averaged.
-func (r *Runner) RescoreHeureka(ctx context.Context, ex Executor, runID string, submission []byte, submissionName, submissionCID, taskDir string) (*Rescored, error) {
+func (r *Runner) RescoreHeureka(ctx context.Context, ex Executor, runID string, run *attest.RunPredicate, submission []byte, submissionName, submissionCID, taskDir string) (*Rescored, error) {
 	if r.Key == nil {
 		return nil, errors.New("rescore: no signing key (load the node identity first)")
 	}
@@ -232,5 +232,5 @@ func (r *Runner) RescoreHeureka(ctx context.Context, ex Executor, runID string, 
 	if submissionName == "" {
 		submissionName = b.Meta.Submission.File
 	}
-	return r.signRescore(runID, b.Meta.Metric.Name, ev, subject(submissionName, submission, submissionCID, attest.RoleSubmission))
+	return r.signRescore(runID, run, b.Meta.Metric.Name, ev, subject(submissionName, submission, submissionCID, attest.RoleSubmission))
 }

@@ -337,13 +337,21 @@ func (r *Runner) startModel(ctx context.Context, ex Executor, st *RunState, agen
 			return fmt.Errorf("model %s: %w: ready only after the run's whole wall clock (%s)", m.Name, ErrModelNotReady, wall)
 		}
 	}
-	agent.JoinNetworkOf, agent.Network = mcfg.ID, false
+	recorded, err := r.startProxy(ctx, pex, st, mcfg, agent)
+	if err != nil {
+		r.endModel(ctx, ex, st)
+		return err
+	}
+	if !recorded {
+		agent.JoinNetworkOf, agent.Network = mcfg.ID, false
+	}
 	return saveState(r.Home, st, r.now())
 }
 
 // endModel stops the run's model (its log copied into logs/model.log) and removes it.
 // Idempotent: a run without a model, or whose model already ended, is left alone.
 func (r *Runner) endModel(ctx context.Context, ex Executor, st *RunState) {
+	r.endProxy(ctx, ex, st) // first: its calls in flight still reach the model
 	if st.ModelHandle == nil || st.ModelEnded {
 		return
 	}

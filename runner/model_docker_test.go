@@ -13,6 +13,8 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/evalmesh/evalmesh/agentspec"
+	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/examples/agents/standin"
 
 	"github.com/evalmesh/evalmesh/internal/testutil"
 	"github.com/evalmesh/evalmesh/runner"
@@ -249,6 +251,21 @@ func TestModelPodSIGKILLRecovery(t *testing.T) {
 	}
 }
 
+// SIGKILL of a node whose run records a transcript: the next process re-attaches to agent,
+// bridge, recorder and model, attests the transcript, and removes all four containers.
+func TestModelPodTranscriptSIGKILLRecovery(t *testing.T) {
+	r, ex, img := podRunner(t)
+	r.ModelProxy = executortest.StaticBinary(t, "./cmd/evalmesh-model-proxy")
+	agent := agentspec.Spec{Name: "sleeper", Version: "1", Image: img, Command: []string{"/testagent", "sleep", "6s"}, Model: standinModel(img)}
+	o := sigkillRecovery(t, r, agent)
+	if ref := runner.TranscriptOf(r.Home, o); ref == nil || ref.Calls != 0 {
+		t.Fatalf("recovered run's transcript %+v, want one with no calls", ref)
+	}
+	if left := runContainers(t, ex, o.RunID); len(left) != 0 {
+		t.Fatalf("containers left after recovery: %+v", left)
+	}
+}
+
 // SIGKILL while the model is still loading: recovery removes the model (and fails the run,
 // whose agent never started).
 func TestModelPodSIGKILLWhileLoading(t *testing.T) {
@@ -297,5 +314,123 @@ func TestModelWeightsDigestMismatchFailsTheRun(t *testing.T) {
 	_, err := r.Run(bg, runner.Request{TaskDir: exampleTask(t, "sentiment"), Agent: agent})
 	if err == nil || !strings.Contains(err.Error(), "the spec records bafkreigh2ak") {
 		t.Fatalf("err %v, want the digest mismatch", err)
+	}
+}
+
+// The node records the agent's traffic with its model: the recording proxy (a static binary
+// mounted into a container beside the model) sits where the agent's OPENAI_BASE_URL points,
+// and the run attests the transcript as a subject. The stand-in model (a test double for an
+// LLM) counts tokens as words, so every call's usage is known from its request.
+func TestModelPodTranscript(t *testing.T) {
+	r, ex, img := podRunner(t)
+	r.ModelProxy = executortest.StaticBinary(t, "./cmd/evalmesh-model-proxy")
+	agent := &agentspec.Spec{Name: "react", Version: "1", Image: img, Command: []string{"/agent"}, Model: standinModel(img)}
+	o, err := r.Run(bg, runner.Request{TaskDir: exampleTask(t, "sentiment"), Agent: agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := runner.RunDir(r.Home, o.RunID)
+	if !o.Valid {
+		log, _ := os.ReadFile(filepath.Join(dir, "logs", "agent.log"))
+		plog, _ := os.ReadFile(filepath.Join(dir, "logs", "proxy.log"))
+		t.Fatalf("invalid run %q; agent log:\n%s\nproxy log:\n%s", o.InvalidReason, log, plog)
+	}
+	env, err := attest.DecodeEnvelope(o.Envelope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := attest.ParseStatement(env.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape, tc, ok := attest.TranscriptShapeOf(st)
+	if !ok {
+		t.Fatalf("no transcript subject in %+v", st.Subject)
+	}
+	object := func(c string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(runner.ObjectsDir(r.Home), c))
+		if err != nil || agentspec.RawCID(b) != c {
+			t.Fatalf("object %s: %d bytes, %v", c, len(b), err)
+		}
+		return b
+	}
+	tr, err := attest.ParseTranscript(object(tc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ReAct agent and the stand-in take two turns: look at the files, then answer.
+	if len(tr.Calls) != 2 || tr.Totals.Calls != 2 || tr.Totals.UnrecordedCalls != 0 || tr.Model != "standin" {
+		t.Fatalf("transcript %+v", tr)
+	}
+	var prompt, completion int64
+	for _, c := range tr.Calls {
+		if c.Method != "POST" || c.Path != "/v1/chat/completions" || c.Status != 200 || c.Usage == nil || c.Request.Truncated || c.Response.Truncated {
+			t.Fatalf("call %+v", c)
+		}
+		// The bodies are stored by CID and are what went over the wire: the stand-in's
+		// reply to the request's conversation, with its word-count usage.
+		var req struct{ Messages []standin.Message }
+		if err := json.Unmarshal(object(c.Request.CID), &req); err != nil {
+			t.Fatal(err)
+		}
+		var resp struct {
+			Choices []struct{ Message standin.Message }
+			Usage   attest.TokenUsage
+		}
+		if err := json.Unmarshal(object(c.Response.CID), &resp); err != nil {
+			t.Fatal(err)
+		}
+		reply := standin.Reply(req.Messages)
+		u := standin.Usage(req.Messages, reply)
+		if len(resp.Choices) != 1 || resp.Choices[0].Message.Content != reply || *c.Usage != resp.Usage ||
+			c.Usage.PromptTokens != int64(u["prompt_tokens"]) || c.Usage.CompletionTokens != int64(u["completion_tokens"]) {
+			t.Fatalf("call %d: usage %+v, want %v; response %+v", c.Seq, c.Usage, u, resp)
+		}
+		prompt += c.Usage.PromptTokens
+		completion += c.Usage.CompletionTokens
+	}
+	if prompt == 0 || shape != (attest.TranscriptShape{Calls: 2, PromptTokens: prompt, CompletionTokens: completion}) || tr.Totals.PromptTokens != prompt {
+		t.Fatalf("attested shape %+v, totals %+v; calls sum to %d prompt, %d completion tokens", shape, tr.Totals, prompt, completion)
+	}
+	// What `evalmesh run` prints.
+	if ref := runner.TranscriptOf(r.Home, o); ref == nil || ref.CID != tc || ref.TranscriptShape != shape || ref.Path != filepath.Join(runner.ObjectsDir(r.Home), tc) {
+		t.Fatalf("TranscriptOf: %+v", ref)
+	}
+	if left := runContainers(t, ex, o.RunID); len(left) != 0 {
+		t.Fatalf("containers left after the run: %+v", left)
+	}
+}
+
+// An agent that goes for the model's own address, not the base URL it was given, still
+// reaches the model only through the recorder: its network namespace is the bridge's, where
+// the model's port is the bridge. So the call is in the transcript.
+func TestModelPodAgentCannotBypassTheRecorder(t *testing.T) {
+	r, _, img := podRunner(t)
+	r.ModelProxy = executortest.StaticBinary(t, "./cmd/evalmesh-model-proxy")
+	agent := &agentspec.Spec{Name: "direct", Version: "1", Image: img, Model: standinModel(img),
+		Command: []string{"/model", "probe", "http://127.0.0.1:8000/v1/models"}}
+	o, err := r.Run(bg, runner.Request{TaskDir: exampleTask(t, "sentiment"), Agent: agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Predicate.Exit.Code != 0 {
+		log, _ := os.ReadFile(filepath.Join(runner.RunDir(r.Home, o.RunID), "logs", "agent.log"))
+		t.Fatalf("the agent did not reach its model: %+v\n%s", o.Predicate.Exit, log)
+	}
+	ref := runner.TranscriptOf(r.Home, o)
+	if ref == nil {
+		t.Fatal("no transcript")
+	}
+	b, err := os.ReadFile(ref.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := attest.ParseTranscript(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Calls) != 1 || tr.Calls[0].Method != "GET" || tr.Calls[0].Path != "/v1/models" || tr.Calls[0].Status != 200 || tr.Calls[0].Usage != nil {
+		t.Fatalf("transcript calls %+v, want the agent's one GET /v1/models", tr.Calls)
 	}
 }

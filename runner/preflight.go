@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/evalmesh/evalmesh/attest"
@@ -64,7 +65,7 @@ func (r *Runner) nextAttempt(runs []*RunState, slot attest.Slot) int {
 		return a
 	}
 	for _, o := range runs {
-		if o.Phase != PhaseFailed && (attest.Slot{Campaign: o.Campaign, Task: o.TaskCID, Agent: o.AgentCID, Seed: o.Seed}) == slot {
+		if o.Phase != PhaseFailed && !o.Audit && (attest.Slot{Campaign: o.Campaign, Task: o.TaskCID, Agent: o.AgentCID, Seed: o.Seed}) == slot {
 			top = max(top, attempt(o.Attempt))
 		}
 	}
@@ -98,6 +99,15 @@ func runPredicateOf(env []byte) *attest.RunPredicate {
 		return nil
 	}
 	return &p
+}
+
+// Drawer is the key this node draws with (attest.RescoreDraw, attest.AuditDraw): the lab's
+// DrawKey where it has one, else the node's Key.
+func (r *Runner) Drawer() crypto.PrivKey {
+	if r.DrawKey != nil {
+		return r.DrawKey
+	}
+	return r.Key
 }
 
 // CurrentCert is the node certificate runs sign under now (Cert, or the last SetCert).

@@ -75,6 +75,9 @@ func (r *Runner) recoverRun(ctx context.Context, st *RunState) (*Outcome, error)
 	if st.Phase == PhaseFailed {
 		return nil, fmt.Errorf("run %s failed: %s", st.ID, st.Error)
 	}
+	if st.Audit {
+		return nil, r.abandonAudit(ctx, st)
+	}
 	dir := RunDir(r.Home, st.ID)
 	// An attestation on disk is final, whatever state.json says.
 	if _, err := os.Stat(filepath.Join(dir, attestationFile)); err == nil {
@@ -124,6 +127,19 @@ func (r *Runner) recoverRun(ctx context.Context, st *RunState) (*Outcome, error)
 				return nil, r.fail(st, fmt.Errorf("model task lost after a node restart: %w", err))
 			}
 		}
+		// The recorder and bridge re-attach too. One lost cuts the agent off its model; the
+		// transcript lists what the recorder's folder holds.
+		for _, sc := range []struct {
+			h     *Handle
+			ended *bool
+		}{{st.BridgeHandle, &st.BridgeEnded}, {st.ProxyHandle, &st.ProxyEnded}} {
+			if sc.h != nil && !*sc.ended {
+				if err := ex.Recover(ctx, sc.h); err != nil {
+					_ = ex.Destroy(ctx, sc.h)
+					*sc.ended = true
+				}
+			}
+		}
 	}
 	b, err := tasks.Open(st.TaskDir)
 	if err != nil {
@@ -145,6 +161,15 @@ func (r *Runner) placeholderConfig(st *RunState) (TaskConfig, error) {
 // removeModelLeftover stops and removes a run's model task, by its saved handle or, when the
 // node died before saving one, by its task ID.
 func (r *Runner) removeModelLeftover(ctx context.Context, ex Executor, st *RunState) {
+	for _, sc := range []struct {
+		h     *Handle
+		ended *bool
+	}{{st.BridgeHandle, &st.BridgeEnded}, {st.ProxyHandle, &st.ProxyEnded}} {
+		if sc.h != nil && !*sc.ended {
+			StopModel(ctx, ex, sc.h)
+			*sc.ended = true
+		}
+	}
 	if st.Agent.Model == nil || st.ModelEnded {
 		return
 	}

@@ -60,7 +60,7 @@ func (r *Runner) Rescore(runID string, run *attest.RunPredicate, submission []by
 	if submissionName == "" {
 		submissionName = filepath.Base(m.Submission.File)
 	}
-	return r.signRescore(runID, m.Metric.Name, ev, subject(submissionName, submission, submissionCID, attest.RoleSubmission))
+	return r.signRescore(runID, run, m.Metric.Name, ev, subject(submissionName, submission, submissionCID, attest.RoleSubmission))
 }
 
 // RescoreMissing re-scores a run that attested no submission: invalid, as the run says if
@@ -76,7 +76,7 @@ func (r *Runner) RescoreMissing(runID string, run *attest.RunPredicate, runEnvel
 	m := b.Meta
 	_, _, evaluator := scorerOf(m)
 	ev := invalidResult(evaluator, "the run attested no submission", nil)
-	return r.signRescore(runID, m.Metric.Name, ev, subject("run.json", runEnvelope, runID, "run"))
+	return r.signRescore(runID, run, m.Metric.Name, ev, subject("run.json", runEnvelope, runID, "run"))
 }
 
 // RescoreEvaluator re-scores another lab's submission (the bytes of its submission subject,
@@ -129,7 +129,7 @@ func (r *Runner) RescoreEvaluator(ctx context.Context, ex Executor, runID string
 	if submissionName == "" {
 		submissionName = filepath.Base(m.Submission.File)
 	}
-	return r.signRescore(runID, m.Metric.Name, ev, subject(submissionName, submission, submissionCID, attest.RoleSubmission))
+	return r.signRescore(runID, run, m.Metric.Name, ev, subject(submissionName, submission, submissionCID, attest.RoleSubmission))
 }
 
 // rescoreContainer is the executor a re-score runs an evaluator image with: the node's
@@ -142,7 +142,11 @@ func (r *Runner) rescoreContainer(runID string, m *tasks.Meta) (Executor, error)
 		runID, m.Name, m.Evaluator.Image, strings.Join(sortedKeys(r.Executors), ", "))
 }
 
-func (r *Runner) signRescore(runID, metric string, ev *evalResult, sub attest.Subject) (*Rescored, error) {
+// signRescore signs this node's re-score of runID (run: its predicate) with its re-scorer
+// draw for the run (attest.RescoreDraw, by Drawer): where the network draws re-scorers, a
+// re-score votes only with a draw that drew its lab. The run's lab in the draw is the one its
+// predicate names, as the ledger reads it.
+func (r *Runner) signRescore(runID string, run *attest.RunPredicate, metric string, ev *evalResult, sub attest.Subject) (*Rescored, error) {
 	node, err := peer.IDFromPrivateKey(r.Key)
 	if err != nil {
 		return nil, err
@@ -150,6 +154,13 @@ func (r *Runner) signRescore(runID, metric string, ev *evalResult, sub attest.Su
 	pred := attest.RescorePredicate{
 		Run: runID, Score: ev.score, Valid: ev.valid, Metric: metric, Evaluator: ev.evaluator,
 		Node: node.String(), Lab: r.Lab, Time: r.now().Truncate(time.Second),
+	}
+	if run != nil {
+		// A key that cannot draw (not ed25519) signs without one: its re-score still
+		// counts where re-scorers are not drawn.
+		if d, _, err := attest.RescoreDraw(r.Drawer(), run); err == nil {
+			pred.Draw = d
+		}
 	}
 	stmt, err := attest.NewStatement([]attest.Subject{sub}, attest.PredicateRescoreV1, pred)
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/runner/gpu"
+	"github.com/evalmesh/evalmesh/runner/modelproxy"
 	"github.com/evalmesh/evalmesh/tasks"
 )
 
@@ -52,11 +53,21 @@ type Runner struct {
 	// cache; tests).
 	Models        ModelPolicy
 	WeightsDigest func(ctx context.Context, dir string) (string, error)
+	// ModelProxy is the static recording proxy binary (transcript.go) put between an agent
+	// and its model; "" means evalmesh-model-proxy beside this executable, if there is one
+	// (without it, runs with a model carry no transcript). ProxyLimits bound the recording
+	// (zero fields: modelproxy.DefaultLimits).
+	ModelProxy  string
+	ProxyLimits modelproxy.Limits
 	// Key signs attestations; Cert is the node's lab certificate; Lab its lab ID. Without a
 	// Cert a run is refused unless SelfSigned (attestations then count only where a trust
 	// file lists the node key itself). Trust, if set, is the trust store the preflight checks
 	// the certificate against (its lab listed, not revoked).
-	Key        crypto.PrivKey
+	Key crypto.PrivKey
+	// DrawKey is the lab's draw key (HOME/draw.key), set where the network document names
+	// it for this lab: re-scorer and audit draws are made with it, not with Key, because
+	// there they count only under it (attest.DrawKeys). nil draws with Key.
+	DrawKey    crypto.PrivKey
 	Cert       *attest.NodeCert
 	Lab        string
 	SelfSigned bool
@@ -64,11 +75,24 @@ type Runner struct {
 	// Keys finds the data keys of sealed bundles this lab was granted (sealed.go); nil: a
 	// sealed bundle's runs wait for a key.
 	Keys KeySource
+	// Unscored says whether this lab signs runs of the sealed bundle with this CID without a
+	// score: the network document names the labs that score it and this lab is not one
+	// (ledger.scorers, sealed.go). nil: every run is scored here, or waits for a key.
+	Unscored func(bundleCID string) bool
 	// SelfExe replaces a command's first word "evalmesh" for the process executor (so the
 	// example agents need no build); empty means os.Executable().
 	SelfExe string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// TestFabricate, set only by the daemon's hidden --test-fabricate (a dishonest lab in
+	// the tests), rewrites a run's output after its agent ended and before it is scored;
+	// never for an audit.
+	TestFabricate func(outputDir string, b *tasks.Bundle) error
+	// TestForgeTranscript, set only by the daemon's hidden --test-forge-transcript (a
+	// dishonest lab in the tests), replaces a run's recorded calls with the ones it returns
+	// before the transcript is built and signed (its totals are summed again, so the forged
+	// document is well formed); never for an audit.
+	TestForgeTranscript func(calls []attest.TranscriptCall) []attest.TranscriptCall
 	// PollInterval is how often GPU telemetry and Progress are sampled; 0 means 2 s.
 	PollInterval time.Duration
 	// Progress, if set, is called at every phase change and poll (the CLI's status line).
@@ -108,6 +132,9 @@ type Request struct {
 	// Witness is the ID of another lab's witness record of the campaign, signed into the
 	// attestation (attest.RunPredicate.Witness); "" for none.
 	Witness string
+	// Audit re-executes another lab's run of the slot (audit.go): Attempt is the audited
+	// run's, and nothing is signed: the Outcome carries the unsigned statement.
+	Audit bool
 }
 
 // Outcome is a finished run.
@@ -120,6 +147,8 @@ type Outcome struct {
 	InvalidReason string              `json:"invalid_reason,omitempty"`
 	Predicate     attest.RunPredicate `json:"predicate"`
 	Envelope      []byte              `json:"-"`
+	// Statement is an audit's unsigned statement (Request.Audit); Envelope is then nil.
+	Statement []byte `json:"-"`
 }
 
 func (r *Runner) now() time.Time {
@@ -224,7 +253,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Outcome, error) {
 		ID: newRunID(start), Phase: PhaseStarting, Executor: r.Executor,
 		TaskDir: taskDir, TaskCID: taskCID, Campaign: campaign,
 		Agent: *req.Agent, AgentCID: req.Agent.CID(), Seed: req.Seed, Start: start,
-		Attempt: req.Attempt, Witness: req.Witness,
+		Attempt: req.Attempt, Witness: req.Witness, Audit: req.Audit,
 	}
 	// Allocate under the home's lock, and record the GPUs before releasing it.
 	unlock, err := lockRuns(r.Home)
@@ -235,7 +264,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Outcome, error) {
 	if err == nil {
 		st.GPUs, err = gpu.Allocate(inv, r.AllowedGPUs, busyGPUs(runs), need)
 	}
-	if err == nil {
+	if err == nil && !req.Audit {
 		// The claim machine's number, unless this node already signed that attempt (or a
 		// later one) of the slot: a second attestation of one attempt reads as equivocation.
 		st.Attempt = max(req.Attempt, r.nextAttempt(runs, attest.Slot{Campaign: campaign, Task: taskCID, Agent: st.AgentCID, Seed: st.Seed}))
@@ -349,6 +378,11 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 		}
 		// The model goes with its agent, before anything is scored.
 		r.endModel(ctx, ex, st)
+		if r.TestFabricate != nil && !st.Audit {
+			if err := r.TestFabricate(filepath.Join(dir, "output"), b); err != nil {
+				return nil, r.fail(st, fmt.Errorf("test fabricate: %w", err))
+			}
+		}
 		st.Phase = PhaseEvaluating
 		if err := saveState(r.Home, st, r.now()); err != nil {
 			return nil, r.fail(st, err)
@@ -386,6 +420,9 @@ func (r *Runner) drive(ctx context.Context, st *RunState, b *tasks.Bundle, meter
 		r.progress(st, -1)
 	}
 	if st.Phase == PhaseSigning || st.Phase == PhaseDone {
+		if st.Audit {
+			return r.auditOutcome(st)
+		}
 		return r.sign(st)
 	}
 	return nil, fmt.Errorf("run %s: phase %q: %s", st.ID, st.Phase, st.Error)
@@ -629,6 +666,11 @@ func (r *Runner) storeSubjects(st *RunState, b *tasks.Bundle, ev *evalResult) ([
 		}
 		subjects = append(subjects, subject(VerdictsFile, ev.verdicts, c, attest.RoleVerdicts))
 	}
+	if ts, ok, err := r.transcriptSubject(st); err != nil {
+		return nil, err
+	} else if ok {
+		subjects = append(subjects, ts)
+	}
 	lc, err := storeObject(r.Home, logs)
 	if err != nil {
 		return nil, err
@@ -673,6 +715,7 @@ func (r *Runner) runPredicate(ex Executor, st *RunState, b *tasks.Bundle, ev *ev
 		Valid:         ev.valid,
 		InvalidReason: ev.reason,
 		Score:         ev.score,
+		ScoreAbsent:   ev.scoreAbsent,
 		Metric:        b.Meta.Metric.Name,
 		Evaluator:     ev.evaluator,
 		Telemetry:     telemetryView(st),

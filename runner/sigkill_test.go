@@ -26,6 +26,7 @@ import (
 func nodeMain() int {
 	var req struct {
 		Home, Task, Executor string
+		ModelProxy           string
 		Agent                agentspec.Spec
 		Models               runner.ModelPolicy
 	}
@@ -44,7 +45,7 @@ func nodeMain() int {
 	}
 	h := home.Home{Dir: req.Home}
 	key, _ := h.Identity()
-	r := &runner.Runner{Home: h, Executors: map[string]runner.Executor{ex.Name(): ex}, Executor: ex.Name(), Key: key, SelfExe: os.Args[0], SelfSigned: true, Models: req.Models}
+	r := &runner.Runner{Home: h, Executors: map[string]runner.Executor{ex.Name(): ex}, Executor: ex.Name(), Key: key, SelfExe: os.Args[0], SelfSigned: true, Models: req.Models, ModelProxy: req.ModelProxy}
 	if _, err := r.Run(bg, runner.Request{TaskDir: req.Task, Agent: &req.Agent}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -55,7 +56,7 @@ func nodeMain() int {
 // sigkillRecovery starts a node process, SIGKILLs it while the agent runs, then recovers in
 // this process: the run is re-attached and finished, and attested exactly once.
 func sigkillRecovery(t *testing.T, r *runner.Runner, agent agentspec.Spec) *runner.Outcome {
-	req, _ := json.Marshal(map[string]any{"Home": r.Home.Dir, "Task": exampleTask(t, "arithmetic"), "Executor": r.Executor, "Agent": agent, "Models": r.Models})
+	req, _ := json.Marshal(map[string]any{"Home": r.Home.Dir, "Task": exampleTask(t, "arithmetic"), "Executor": r.Executor, "Agent": agent, "Models": r.Models, "ModelProxy": r.ModelProxy})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "EVALMESH_TEST_NODE="+string(req))
 	var stderr strings.Builder

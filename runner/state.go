@@ -57,9 +57,12 @@ type RunState struct {
 	Attempt int `json:"attempt,omitempty"`
 	// Witness is the witness record the run cites (Request.Witness), kept so a run recovered
 	// after a crash signs the same one.
-	Witness string    `json:"witness,omitempty"`
-	GPUs    []string  `json:"gpus,omitempty"`
-	Start   time.Time `json:"start"`
+	Witness string `json:"witness,omitempty"`
+	// Audit: this is a re-execution of another lab's run (Request.Audit): never signed,
+	// and not resumed after a restart.
+	Audit bool      `json:"audit,omitempty"`
+	GPUs  []string  `json:"gpus,omitempty"`
+	Start time.Time `json:"start"`
 	// AgentHandle is saved right after Start, before waiting, so Recover can re-attach.
 	AgentHandle *Handle     `json:"agent_handle,omitempty"`
 	AgentExit   *ExitResult `json:"agent_exit,omitempty"`
@@ -70,6 +73,13 @@ type RunState struct {
 	ModelGPUs   []string  `json:"model_gpus,omitempty"`
 	ModelReady  time.Time `json:"model_ready,omitempty"`
 	ModelEnded  bool      `json:"model_ended,omitempty"`
+	// ProxyHandle is the recording proxy's task beside the model (transcript.go), saved
+	// before waiting for it; ProxyEnded once it was stopped and removed.
+	ProxyHandle *Handle `json:"proxy_handle,omitempty"`
+	ProxyEnded  bool    `json:"proxy_ended,omitempty"`
+	// BridgeHandle is the bridge the agent reaches the recorder through (transcript.go).
+	BridgeHandle *Handle `json:"bridge_handle,omitempty"`
+	BridgeEnded  bool    `json:"bridge_ended,omitempty"`
 	// EvalHandle is the evaluator task while it runs; EvalAttempt numbers evaluator tasks so
 	// a retry after a restart never collides with a leftover of the previous attempt.
 	EvalHandle  *Handle `json:"eval_handle,omitempty"`

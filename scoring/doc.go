@@ -17,6 +17,10 @@
 //   - ParseResultsJSONL: a results file (one JSON object a line) into []Result.
 //   - ComputeLedger: results + task metadata + policy → *Ledger; Canonical() is its
 //     canonical JSON (floats at 9 significant digits) and Root() that JSON's sha256.
+//   - ImpactWeight, RankMargins, RankMovers, MoverLambda, PairCleared (impact.go): the
+//     audit impact rule, which results would move an agent's rank and are held until
+//     audited; one definition for the ledger (attest), the coordinator (protocol) and the
+//     audit simulator (protocol/auditsim).
 //
 // How the ledger stays deterministic: results are sorted by (task, agent, seed) before
 // use and hashed (every field, scores as exact IEEE-754 bits) into inputs_digest, which is

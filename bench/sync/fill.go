@@ -2,9 +2,9 @@
 
 package main
 
-import "github.com/evalmesh/evalmesh/node"
+import "github.com/evalmesh/evalmesh/node/vstore"
 
-// fill writes the in-sync case's stand-in records (node.Set.FillUnverified).
-func fill(set *node.Set, envs [][]byte, times []uint64) error {
+// fill writes the in-sync case's stand-in records (vstore.Set.FillUnverified).
+func fill(set *vstore.Set, envs [][]byte, times []uint64) error {
 	return set.FillUnverified(envs, times)
 }

@@ -5,11 +5,11 @@ package main
 import (
 	"errors"
 
-	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/node/vstore"
 )
 
-// fill needs node.Set.FillUnverified, which exists only in builds with the tag
+// fill needs vstore.Set.FillUnverified, which exists only in builds with the tag
 // evalmesh_benchfill (bench/sync.sh builds with it).
-func fill(*node.Set, [][]byte, []uint64) error {
+func fill(*vstore.Set, [][]byte, []uint64) error {
 	return errors.New("the in-sync case needs a build with -tags evalmesh_benchfill (use bench/sync.sh)")
 }

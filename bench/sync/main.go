@@ -7,7 +7,7 @@
 //	late joiner       node A holds N attestations, B none: B syncs from A
 //	in sync           two nodes whose stores hold the same M IDs: one session over the
 //	                  real stream (both sets, every frame). The M records are written
-//	                  unverified (node.Set.FillUnverified, only in this driver's build tag
+//	                  unverified (vstore.Set.FillUnverified, only in this driver's build tag
 //	                  evalmesh_benchfill) from M distinct 16-byte stand-in envelopes:
 //	                  reconciliation reads IDs and order keys only, and a million real
 //	                  envelopes would take many minutes to sign and verify
@@ -40,6 +40,8 @@ import (
 	"github.com/evalmesh/evalmesh/internal/attestgen"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/node/syncer"
+	"github.com/evalmesh/evalmesh/node/vstore"
 	"github.com/evalmesh/evalmesh/protocol/recon"
 )
 
@@ -210,7 +212,7 @@ func startNode(trust *attest.TrustStore, autoSync bool) (*benchNode, error) {
 		return nil, err
 	}
 	n, err := node.New(context.Background(), h, node.Options{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, API: "127.0.0.1:0",
-		Trust: trust, Sync: node.SyncOptions{NoAutoSync: !autoSync}})
+		Trust: trust, Sync: syncer.Options{NoAutoSync: !autoSync}})
 	if err != nil {
 		return nil, err
 	}
@@ -219,12 +221,12 @@ func startNode(trust *attest.TrustStore, autoSync bool) (*benchNode, error) {
 
 func load(n *node.Node, envs [][]byte) error {
 	for lo := 0; lo < len(envs); lo += 1000 {
-		res, err := n.Store().Attestations().Add(envs[lo:min(len(envs), lo+1000)], node.SourceLocal, "")
+		res, err := n.Store().Attestations().Add(envs[lo:min(len(envs), lo+1000)], vstore.SourceLocal, "")
 		if err != nil {
 			return err
 		}
 		for _, r := range res {
-			if r.Status == node.StatusRefused {
+			if r.Status == vstore.StatusRefused {
 				return fmt.Errorf("cached envelope refused: %s %s", r.Reason, r.Detail)
 			}
 		}
@@ -234,10 +236,10 @@ func load(n *node.Node, envs [][]byte) error {
 
 // syncPair connects a to b and times one session a runs with b: wall time and the CPU time
 // of the whole process (both nodes).
-func syncPair(a, b *benchNode) (node.SyncStats, time.Duration, time.Duration, error) {
+func syncPair(a, b *benchNode) (syncer.Stats, time.Duration, time.Duration, error) {
 	ctx := context.Background()
 	if err := a.n.Connect(ctx, b.n.Addrs()[0]); err != nil {
-		return node.SyncStats{}, 0, 0, err
+		return syncer.Stats{}, 0, 0, err
 	}
 	c0 := cpuTime()
 	t0 := time.Now()
@@ -245,13 +247,13 @@ func syncPair(a, b *benchNode) (node.SyncStats, time.Duration, time.Duration, er
 	wall := time.Since(t0)
 	cpu := cpuTime() - c0
 	if err != nil {
-		return node.SyncStats{}, 0, 0, err
+		return syncer.Stats{}, 0, 0, err
 	}
 	return sts[1], wall, cpu, nil
 }
 
 // syncPairAll is syncPair's session with the stats of every set.
-func syncPairAll(a, b *benchNode) ([]node.SyncStats, time.Duration, time.Duration, error) {
+func syncPairAll(a, b *benchNode) ([]syncer.Stats, time.Duration, time.Duration, error) {
 	c0 := cpuTime()
 	t0 := time.Now()
 	sts, err := a.n.Syncer().SyncWith(context.Background(), b.n.ID())
@@ -283,7 +285,7 @@ func settle(b *benchNode) error {
 // reconnect dials b from a (whose automatic sync is on, so the dial starts a session, as
 // for a node coming back from a partition) and times it until both attestation sets are
 // equal, then returns the stats of the session the dial started.
-func reconnect(a, b *benchNode) ([]node.SyncStats, time.Duration, time.Duration, error) {
+func reconnect(a, b *benchNode) ([]syncer.Stats, time.Duration, time.Duration, error) {
 	c0 := cpuTime()
 	t0 := time.Now()
 	if err := a.n.Connect(context.Background(), b.n.Addrs()[0]); err != nil {

@@ -16,8 +16,10 @@ import (
 
 	"github.com/evalmesh/evalmesh/agentspec"
 	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/internal/testutil"
 	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/node/vstore"
 	"github.com/evalmesh/evalmesh/protocol"
 )
 
@@ -41,50 +43,75 @@ type runInfo struct {
 // ledgerView is one daemon's ledger: its root, the runs it counts and why it excludes the
 // others, and the misconduct it has proof of.
 type ledgerView struct {
-	root       string
-	counted    map[string]runInfo // by attestation ID
-	all        map[string]runInfo // every run attestation in the store
-	excluded   map[string]attest.ExcludeReason
-	misconduct []attest.Misconduct
-	refused    []attest.RefusedCampaign // campaigns refused at admission (ledger.caps)
-	unanswered []attest.Unanswered      // held attempts with no outcome by their holder
-	agents     []string                 // leaderboard rows' names
-	envelopes  int                      // attestations in the store
+	root        string
+	counted     map[string]runInfo // by attestation ID
+	all         map[string]runInfo // every run attestation in the store
+	excluded    map[string]attest.ExcludeReason
+	misconduct  []attest.Misconduct
+	refused     []attest.RefusedCampaign   // campaigns refused at admission (ledger.caps)
+	unanswered  []attest.Unanswered        // held attempts with no outcome by their holder
+	refusedRuns map[string]string          // stored runs the ledger refuses now (a revocation since), by ID: why
+	noVotes     []attest.NoVote            // re-scores of labs not drawn for their run (ledger.rescorers)
+	held        []attest.HeldGroup         // (lab, agent) groups held as movers until audited (ledger.audits)
+	rescoredBy  map[string]map[string]bool // run ID → the labs that re-scored it
+	agents      []string                   // leaderboard rows' names
+	envelopes   int                        // attestations in the store
 }
 
 func (d *daemonProc) ledgerView() (ledgerView, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	v := ledgerView{counted: map[string]runInfo{}, all: map[string]runInfo{}, excluded: map[string]attest.ExcludeReason{}}
+	v := ledgerView{counted: map[string]runInfo{}, all: map[string]runInfo{}, excluded: map[string]attest.ExcludeReason{}, refusedRuns: map[string]string{}, rescoredBy: map[string]map[string]bool{}}
 	l, err := d.client.MeshLedger(ctx)
 	if err != nil || l == nil || l.Report == nil {
 		return v, fmt.Errorf("ledger: %v", err)
 	}
 	v.root, v.misconduct, v.unanswered, v.refused = l.Root, l.Report.Misconduct, l.Report.Unanswered, l.Report.RefusedCampaigns
+	v.noVotes, v.held = l.Report.NoVotes, l.Report.Held
 	for _, a := range l.Ledger.Agents {
 		v.agents = append(v.agents, a.Agent)
 	}
 	for _, e := range l.Report.Excluded {
 		v.excluded[e.ID] = e.Reason
 	}
-	envs, err := d.client.StoredEnvelopes(ctx, node.SetAttestations)
+	envs, err := d.client.StoredEnvelopes(ctx, vstore.SetAttestations)
 	if err != nil {
 		return v, err
 	}
 	v.envelopes = len(envs)
-	if l.Attestations != len(envs) || l.Report.Counted+len(l.Report.Excluded) != countRuns(envs) {
-		return v, fmt.Errorf("the ledger (%d attestations, %d counted, %d excluded) is older than the store (%d)", l.Attestations, l.Report.Counted, len(l.Report.Excluded), len(envs))
+	refused := map[string]string{}
+	for _, r := range l.Report.Refused {
+		refused[r.ID] = r.Reason + ": " + r.Detail
+	}
+	refusedRuns := 0
+	for _, env := range envs {
+		if why, ok := refused[attest.EnvelopeID(env)]; ok && countRuns([][]byte{env}) == 1 {
+			v.refusedRuns[attest.EnvelopeID(env)] = why
+			refusedRuns++
+		}
+	}
+	if l.Attestations != len(envs) || l.Report.Counted+len(l.Report.Excluded)+refusedRuns != countRuns(envs) {
+		return v, fmt.Errorf("the ledger (%d attestations, %d counted, %d excluded, %d refused) is older than the store (%d)", l.Attestations, l.Report.Counted, len(l.Report.Excluded), refusedRuns, len(envs))
 	}
 	for _, env := range envs {
 		e, err := attest.DecodeEnvelope(env)
 		if err != nil {
 			return v, err
 		}
-		st, run, _, err := attest.DecodeStatement(e.Payload)
+		st, run, rs, err := attest.DecodeStatement(e.Payload)
+		if err == nil && rs != nil {
+			if v.rescoredBy[rs.Run] == nil {
+				v.rescoredBy[rs.Run] = map[string]bool{}
+			}
+			v.rescoredBy[rs.Run][rs.Lab] = true
+		}
 		if err != nil || run == nil {
 			continue
 		}
 		id := attest.EnvelopeID(env)
+		if _, no := v.refusedRuns[id]; no {
+			continue
+		}
 		r := runInfo{id: id, lab: run.Lab, node: run.Node, campaign: run.Slot.Campaign, task: run.Slot.Task, agent: run.Slot.Agent,
 			seed: run.Slot.Seed, attempt: run.AttemptNumber(), submission: st.SubmissionDigest(), metric: run.Metric, valid: run.Valid, score: run.Score}
 		v.all[id] = r
@@ -133,11 +160,18 @@ func (c *cluster) stillCounted(t *testing.T, i int, v ledgerView, ids []string) 
 // views.
 func (c *cluster) settle(what string, within time.Duration, cond func(ledgerView) bool) []ledgerView {
 	c.t.Helper()
+	return c.settleOn(c.nodes, what, within, cond)
+}
+
+// settleOn is settle over nodes only (the honest ones, where another node's ledger differs
+// by design).
+func (c *cluster) settleOn(nodes []*daemonProc, what string, within time.Duration, cond func(ledgerView) bool) []ledgerView {
+	c.t.Helper()
 	var views []ledgerView
 	var lastErr error
 	err := testutil.Poll(within, func() bool {
 		views, lastErr = nil, nil
-		for _, d := range c.nodes {
+		for _, d := range nodes {
 			v, err := d.ledgerView()
 			if err != nil {
 				lastErr = fmt.Errorf("%s: %w", d.lab.Name, err)
@@ -155,7 +189,7 @@ func (c *cluster) settle(what string, within time.Duration, cond func(ledgerView
 	if err != nil {
 		var b strings.Builder
 		for i, v := range views {
-			fmt.Fprintf(&b, "%s: root %.12s counted %d excluded %v misconduct %d agents %v\n", c.nodes[i].lab.Name, v.root, len(v.counted), v.excluded, len(v.misconduct), v.agents)
+			fmt.Fprintf(&b, "%s: root %.12s counted %d excluded %v misconduct %d agents %v\n", nodes[i].lab.Name, v.root, len(v.counted), v.excluded, len(v.misconduct), v.agents)
 		}
 		for _, d := range c.nodes {
 			fmt.Fprintf(&b, "--- %s log tail:\n%s\n", d.lab.Name, readLog(d.log))
@@ -213,7 +247,7 @@ func (c *cluster) witnessOf(d *daemonProc, campaign, notLab string) string {
 	c.t.Helper()
 	var id string
 	testutil.WaitFor(c.t, 60*time.Second, "a witness of "+campaign+" on "+d.lab.Name, func() bool {
-		envs, err := d.client.StoredEnvelopes(context.Background(), node.SetAttestations)
+		envs, err := d.client.StoredEnvelopes(context.Background(), vstore.SetAttestations)
 		if err != nil {
 			return false
 		}
@@ -697,6 +731,19 @@ func claimsCluster(t *testing.T, tasks ...string) (*cluster, []string) {
 func docCluster(t *testing.T, edit func(*protocol.NetworkDoc), tasks ...string) (*cluster, []string) {
 	t.Helper()
 	c := newCluster(t, 3)
+	c.useDoc(edit)
+	for i := 0; i < 3; i++ {
+		c.start(i)
+	}
+	c.connectAll()
+	return c, c.addTasks(tasks...)
+}
+
+// useDoc replaces the demo's network document by the one edit makes of it, signed by every
+// lab, in every node's home (before the daemons start).
+func (c *cluster) useDoc(edit func(*protocol.NetworkDoc)) {
+	t := c.t
+	t.Helper()
 	doc, err := protocol.ParseNetworkDoc(c.labs.Doc.Canonical())
 	if err != nil {
 		t.Fatal(err)
@@ -714,11 +761,6 @@ func docCluster(t *testing.T, edit func(*protocol.NetworkDoc), tasks ...string) 
 		}
 	}
 	c.labs.Doc = doc
-	for i := 0; i < 3; i++ {
-		c.start(i)
-	}
-	c.connectAll()
-	return c, c.addTasks(tasks...)
 }
 
 // secondNode is a node key lab i certifies besides its daemon's: a node that never claims
@@ -761,17 +803,15 @@ func TestDishonestLabCannotPreemptByRecord(t *testing.T) {
 	key, cert, second := c.secondNode(2)
 	signClaim := func(slot attest.Slot, attempt int, witness, dir string) {
 		env, id, err := attest.NewClaimRecord(key, cert, slot, attempt, witness, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, id+".json"), env, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeEnvelope(t, dir, env, id, err)
 	}
 
-	// A slow campaign keeps every node busy; a second waits for room.
+	// A slow campaign keeps every node busy; a second waits for room. Twelve seeds: whether
+	// an honest runner outranks lab3 on a slot is a coin flip (that is the rule), and with
+	// six, the four or so the honest nodes ran all went lab3's way one time in sixteen, and
+	// (b) below waited for nothing.
 	slow := &agentspec.Spec{Name: "slow", Version: "1.0.0", Command: []string{"/bin/sleep", "8"}}
-	busySlots, busyID := c.campaignOf(1, "busy", tasks, []*agentspec.Spec{slow}, 6)
+	busySlots, busyID := c.campaignOf(1, "busy", tasks, []*agentspec.Spec{slow}, 12)
 	constant := specs["constant"]
 	laterSlots, laterID := c.campaignOf(1, "later", tasks, []*agentspec.Spec{constant}, 3)
 	honestLab := c.labs.Nodes[1].Lab.ID // the campaigns' lab: a witness must be another's
@@ -787,7 +827,7 @@ func TestDishonestLabCannotPreemptByRecord(t *testing.T) {
 	// (b) The attempt an honest node runs, where lab3's claim ranks below the runner's.
 	var victim *daemonProc
 	var victimSlot node.SlotReport
-	testutil.WaitFor(t, 60*time.Second, "an honest node running a slow slot that lab3's claim ranks below", func() bool {
+	testutil.WaitFor(t, 120*time.Second, "an honest node running a slow slot that lab3's claim ranks below", func() bool {
 		for _, d := range c.nodes[:2] {
 			st, err := d.client.CampaignStatus(ctx, busyID)
 			if err != nil {
@@ -930,9 +970,26 @@ func TestDishonestLabCannotPreemptByRecord(t *testing.T) {
 		}
 		return listed && again
 	})
-	if log := fullLog(t, runner.log); !strings.Contains(log, "outranks this node's: giving the attempt up") {
-		t.Errorf("%s did not give up the attempt lab3's record outranks:\n%s", runner.lab.Name, log)
+	// The runner gives the attempt up when the record reaches it while its run is live; when
+	// the run finished first (a race the test cannot time: signing, importing and gossiping
+	// the record against an 8 s run under load), its result is not the holder's and is
+	// excluded as such on every node. Either way the slot ran again and counts (above).
+	gaveUp := strings.Contains(fullLog(t, runner.log), "outranks this node's: giving the attempt up")
+	finishedFirst := false
+	for id, r := range views[0].all {
+		if r.node == runner.peerID && r.campaign == outID && r.seed == taken.Seed && r.attempt == 1 {
+			finishedFirst = true
+			for i, v := range views {
+				if v.excluded[id] != attest.ExcludeNotHolder {
+					t.Errorf("%s: the outranked runner's finished run %s of attempt 1 is %q, want excluded as %q", c.nodes[i].lab.Name, id, v.excluded[id], attest.ExcludeNotHolder)
+				}
+			}
+		}
 	}
+	if !gaveUp && !finishedFirst {
+		t.Errorf("%s neither gave up the attempt lab3's record outranks nor finished it first:\n%s", runner.lab.Name, fullLog(t, runner.log))
+	}
+	t.Logf("outranked runner %s: gave the attempt up %v, finished its run before the record came %v", runner.lab.Name, gaveUp, finishedFirst)
 	for i, v := range views {
 		c.stillCounted(t, i, v, honestBefore)
 	}
@@ -946,13 +1003,7 @@ func TestDishonestLabCannotPreemptByRecord(t *testing.T) {
 	for seed := 0; seed < 2; seed++ {
 		for attempt := 1; attempt <= protocol.DefaultMaxInfraAttempts; attempt++ {
 			env, id, err := attest.NewReleaseRecord(key, cert, attest.Slot{Campaign: starvedID, Task: tasks[0], Agent: constant.CID(), Seed: seed}, attempt, attest.ReleaseInfra, "", time.Now())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, id+".json"), env, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			forged = append(forged, id)
+			forged = append(forged, writeEnvelope(t, dir, env, id, err))
 		}
 	}
 	c.importInto(liar, dir)
@@ -986,7 +1037,7 @@ func TestDishonestLabCannotPreemptByRecord(t *testing.T) {
 func (c *cluster) witnessedByOthers(d *daemonProc, campaign, notLab string) {
 	c.t.Helper()
 	testutil.WaitFor(c.t, 60*time.Second, "witnesses of "+campaign+" by every other lab on "+d.lab.Name, func() bool {
-		envs, err := d.client.StoredEnvelopes(context.Background(), node.SetAttestations)
+		envs, err := d.client.StoredEnvelopes(context.Background(), vstore.SetAttestations)
 		if err != nil {
 			return false
 		}
@@ -1009,7 +1060,9 @@ func (c *cluster) witnessedByOthers(d *daemonProc, campaign, notLab string) {
 // agent, then a fourth campaign. Every honest node refuses the second (agents) and the
 // fourth (campaigns) whole, lists them in its ledger report, and keeps counting the honest
 // labs' runs and lab3's first and third campaigns: no counted run was dropped, and no later
-// campaign displaced an earlier one.
+// campaign displaced an earlier one. No honest node runs a slot of a refused campaign (its
+// coordinator applies the ledger's admission rule and logs why); the result lab3 signs by
+// hand for each is refused too.
 func TestDishonestLabCannotChooseWhatCountsUnderCaps(t *testing.T) {
 	skipShortFaults(t)
 	c, tasks := docCluster(t, func(d *protocol.NetworkDoc) {
@@ -1035,23 +1088,45 @@ func TestDishonestLabCannotChooseWhatCountsUnderCaps(t *testing.T) {
 		t.Fatal("no honest lab ran a slot: the test would prove nothing")
 	}
 
-	// publish signs and publishes one lab3 campaign, waits until every node has run it and
-	// both other labs have witnessed it (its admission time fixed), and returns its ID.
-	publish := func(title string, agents ...*agentspec.Spec) string {
+	// publish signs and publishes one lab3 campaign, waits until both other labs have
+	// witnessed it (its admission time fixed) and, for a campaign the caps admit, until every
+	// node has run it; one they refuse no honest node runs: each says so in its log (the
+	// coordinator applies the ledger's admission rule). It returns the campaign's ID.
+	publish := func(title string, refused bool, agents ...*agentspec.Spec) string {
 		n, id := c.campaignOf(2, title, tasks, agents, 1)
-		c.waitAllDone(c.nodes, id, n)
 		c.witnessedByOthers(liar, id, liarLab)
+		if !refused {
+			c.waitAllDone(c.nodes, id, n)
+			return id
+		}
+		for _, d := range c.nodes[:2] {
+			testutil.WaitFor(t, 60*time.Second, d.lab.Name+" declining over-cap campaign "+id, func() bool {
+				return strings.Contains(fullLog(t, d.log), "campaign "+id+" not taken: its campaign is over its lab's cap")
+			})
+		}
 		return id
 	}
-	first := publish("first", specs["solver"])
+	first := publish("first", false, specs["solver"])
 	c.settle("lab3's first campaign counted", 120*time.Second, func(v ledgerView) bool {
 		return len(v.counted) == honestSlots+1
 	})
 	a1, a2 := *specs["constant"], *specs["heuristic"]
 	a1.Name, a2.Name = "aaa-1", "aaa-2"
-	overAgents := publish("sorts first", &a1, &a2)
-	third := publish("third", specs["flaky"])
-	overCampaigns := publish("fourth", specs["solver"])
+	overAgents := publish("sorts first", true, &a1, &a2)
+	third := publish("third", false, specs["flaky"])
+	overCampaigns := publish("fourth", true, specs["solver"])
+	// Nobody ran the refused campaigns; lab3 signs a result of each by hand, as its
+	// operator could: the ledger still refuses it.
+	dir := t.TempDir()
+	key, cert := c.nodeKey(2)
+	for _, r := range []struct {
+		campaign string
+		spec     *agentspec.Spec
+	}{{overAgents, &a1}, {overCampaigns, specs["solver"]}} {
+		slot := attest.Slot{Campaign: r.campaign, Task: tasks[0], Agent: r.spec.CID(), Seed: 0}
+		c.signRun(2, key, cert, slot, 1, "refused "+r.campaign, 1, c.witnessOf(liar, r.campaign, liarLab), dir)
+	}
+	c.importInto(liar, dir)
 
 	campaignRuns := func(v ledgerView, campaign string) (ids []string) {
 		for id, r := range v.all {
@@ -1062,7 +1137,7 @@ func TestDishonestLabCannotChooseWhatCountsUnderCaps(t *testing.T) {
 		return ids
 	}
 	views := c.settle("lab3's over-cap campaigns refused everywhere", 120*time.Second, func(v ledgerView) bool {
-		return len(v.refused) == 2 && len(campaignRuns(v, overCampaigns)) > 0
+		return len(v.refused) == 2 && len(campaignRuns(v, overCampaigns)) > 0 && len(campaignRuns(v, overAgents)) > 0
 	})
 	for i, v := range views {
 		name := c.nodes[i].lab.Name
@@ -1080,6 +1155,9 @@ func TestDishonestLabCannotChooseWhatCountsUnderCaps(t *testing.T) {
 				if got := v.excluded[id]; got != attest.ExcludeCampaignOverCap {
 					t.Errorf("%s: run %s of refused campaign %s: %q, want %q", name, id, want.id, got, attest.ExcludeCampaignOverCap)
 				}
+				if r := v.all[id]; r.lab != liarLab {
+					t.Errorf("%s: node %s of %s ran slot %s/%s of campaign %s, which the caps refuse", name, r.node, r.lab, r.task, r.agent, want.id)
+				}
 			}
 		}
 		for _, admitted := range []string{first, third} {
@@ -1096,4 +1174,318 @@ func TestDishonestLabCannotChooseWhatCountsUnderCaps(t *testing.T) {
 			}
 		}
 	}
+}
+
+// drawnCluster is four labs under a network document that draws re-scorers (ledger.rescorers
+// "drawn", replication 1, signed by every lab): daemons for lab1, lab2 and lab3 (node 2, the
+// dishonest lab's); lab4 runs no daemon, and its keys are in the test's hands — a lab
+// colluding with lab3. With drawKeys the document names a draw key for every lab (`evalmesh
+// network draw-key`), each daemon holds its lab's as HOME/draw.key, and the keys, by lab
+// index, are returned.
+func drawnCluster(t *testing.T, drawKeys bool, tasks ...string) (*cluster, []string, []crypto.PrivKey) {
+	t.Helper()
+	c := newCluster(t, 4)
+	var keys []crypto.PrivKey
+	c.useDoc(func(doc *protocol.NetworkDoc) {
+		doc.Ledger.Rescorers, doc.Ledger.Replication = protocol.RescorersDrawn, 1
+		if !drawKeys {
+			return
+		}
+		for _, n := range c.labs.Nodes {
+			d, _, err := networkDrawKey(writeDoc(t, doc), n.Name, n.Home.DrawKeyPath())
+			if err != nil {
+				t.Fatal(err)
+			}
+			// d is the document read back from the file the command wrote, a new value:
+			// assigning it to doc would leave the draw keys out of the one useDoc signs.
+			*doc = *d
+			key, err := home.ReadKey(n.Home.DrawKeyPath(), "draw key")
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, key)
+		}
+	})
+	for i := 0; i < 3; i++ {
+		c.start(i)
+	}
+	c.connectAll()
+	return c, c.addTasks(tasks...), keys
+}
+
+// vetoesAreNoVotes waits until every daemon lists each of vetoes (re-score IDs, what they
+// are) as a no vote whose why says why, and checks that the honest runs still count.
+func (c *cluster) vetoesAreNoVotes(t *testing.T, what string, vetoes []string, why string, honest []string) {
+	t.Helper()
+	views := c.settle("the "+what+" vetoes stored and listed as no votes", 120*time.Second, func(v ledgerView) bool {
+		n := 0
+		for _, nv := range v.noVotes {
+			if slices.Contains(vetoes, nv.Rescore) {
+				n++
+			}
+		}
+		return n == len(vetoes)
+	})
+	for i, v := range views {
+		c.stillCounted(t, i, v, honest)
+		for _, nv := range v.noVotes {
+			if slices.Contains(vetoes, nv.Rescore) && !strings.Contains(nv.Why, why) {
+				t.Errorf("%s: no-vote %+v: want its why to say %q", c.nodes[i].lab.Name, nv, why)
+			}
+		}
+	}
+}
+
+// drawnSetup is a drawnCluster on the arithmetic task once lab2's campaign of the fault
+// agents (10 seeds) counts on every node: the labs' IDs by index, a ledger view then, and
+// its runs of labs other than lab3's.
+type drawnSetup struct {
+	c        *cluster
+	tasks    []string
+	drawKeys []crypto.PrivKey
+	labIDs   []string
+	before   ledgerView
+	honest   []string
+}
+
+func newDrawnSetup(t *testing.T, drawKeys bool) drawnSetup {
+	t.Helper()
+	var s drawnSetup
+	s.c, s.tasks, s.drawKeys = drawnCluster(t, drawKeys, "arithmetic")
+	for _, n := range s.c.labs.Nodes {
+		s.labIDs = append(s.labIDs, n.Lab.ID)
+	}
+	id, slots := s.c.publish(s.c.nodes[1], s.tasks, faultAgents, 10)
+	s.c.waitAllDone(s.c.nodes, id, slots)
+	s.before = s.c.settle("the honest campaign counted everywhere", 180*time.Second, func(v ledgerView) bool {
+		return len(v.counted) == slots
+	})[0]
+	s.honest = s.before.honestCounted(s.labIDs[2])
+	return s
+}
+
+// honestWhere is the honest runs of s for which keep says yes, given the index of the one
+// honest lab that is a candidate to re-score each (the other of lab1 and lab2).
+func (s drawnSetup) honestWhere(keep func(r runInfo, other int) bool) []runInfo {
+	var out []runInfo
+	for _, id := range s.honest {
+		r := s.before.counted[id]
+		if keep(r, 1-slices.Index(s.labIDs, r.lab)) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// writeDoc writes doc to a file of its own, for the CLI's functions that edit one.
+func writeDoc(t *testing.T, doc *protocol.NetworkDoc) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "network.json")
+	if err := os.WriteFile(path, doc.File(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// rescoreDraw is node key's re-scorer draw (attest.DrawFraction) for run r, and its proof.
+func rescoreDraw(t *testing.T, key crypto.PrivKey, r runInfo) (float64, string) {
+	t.Helper()
+	pred := &attest.RunPredicate{Slot: attest.Slot{Campaign: r.campaign, Task: r.task, Agent: r.agent, Seed: r.seed}, Attempt: r.attempt, Lab: r.lab}
+	proof, beta, err := attest.RescoreDraw(key, pred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return attest.DrawFraction(beta), proof
+}
+
+// signDrawnRescore signs a re-score of run r by lab i's node of key and cert, carrying that
+// node's draw, into dir.
+func (c *cluster) signDrawnRescore(i int, key crypto.PrivKey, cert *attest.NodeCert, r runInfo, valid bool, score float64, dir string) string {
+	c.t.Helper()
+	nodeID, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	_, proof := rescoreDraw(c.t, key, r)
+	pred := attest.RescorePredicate{Run: r.id, Valid: valid, Metric: r.metric, Evaluator: "builtin:" + r.metric,
+		Node: nodeID.String(), Lab: c.labs.Nodes[i].Lab.ID, Time: time.Now(), Draw: proof}
+	if valid {
+		pred.Score = &score
+	}
+	st, err := attest.NewStatement([]attest.Subject{{Name: "submission.csv", Digest: map[string]string{"sha256": strings.Repeat("00", 32)}}},
+		attest.PredicateRescoreV1, pred)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	env, id, err := attest.Sign(key, cert, st)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, id+".json"), env, 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	return id
+}
+
+// TestDishonestLabCannotPickItsRescorers: where re-scorers are drawn (ledger.rescorers
+// "drawn"), lab3 (node 2) and lab4 (a colluding lab with no daemon, its keys in the test's
+// hands) try the two ways to choose who judges a run. With four labs and replication 1, a
+// lab is drawn for a run when its node's VRF draw over the run's slot, attempt and lab is
+// under 1/3.
+//
+//   - Veto from undrawn labs: for honest runs whose one honest candidate lab was drawn (and
+//     re-scored), lab3 and lab4 sign contradicting re-scores with valid draws that did not
+//     draw them. Under the old rule (every lab that re-scored votes) that is 2 votes to 2, a
+//     tie that holds the honest runs aside; drawn, the re-scores are no votes, the runs keep
+//     counting on every node, and every node lists the re-scores as no-vote evidence.
+//   - Picking its re-scorers: lab3 fabricates a result (a score for a submission nobody can
+//     fetch) and re-signs it, varying one field, until the old order by attestation ID puts
+//     lab4 first; lab4, not drawn for the run, confirms it at once. Under the old rule the
+//     confirmation fills the replication and no honest lab is ever asked: the result
+//     counts. Drawn, the honest labs re-score it whatever its ID and the colluder's
+//     confirmation, contradict it, and it counts on no node.
+func TestDishonestLabCannotPickItsRescorers(t *testing.T) {
+	skipShortFaults(t)
+	s := newDrawnSetup(t, false)
+	c, tasks, labIDs, before, honestBefore := s.c, s.tasks, s.labIDs, s.before, s.honest
+	liar, liarLab := c.nodes[2], labIDs[2]
+	const drawn = 1.0 / 3 // attest.DrawThreshold(1, 3, 0)
+	keys := map[int]crypto.PrivKey{}
+	for i := 0; i < 3; i++ {
+		keys[i], _ = c.nodeKey(i)
+	}
+
+	t.Run("veto from undrawn labs", func(t *testing.T) {
+		targets := s.honestWhere(func(r runInfo, other int) bool {
+			// Not where lab3's daemon was drawn, or stood in before the drawn lab answered,
+			// and re-scored it honestly: a veto then would be a hedge, another test's matter.
+			u, _ := rescoreDraw(t, keys[other], r)
+			u3, _ := rescoreDraw(t, keys[2], r)
+			return u < drawn && u3 >= drawn && !before.rescoredBy[r.id][liarLab]
+		})
+		if len(targets) == 0 {
+			t.Fatalf("none of %d honest runs has its honest candidate drawn and lab3's daemon not (p ≈ 2/9 each)", len(honestBefore))
+		}
+		dir := t.TempDir()
+		var vetoes []string
+		liarKey, liarCert := c.nodeKey(2)
+		for _, r := range targets {
+			vetoes = append(vetoes, c.signDrawnRescore(2, liarKey, liarCert, r, true, 0, dir))
+			// lab4 certifies nodes until one is not drawn: the draw is per node key, so a
+			// lab with many nodes chooses among their draws (docs/design.md §9 says what that
+			// buys: it never removes a drawn lab's vote).
+			for {
+				key, cert, _ := c.secondNode(3)
+				if u, _ := rescoreDraw(t, key, r); u >= drawn {
+					vetoes = append(vetoes, c.signDrawnRescore(3, key, cert, r, true, 0, dir))
+					break
+				}
+			}
+		}
+		c.importInto(liar, dir)
+		c.vetoesAreNoVotes(t, "undrawn", vetoes, "not drawn", honestBefore)
+		t.Logf("%d honest runs vetoed by two undrawn labs each: still counted on every node; %d no-vote re-scores listed", len(targets), len(vetoes))
+	})
+
+	t.Run("picking its re-scorers", func(t *testing.T) {
+		specs, err := c.labs.AgentSpecs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A slow campaign keeps the daemons busy while lab3's bait campaign is published.
+		slow := &agentspec.Spec{Name: "slow", Version: "1.0.0", Command: []string{"/bin/sleep", "8"}}
+		busySlots, busyID := c.campaignOf(0, "busy", tasks, []*agentspec.Spec{slow}, 6)
+		constant := specs["constant"]
+		_, baitID := c.campaignOf(2, "bait", tasks, []*agentspec.Spec{constant}, 1)
+		bw := c.witnessOf(liar, baitID, liarLab)
+		key, cert, second := c.secondNode(2)
+		colluderKey, colluderCert := c.nodeKey(3)
+		slot := attest.Slot{Campaign: baitID, Task: tasks[0], Agent: constant.CID(), Seed: 0}
+		fab := runInfo{campaign: baitID, task: tasks[0], agent: constant.CID(), seed: 0, attempt: 1, lab: liarLab, node: second, metric: "accuracy"}
+		for {
+			if u, _ := rescoreDraw(t, colluderKey, fab); u >= drawn {
+				break
+			}
+			colluderKey, colluderCert, _ = c.secondNode(3) // the colluder is not drawn for it
+		}
+		// Grind: re-sign the fabricated result until the old order by ID puts lab4 first.
+		dir := t.TempDir()
+		tries := 0
+		for {
+			tries++
+			grind := t.TempDir()
+			fid := c.signRun(2, key, cert, slot, 1, "fabricated", 0.5+float64(tries)*1e-9, bw, grind)
+			if protocol.RescorerOrder(fid, liarLab, labIDs)[0] == labIDs[3] {
+				b, err := os.ReadFile(filepath.Join(grind, fid+".json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, fid+".json"), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				fab.id = fid
+				break
+			}
+		}
+		confirm := c.signDrawnRescore(3, colluderKey, colluderCert, fab, true, 0.5+float64(tries)*1e-9, dir)
+		c.importInto(liar, dir)
+		views := c.settle("the fabricated result re-scored by the honest labs and counted nowhere", 300*time.Second, func(v ledgerView) bool {
+			_, counted := v.counted[fab.id]
+			return !counted && v.excluded[fab.id] == attest.ExcludeDisputed
+		})
+		for i, v := range views {
+			c.stillCounted(t, i, v, honestBefore)
+			if v.all[fab.id].id == "" {
+				t.Errorf("%s: the fabricated run is not stored", c.nodes[i].lab.Name)
+			}
+		}
+		t.Logf("lab3 re-signed its fabricated result %d times until the old order put lab4 first; lab4's confirmation %s did not end the honest labs' duty: excluded on every node as %q", tries, confirm, views[0].excluded[fab.id])
+		c.waitAllDone(c.nodes, busyID, busySlots)
+	})
+}
+
+// TestDishonestLabCannotDrawFromItsBestNode: under a network document that names one draw
+// key per lab (`evalmesh network draw-key`), lab3 (node 2) and lab4 (colluding, no daemon)
+// try what node-key draws allowed: each certifies nodes until one's own draw for an honest
+// run is under the threshold (1/3: four labs, replication 1), whatever its lab's draw key
+// drew, and vetoes the run from that node. Under node-key draws both vetoes vote, tie the
+// run 2 to 2 with its lab and its honest re-scorer, and hold it aside on every node (the
+// pure TestDrawKeyOnlyTheLabsDrawVotes shows the same set); with draw keys they are no
+// votes, listed on every honest daemon as drawn under the wrong key, and the honest runs keep
+// counting. The honest daemons re-score with their labs' draw keys: the campaign counting
+// everywhere with replication 1 is their draws verified.
+func TestDishonestLabCannotDrawFromItsBestNode(t *testing.T) {
+	skipShortFaults(t)
+	s := newDrawnSetup(t, true)
+	c, drawKeys, labIDs, before, honestBefore := s.c, s.drawKeys, s.labIDs, s.before, s.honest
+	liar, liarLab := c.nodes[2], labIDs[2]
+	const drawn = 1.0 / 3 // attest.DrawThreshold(1, 3, 0)
+	targets := s.honestWhere(func(r runInfo, other int) bool {
+		// lab3's daemon re-scores what its draw key draws (a veto would then be a hedge, no
+		// vote under either rule); lab4, with no daemon, is silent whatever its draw.
+		u3, _ := rescoreDraw(t, drawKeys[2], r)
+		return u3 >= drawn && !before.rescoredBy[r.id][liarLab] && before.rescoredBy[r.id][labIDs[other]]
+	})
+	if len(targets) == 0 {
+		t.Fatalf("none of %d honest runs is one lab3's draw key does not draw and the honest lab alone re-scored", len(honestBefore))
+	}
+	dir := t.TempDir()
+	var vetoes []string
+	nodes := 0
+	for _, r := range targets {
+		for _, lab := range []int{2, 3} {
+			for {
+				nodes++
+				key, cert, _ := c.secondNode(lab)
+				if u, _ := rescoreDraw(t, key, r); u < drawn {
+					vetoes = append(vetoes, c.signDrawnRescore(lab, key, cert, r, true, 0, dir))
+					break
+				}
+			}
+		}
+	}
+	c.importInto(liar, dir)
+	c.vetoesAreNoVotes(t, "ground", vetoes, "draw key", honestBefore)
+	t.Logf("%d honest runs vetoed by lab3 and lab4 from nodes whose own draws were under %.3f (%d nodes certified to find them): still counted on every node; %d no-vote re-scores listed",
+		len(targets), drawn, nodes, len(vetoes))
 }

@@ -239,7 +239,7 @@ func runCampaignVerify(o campaignVerifyOptions) (campaignVerifyOutput, error) {
 	out.Tasks, out.Seeds, out.Replication, out.Slots = c.Tasks, c.Seeds, c.Replication, len(c.Slots())
 	out.Created, out.Deadline = &c.Created, &c.Deadline
 	for _, a := range c.Agents {
-		s, _ := agentspec.Parse(a.Spec) // VerifyCampaign parsed it
+		s := v.Agents[a.CID] // VerifyCampaign parsed it
 		out.Agents = append(out.Agents, campaignAgentOutput{CID: a.CID, Name: s.Name, Version: s.Version})
 	}
 	return out, nil

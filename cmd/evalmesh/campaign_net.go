@@ -183,7 +183,7 @@ func watchCampaign(ctx context.Context, c *node.Client, rep *node.CampaignReport
 				rep.Status.Running, rep.Status.Claimed, rep.Status.Unclaimed, rep.Status.Failed, rep.Status.AwaitingKey)
 		}
 		last = n
-		if n >= rep.Status.Slots || rep.Status.Closed {
+		if n >= rep.Status.Slots || rep.Status.Closed || rep.Status.Withdrawn {
 			if bar != nil {
 				_ = bar.Finish()
 			}
@@ -211,8 +211,14 @@ func printCampaignReport(w io.Writer, rep *node.CampaignReport) {
 		// node of a lab holding the key, finishes them.
 		fmt.Fprintf(w, ", awaiting a key %d", s.AwaitingKey)
 	}
+	if s.NotHere > 0 {
+		fmt.Fprintf(w, " (and %d this node never runs: its lab scores their task, or refuses or cannot run their agent)", s.NotHere)
+	}
 	if s.Closed {
 		fmt.Fprint(w, " (deadline passed)")
+	}
+	if s.Withdrawn {
+		fmt.Fprint(w, " (withdrawn here: over its lab's cap since an earlier campaign of its lab came; its runs would not count)")
 	}
 	fmt.Fprintln(w)
 	for _, r := range rep.Refused {

@@ -128,19 +128,7 @@ func TestCampaignVerifyCLIRefusals(t *testing.T) {
 func TestCampaignCreateFromBundleFolder(t *testing.T) {
 	f := newCampaignFlow(t)
 	bundle := filepath.Join(t.TempDir(), "svamp")
-	src := filepath.Join(t.TempDir(), "MathQuestionAnsweringSVAMPAccuracy")
-	os.Mkdir(src, 0o755)
-	ents, _ := os.ReadDir(svampFixture)
-	for _, e := range ents {
-		b, _ := os.ReadFile(filepath.Join(svampFixture, e.Name()))
-		os.WriteFile(filepath.Join(src, e.Name()), b, 0o644)
-	}
-	os.WriteFile(filepath.Join(src, "project_description.md"), []byte("# SVAMP\n"), 0o644)
-	os.WriteFile(filepath.Join(src, "evaluate.py"), []byte("# stand-in\n"), 0o644)
-	data := t.TempDir()
-	os.Mkdir(filepath.Join(data, "test_with_labels"), 0o755)
-	gold, _ := os.ReadFile(filepath.Join(svampFixture, "gold_submission.csv"))
-	os.WriteFile(filepath.Join(data, "test_with_labels", "labels.csv"), gold, 0o644)
+	src, data := svampSource(t, "# SVAMP\n")
 	mustCLI(t, "task", "import", src, "--data", data, "--out", bundle)
 	want, err := tasks.Pack(context.Background(), bundle, tasks.NewHashOnlyDAG(), tasks.PackOptions{})
 	if err != nil {

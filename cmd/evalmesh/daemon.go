@@ -20,6 +20,7 @@ import (
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/node/mesh"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/runner/slurm"
@@ -31,7 +32,8 @@ func newDaemonCmd(g *globals) *cobra.Command {
 	var listen []string
 	var api string
 	var claims protocol.ClaimConfig
-	var testControls bool
+	var testControls, testFabricate, testForgeTranscript, testClaimHoldings bool
+	var testHoldAudits string
 	var dashboardListen, logFormat string
 	var rescoreTimeout, redialMax time.Duration
 	cmd := &cobra.Command{
@@ -101,17 +103,25 @@ Example:
 			logf := func(format string, args ...any) { logLine(logger, fmt.Sprintf(format, args...)) }
 			warnf := func(format string, args ...any) { logLineAt(logger, slog.LevelWarn, fmt.Sprintf(format, args...)) }
 			opts := node.Options{
-				Listen:          listen,
-				API:             api,
-				Logf:            logf,
-				Warnf:           warnf,
-				Redial:          node.RedialOptions{Max: redialMax},
-				TestControls:    testControls,
-				DashboardListen: dashboardListen,
-				Mesh: func(n *node.Node) (*node.MeshOptions, error) {
+				Listen:            listen,
+				API:               api,
+				Logf:              logf,
+				Warnf:             warnf,
+				Redial:            node.RedialOptions{Max: redialMax},
+				TestControls:      testControls,
+				TestClaimHoldings: testClaimHoldings, // a dishonest lab, in tests only
+				DashboardListen:   dashboardListen,
+				Mesh: func(n *node.Node) (*mesh.Options, error) {
 					mo, err := meshOptions(h, n, claims, errw)
 					if mo != nil {
 						mo.RescoreTimeout = rescoreTimeout
+						if testFabricate {
+							mo.Runner.TestFabricate = fabricateFromLabels // a dishonest lab, in tests only
+						}
+						if testForgeTranscript {
+							mo.Runner.TestForgeTranscript = forgeTranscript // a dishonest lab, in tests only
+						}
+						mo.TestAuditGate = testHoldAudits
 					}
 					return mo, err
 				},
@@ -157,6 +167,14 @@ Example:
 	cmd.Flags().DurationVar(&redialMax, "redial-max", time.Minute, "longest wait between dials of a known peer that is not connected (the wait starts at 1s and doubles per failed dial)")
 	cmd.Flags().BoolVar(&testControls, "test-controls", false, "serve the fault-test partition controls on the API (tests only)")
 	_ = cmd.Flags().MarkHidden("test-controls")
+	cmd.Flags().BoolVar(&testFabricate, "test-fabricate", false, "sign every run with a submission written from the task's private data instead of the agent's (a dishonest lab; tests only)")
+	_ = cmd.Flags().MarkHidden("test-fabricate")
+	cmd.Flags().BoolVar(&testForgeTranscript, "test-forge-transcript", false, "sign every run with a transcript of its first model call only (a dishonest lab; tests only)")
+	_ = cmd.Flags().MarkHidden("test-forge-transcript")
+	cmd.Flags().BoolVar(&testClaimHoldings, "test-claim-holdings", false, "answer \"held\" to every holdings request and fetch nothing in repair rounds (a dishonest lab; tests only)")
+	_ = cmd.Flags().MarkHidden("test-claim-holdings")
+	cmd.Flags().StringVar(&testHoldAudits, "test-hold-audits", "", "hold this node's audits while this file exists (tests only)")
+	_ = cmd.Flags().MarkHidden("test-hold-audits")
 	cmd.Flags().StringVar(&dashboardListen, "dashboard-listen", "", "serve the read-only web dashboard, its JSON API and /metrics on this host:port (e.g. 127.0.0.1:5280; port 0 picks one; default off). It needs no token and serves no control endpoint: safe to expose (docs/api.md)")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format on stderr: text (key=value lines) or json (one object a line)")
 	cmd.Flags().DurationVar(&claims.DeadAfter, "dead-after", protocol.DefaultDeadAfter, "a node silent this long (no claim message, no heads) while others are heard is taken for dead: its slots are free again before their leases lapse (negative: wait for the lease; docs/protocol-claims.md rule 4a)")
@@ -221,7 +239,7 @@ func recoverAtStart(ctx context.Context, h home.Home, log io.Writer) {
 // meshOptions decides whether the daemon of h joins a network, and how: it needs a trust
 // file listing the network's labs and a lab certificate for this node. Without either the
 // node runs alone (bundles, pins, transfer) and says why.
-func meshOptions(h home.Home, n *node.Node, claims protocol.ClaimConfig, log io.Writer) (*node.MeshOptions, error) {
+func meshOptions(h home.Home, n *node.Node, claims protocol.ClaimConfig, log io.Writer) (*mesh.Options, error) {
 	net, err := loadNetworkPolicy(h, n.Config().Network)
 	if err != nil {
 		return nil, err
@@ -249,6 +267,11 @@ func meshOptions(h home.Home, n *node.Node, claims protocol.ClaimConfig, log io.
 		return nil, err
 	}
 	r.Trust = trust // each run's preflight checks the certificate against the network's labs
+	if c := r.CurrentCert(); c != nil {
+		if r.DrawKey, err = nodeDrawKey(h, net.Doc, c.Lab); err != nil {
+			return nil, err
+		}
+	}
 	capacity := n.Config().Runner.MaxParallel
 	if inv, err := r.Inventory(); err == nil && !inv.CPUOnly && len(inv.GPUs) > 0 {
 		capacity = len(inv.GPUs)
@@ -272,8 +295,8 @@ func meshOptions(h home.Home, n *node.Node, claims protocol.ClaimConfig, log io.
 	if net.Policy.AllowProcessRuns {
 		counts = "process-executor runs too (agents not isolated)"
 	}
-	fmt.Fprintf(log, "joining network %s: %d trusted lab(s), capacity %d run(s), executor %s; the ledger counts %s, replication %d\n",
-		n.Config().Network, len(trust.Labs()), max(capacity, 1), r.Executor, counts, net.Policy.Replication)
-	return &node.MeshOptions{Trust: trust, Runner: r, Capacity: capacity, FreeCapacity: free, Claims: claims,
+	fmt.Fprintf(log, "joining network %s: %d trusted lab(s), %d revocation(s), capacity %d run(s), executor %s; the ledger counts %s, replication %d\n",
+		n.Config().Network, len(trust.Labs()), len(trust.Revocations()), max(capacity, 1), r.Executor, counts, net.Policy.Replication)
+	return &mesh.Options{Trust: trust, Runner: r, Capacity: capacity, FreeCapacity: free, Claims: claims,
 		Policy: net.Policy, Scoring: net.Scoring, NetworkDoc: net.Doc}, nil
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/evalmesh/evalmesh/internal/testutil"
 
-	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/runner"
 )
@@ -20,20 +19,7 @@ import (
 // agent, attests the run once when it ends, and leaves nothing to recover.
 func TestDaemonRecoversKilledRunAtStart(t *testing.T) {
 	dir := t.TempDir()
-	h := filepath.Join(dir, "home")
-	if _, e, code := runE2(t, "init", "--home", h); code != 0 {
-		t.Fatal(e)
-	}
-	if _, err := exampletasks.Generate(filepath.Join(dir, "tasks")); err != nil {
-		t.Fatal(err)
-	}
-	task := filepath.Join(dir, "tasks", "arithmetic")
-	hold := filepath.Join(openToAgents(t, dir), "hold") // the agent (uid nobody on root) sees it
-	os.WriteFile(hold, nil, 0o644)
-	gated := filepath.Join(dir, "gated.yaml")
-	os.WriteFile(gated, []byte("name: gated\nversion: \"1\"\ncommand: [/bin/sh, -c, 'while [ -e "+hold+" ]; do sleep 0.05; done']\n"), 0o644)
-
-	old := killedRun(t, h, "--task", task, "--agent", gated, "--executor", "process")
+	h, _, hold, old := killedGatedRun(t, dir)
 
 	daemon := exec.Command(os.Args[0], "daemon", "--home", h, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0")
 	daemon.Env = append(os.Environ(), "EVALMESH_TEST_CLI=1")

@@ -44,6 +44,16 @@ from the files it exported.
 This network counts process-executor runs, which a real network's default policy does not:
 the demo agents run as plain processes, without a container's isolation.
 
+The network audits by re-execution (network document ledger.audits, at the default rate):
+each lab re-runs the runs of other labs its VRF draw picks (at first every result no other
+lab's result can judge yet), signs an audit, and every ledger judges it; each node's line
+says how many runs its lab audited. The demo reports once no node owes an audit.
+
+The arithmetic task runs with runners without labels (network document ledger.scorers): it
+is sealed, its key granted only to lab1 and lab2, which score it; the other labs run its
+slots without the labels and sign each submission with no score, and the ledger counts each
+run with the scoring labs' verdict.
+
 --nodes 1 runs the single-node pipeline instead (one lab, no network). --keep leaves the
 daemons running until Ctrl-C and prints each node's home and addresses, and its web
 dashboard (leaderboard, heatmap, runs, peers; --dashboard-listen picks the first node's
@@ -129,11 +139,20 @@ func printNetDemo(w io.Writer, asJSON bool, res *demo.NetResult) {
 		if r.Valid && r.Score != nil {
 			score = fmt.Sprintf("%.4g", *r.Score)
 		}
-		fmt.Fprintf(w, "  %-12s %-14s seed %d  %-8s ran by %s, re-scored by %s\n", r.Task, r.Agent, r.Seed, score, r.RanBy, strings.Join(r.RescoredBy, ","))
+		verb := "re-scored by"
+		if r.Unscored {
+			verb = "without labels; scored by" // runners without labels (ledger.scorers)
+		}
+		line := fmt.Sprintf("  %-12s %-14s seed %d  %-8s ran by %s, %s %s", r.Task, r.Agent, r.Seed, score, r.RanBy, verb, strings.Join(r.RescoredBy, ","))
+		if !r.Counted {
+			// A duplicate of a race between two claims: listed, not counted.
+			line += "; not counted: " + r.Excluded
+		}
+		fmt.Fprintln(w, line)
 	}
 	fmt.Fprintln(w, "\nledger root of each node (over both tables):")
 	for _, n := range res.Nodes {
-		fmt.Fprintf(w, "  %s  %s  %s  (signed %d runs, %d re-scores)\n", n.Lab, n.PeerID, n.LedgerRoot, n.Runs, n.Rescores)
+		fmt.Fprintf(w, "  %s  %s  %s  (signed %d runs, %d re-scores; audited %d runs)\n", n.Lab, n.PeerID, n.LedgerRoot, n.Runs, n.Rescores, n.Audits)
 	}
 	q := make([]string, len(res.LedgerCommand))
 	for i, a := range res.LedgerCommand {

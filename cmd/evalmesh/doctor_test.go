@@ -12,7 +12,7 @@ import (
 	"github.com/evalmesh/evalmesh/examples/demo"
 	"github.com/evalmesh/evalmesh/internal/doctor"
 	"github.com/evalmesh/evalmesh/internal/testutil"
-	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/node/diskstore"
 )
 
 // doctorJSON runs `evalmesh doctor --json` in-process on home dir.
@@ -164,7 +164,7 @@ func TestDoctorFullDisk(t *testing.T) {
 	_, rep, _ := doctorJSON(t, dir)
 	wantStatus(t, rep, "disk", doctor.Warn, "reserve") // 8 MiB: low, not yet full
 
-	avail, reserve, err := node.FreeSpace(dir)
+	avail, reserve, err := diskstore.FreeSpace(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -43,6 +44,10 @@ type cluster struct {
 	t     *testing.T
 	labs  *demo.Labs
 	nodes []*daemonProc
+	args  map[int][]string // daemon flags of lab i besides faultDaemonArgs
+	// exe is the daemons' executable: "" means this test binary (os.Args[0]); a copy
+	// elsewhere can have files beside it (the model proxy, found next to the executable).
+	exe string
 }
 
 // Short leases so a killed or stopped node's slots pass to others within seconds; known
@@ -64,8 +69,8 @@ func (c *cluster) start(i int) *daemonProc {
 	t.Helper()
 	l := c.labs.Nodes[i]
 	os.Remove(l.Home.APIPath())
-	args := append([]string{"daemon", "--home", l.Home.Dir}, faultDaemonArgs...)
-	cmd := exec.Command(os.Args[0], args...)
+	args := append(append([]string{"daemon", "--home", l.Home.Dir}, faultDaemonArgs...), c.args[i]...)
+	cmd := exec.Command(cmp.Or(c.exe, os.Args[0]), args...)
 	cmd.Env = append(os.Environ(), "EVALMESH_TEST_CLI=1")
 	logPath := filepath.Join(c.labs.Dir, fmt.Sprintf("%s-%d.log", l.Name, time.Now().UnixNano()))
 	f, err := os.Create(logPath)
@@ -131,20 +136,28 @@ func (d *daemonProc) waitWarned(msg string) {
 // waitConnected waits until d is connected to each of peers, with no `evalmesh connect`.
 func (d *daemonProc) waitConnected(peers ...*daemonProc) {
 	d.t.Helper()
-	testutil.WaitFor(d.t, 30*time.Second, d.lab.Name+" connected again by itself", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		got, err := d.client.Peers(ctx)
-		if err != nil {
+	ids := make([]string, len(peers))
+	for i, p := range peers {
+		ids[i] = p.peerID
+	}
+	testutil.WaitFor(d.t, 30*time.Second, d.lab.Name+" connected again by itself", func() bool { return connectedTo(d.client, ids...) })
+}
+
+// connectedTo reports whether the daemon behind c lists each of ids among its peers (false
+// while it does not answer).
+func connectedTo(c *node.Client, ids ...string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	got, err := c.Peers(ctx)
+	if err != nil {
+		return false
+	}
+	for _, id := range ids {
+		if !slices.ContainsFunc(got, func(i node.PeerInfo) bool { return i.ID == id }) {
 			return false
 		}
-		for _, p := range peers {
-			if !slices.ContainsFunc(got, func(i node.PeerInfo) bool { return i.ID == p.peerID }) {
-				return false
-			}
-		}
-		return true
-	})
+	}
+	return true
 }
 
 func (d *daemonProc) kill() {

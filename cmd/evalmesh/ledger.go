@@ -20,6 +20,7 @@ import (
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/internal/taskset"
 	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/node/vstore"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/scoring"
 )
@@ -108,12 +109,17 @@ The table's terms (docs/scoring.md has the formulas; docs/cli-json.md the JSON):
 				if err != nil {
 					return err
 				}
-				// The network's acceptance policy, as its daemons apply it (misconduct and
-				// pardons included); campaign windows and witnesses need the campaigns, which a
-				// folder of envelopes does not hold.
+				// The network's acceptance policy, as its daemons apply it (misconduct, pardons
+				// and claim records included: without the holder rule a run of a node that does
+				// not hold its attempt could fill its cell here and move the root); campaign
+				// windows, witnesses and caps need the campaigns, which a folder of envelopes
+				// does not hold.
 				np := doc.AcceptPolicy()
 				o.Policy.Replication, o.Policy.AllowProcessRuns = np.Replication, np.AllowProcessRuns
 				o.Policy.SetAsideOffenders, o.Policy.Pardoned = np.SetAsideOffenders, np.Pardoned
+				o.Policy.RequireClaimRecords = np.RequireClaimRecords
+				o.Policy.Scorers = np.Scorers                                       // runners without labels: unscored runs count with their scorers' verdicts
+				o.Policy.RescorerDraw, o.Policy.Audits = np.RescorerDraw, np.Audits // who votes, and what audits prove
 				sc := doc.ScoringOptions()
 				o.Scoring.Worst, rounds, o.Scoring.EloBootstrap = sc.Worst, sc.BootstrapRounds, sc.EloBootstrap
 			}
@@ -192,13 +198,13 @@ func computeLedgerFromFlags(ctx context.Context, o ledgerOptions) (*scoring.Ledg
 }
 
 // computeLedgerFromStore is computeLedgerFromFlags over envelopes the daemon's store
-// accepted (node.LedgerFromStored: no signature checked again).
+// accepted (vstore.LedgerFromStored: no signature checked again).
 func computeLedgerFromStore(ctx context.Context, o ledgerOptions, envs [][]byte) (*scoring.Ledger, *attest.LedgerReport, error) {
 	in, err := ledgerInputFromFlags(ctx, o)
 	if err != nil {
 		return nil, nil, err
 	}
-	return node.LedgerFromStored(envs, in)
+	return vstore.LedgerFromStored(envs, in)
 }
 
 // daemonEnvelopes fetches the running daemon's verified attestations.
@@ -210,7 +216,7 @@ func daemonEnvelopes(ctx context.Context, h home.Home) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.StoredEnvelopes(ctx, node.SetAttestations)
+	return c.StoredEnvelopes(ctx, vstore.SetAttestations)
 }
 
 // ledgerInputFromFlags is everything but the envelopes.

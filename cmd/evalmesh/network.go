@@ -41,13 +41,14 @@ earlier results.
 Example:
   evalmesh network create --network airs --out network.json --replication 1 --lab ~/acme-lab --lab ~/beta-lab
   evalmesh network add-lab network.json --lab ~/gamma-lab
+  evalmesh network draw-key network.json --lab ~/acme-lab --key-file ~/acme-lab/draw.key   # one draw per run per lab
   evalmesh network sign network.json --lab ~/acme-lab      # each lab, on its own machine
   evalmesh network show network.json
   evalmesh network hash network.json                       # what heads announce as network_doc
   cp network.json ~/.evalmesh/network.json                 # on every node, then restart it`,
 	}
-	cmd.AddCommand(newNetworkCreateCmd(g), newNetworkAddLabCmd(g), newNetworkRetireLabCmd(g),
-		newNetworkSignCmd(g), newNetworkShowCmd(g), newNetworkHashCmd(g))
+	cmd.AddCommand(newNetworkCreateCmd(g), newNetworkAddLabCmd(g), newNetworkRetireLabCmd(g), newNetworkRevokeCmd(g),
+		newNetworkDrawKeyCmd(g), newNetworkSignCmd(g), newNetworkShowCmd(g), newNetworkHashCmd(g))
 	return cmd
 }
 
@@ -76,7 +77,8 @@ func networkCreate(out, network string, replication int, executors []string, lim
 	if replication < 0 {
 		return nil, fmt.Errorf("--replication %d: want 0 or more (how many other labs re-score a run before it counts)", replication)
 	}
-	ledger := map[string]any{"replication": replication, "claims": protocol.ClaimsRequired, "caps": protocol.DefaultCaps}
+	ledger := map[string]any{"replication": replication, "claims": protocol.ClaimsRequired, "caps": protocol.DefaultCaps,
+		"rescorers": protocol.RescorersDrawn}
 	if len(executors) > 0 {
 		ledger["executors"] = executors
 	}
@@ -148,6 +150,54 @@ func networkRetireLab(path, name string, at time.Time) (*protocol.NetworkDoc, er
 	return d, networkWrite(path, d)
 }
 
+// networkRevoke adds the signed revocation in revFile to the document at path.
+func networkRevoke(path, revFile string) (*protocol.NetworkDoc, error) {
+	d, err := networkRead(path)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(revFile)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.AddRevocation(raw); err != nil {
+		return nil, fmt.Errorf("%s: %w", revFile, err)
+	}
+	return d, networkWrite(path, d)
+}
+
+func newNetworkRevokeCmd(g *globals) *cobra.Command {
+	var revFile string
+	cmd := &cobra.Command{
+		Use:   "revoke FILE --revocation REV.json",
+		Short: "Add a lab's revocation of its node to a network document (clears its signatures)",
+		Long: `Add the revocation REV.json (from ` + "`evalmesh lab revoke`" + `, signed by a lab of the document)
+to the network document FILE: the network-wide path for a revocation. Once a majority of the
+labs have signed the document and it is copied to every node's HOME/network.json, each
+running node reads its revocations within seconds, without a restart: nothing signed under
+the revoked node or certificate counts, earlier results included, and the slots its runs
+alone filled are run again by other nodes (docs/operating.md §3, "Revocation"). A lab can
+also revoke at once on its own nodes with ` + "`evalmesh trust add --revocation`" + `.
+
+Example:
+  evalmesh lab revoke --dir ~/acme-lab --node 12D3KooW... > rev.json
+  evalmesh network revoke network.json --revocation rev.json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if revFile == "" {
+				return fmt.Errorf("--revocation REV.json is required: the output of `evalmesh lab revoke`")
+			}
+			d, err := networkRevoke(args[0], revFile)
+			if err != nil {
+				return err
+			}
+			return networkReport(cmd, g, args[0], "added revocation "+revFile, d)
+		},
+	}
+	cmd.Flags().StringVar(&revFile, "revocation", "", "a revocation from `evalmesh lab revoke`")
+	return cmd
+}
+
 // networkSign adds the signature of the lab in labDir (named name in the document, or as
 // its lab.json says) to the document at path.
 func networkSign(path, labDir, name string) (*protocol.NetworkDoc, error) {
@@ -186,6 +236,7 @@ type networkShowLab struct {
 	LabID        string     `json:"lab_id"`
 	Key          string     `json:"key"`
 	AgeRecipient string     `json:"age_recipient,omitempty"`
+	DrawKey      string     `json:"draw_key,omitempty"`
 	Retired      *time.Time `json:"retired,omitempty"`
 	Signed       bool       `json:"signed"`
 }
@@ -215,7 +266,7 @@ func networkShow(path string) (*networkShowOut, error) {
 	for _, l := range d.Labs {
 		pub, _ := base64.StdEncoding.DecodeString(l.Key)
 		out.Labs = append(out.Labs, networkShowLab{Name: l.Name, LabID: attest.LabID(pub), Key: l.Key,
-			AgeRecipient: l.AgeRecipient, Retired: l.Retired, Signed: slices.Contains(r.Signers, l.Name)})
+			AgeRecipient: l.AgeRecipient, DrawKey: l.DrawKey, Retired: l.Retired, Signed: slices.Contains(r.Signers, l.Name)})
 	}
 	return out, nil
 }
@@ -237,6 +288,9 @@ func printNetworkShow(w io.Writer, s *networkShowOut) {
 		}
 		if l.Retired != nil {
 			state = "retired " + l.Retired.Format(time.RFC3339)
+		}
+		if l.DrawKey != "" {
+			state += ", draws with " + l.DrawKey
 		}
 		fmt.Fprintf(w, "  %-16s %s  %s\n", l.Name, l.LabID, state)
 	}

@@ -49,10 +49,35 @@ func loadNetworkPolicy(h home.Home, network string) (networkPolicy, error) {
 	if np.Trust, err = doc.TrustStore(); err != nil {
 		return np, err
 	}
+	if err := addHomeRevocations(h, np.Trust); err != nil {
+		return np, err
+	}
 	np.Doc = doc
 	np.Scoring = doc.ScoringOptions()
 	np.Policy = doc.AcceptPolicy()
 	return np, nil
+}
+
+// addHomeRevocations adds to trust, the network document's labs, the revocations of
+// HOME/trust.yaml (where `evalmesh trust add --revocation` puts them): the document lists
+// the labs, but a lab's revocation of its own node must not wait for a new document signed
+// by a majority, since it only takes trust away (attest.TrustStore.AddRevocation). The
+// file's labs and directly trusted nodes are not used: under a document, it trusts no one.
+func addHomeRevocations(h home.Home, trust *attest.TrustStore) error {
+	path := h.TrustPath()
+	ts, err := attest.LoadTrust(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w (under a network document only its revocations are read; fix or remove it)", err)
+	}
+	for _, r := range ts.Revocations() {
+		if err := trust.AddRevocation(r); err != nil {
+			return fmt.Errorf("trust file %s: revocation %s: %w", path, r.ID, err)
+		}
+	}
+	return nil
 }
 
 // networkDocInEffect decides whether a node may run the document at path: one of two or more

@@ -15,7 +15,7 @@ import (
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/internal/testutil"
-	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/node/vstore"
 	"github.com/evalmesh/evalmesh/protocol"
 )
 
@@ -278,7 +278,7 @@ func TestNetworkDocumentMismatchStopsClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitAllDone(c.nodes[1:], second, len(tasks)*len(faultAgents)*4)
-	envs, err := c.nodes[1].client.StoredEnvelopes(t.Context(), node.SetAttestations)
+	envs, err := c.nodes[1].client.StoredEnvelopes(t.Context(), vstore.SetAttestations)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,6 +69,7 @@ func newCountProgress(w io.Writer, what string) *progress.Bar { return progress.
 func newTaskAddCmd(g *globals) *cobra.Command {
 	var unchecked, seal bool
 	var sealOut string
+	var scorers []string
 	cmd := &cobra.Command{
 		Use:   "add [--unchecked] DIR",
 		Short: "Pack a bundle folder into the running node, pin it, print its CID",
@@ -85,7 +86,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			if err := sealForAdd(cmd, g, args, seal, sealOut, unchecked); err != nil {
+			if err := sealForAdd(cmd, g, args, seal, sealOut, unchecked, scorers); err != nil {
 				return err
 			}
 			bar := newProgress(cmd.ErrOrStderr(), "pack")
@@ -104,6 +105,7 @@ Example:
 	cmd.Flags().BoolVar(&unchecked, "unchecked", false, "pack any folder, not only a valid bundle")
 	cmd.Flags().BoolVar(&seal, "seal", false, "seal private/ first and grant its key (see task pack --help; default: on when the trust file lists age recipients)")
 	cmd.Flags().StringVar(&sealOut, "out", "", "with --seal: the sealed copy's folder (default DIR.sealed)")
+	cmd.Flags().StringSliceVar(&scorers, "scorers", nil, scorersHelp)
 	return cmd
 }
 

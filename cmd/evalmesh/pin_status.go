@@ -23,6 +23,10 @@ of its nodes does; a node shows its lab with its certificate. The order is rende
 the labs (protocol.HolderOrder): every node computes the same one, and when a holder
 leaves, the next lab in it is the one that must fetch (docs/protocol-sync.md §8).
 
+A sealed bundle (one whose key the network's grants give to some labs) counts only the labs
+granted its key: a lab without it holds bytes it cannot score from, so it is shown as "no
+key" and never counts or is told to fetch, and the factor is capped at the labs with the key.
+
 Exit status 2 when the factor is not met.
 
 Examples:
@@ -60,11 +64,14 @@ func printPinStatus(w io.Writer, rep *node.PinStatusReport) {
 	for _, l := range rep.Assigned {
 		assigned[l] = true
 	}
-	fmt.Fprintf(w, "%s: held by %d lab(s), factor %d: ", rep.Object, len(rep.Holding), rep.Factor)
+	fmt.Fprintf(w, "%s: held by %d lab(s) that count, factor %d: ", rep.Object, len(rep.Holding), rep.Factor)
 	if rep.Met {
 		fmt.Fprintln(w, "met")
 	} else {
 		fmt.Fprintln(w, "NOT MET")
+	}
+	if rep.KeyLabs != nil {
+		fmt.Fprintf(w, "  sealed bundle: only the %d lab(s) granted its key count\n", len(rep.KeyLabs))
 	}
 	for _, l := range rep.Labs {
 		state := "not heard from"
@@ -75,8 +82,11 @@ func printPinStatus(w io.Writer, rep *node.PinStatusReport) {
 			state = "does not hold it"
 		}
 		role := ""
-		if assigned[l.Lab] {
+		switch {
+		case assigned[l.Lab]:
 			role = "  must hold"
+		case l.Present && !l.Counts:
+			role = "  no key: does not count (sealed bundle)"
 		}
 		fmt.Fprintf(w, "  %-10s %s  %s%s\n", orDash(l.Name), l.Lab, state, role)
 	}

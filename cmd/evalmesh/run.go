@@ -115,6 +115,9 @@ type runOutput struct {
 	Attestation   string   `json:"attestation_path"`
 	// AgentLogTail is the end of the agent's log, for an invalid run only.
 	AgentLogTail string `json:"agent_log_tail,omitempty"`
+	// Transcript is the node's record of the agent's traffic with its model (agents with a
+	// model only).
+	Transcript *runner.TranscriptRef `json:"transcript,omitempty"`
 }
 
 // runFlags are the run command's flags.
@@ -137,6 +140,12 @@ private/), and write a signed run attestation with the submission and logs, cont
 into the node home. Prints the attestation ID and the score; on a terminal a status line
 shows the phase, the elapsed time and GPU use. An invalid run also prints the end of the
 agent's log.
+
+An agent whose spec names a model reaches it through a recorder the node starts (with
+evalmesh-model-proxy beside this binary; make build puts it there): the run then attests a
+transcript of every call between agent and model, bodies by CID, with token counts, and this
+command prints its CID, its path under HOME/objects and its totals (docs/agents.md
+"Transcripts").
 
 Before anything runs, the signing chain is checked: the node certificate
 (HOME/node-cert.json) must be this node's, valid now and until the task's wall-clock limit
@@ -328,7 +337,7 @@ func printRunOutcome(w io.Writer, jsonOut bool, h home.Home, o *runner.Outcome) 
 	logPath := filepath.Join(runner.RunDir(h, o.RunID), "logs", "agent.log")
 	out := runOutput{RunID: o.RunID, AttestationID: o.AttestationID, Attempt: max(o.Predicate.Attempt, 1), Valid: o.Valid, Score: o.Score,
 		Metric: o.Metric, InvalidReason: o.InvalidReason,
-		Attestation: filepath.Join(h.AttestationsDir(), o.AttestationID+".json")}
+		Attestation: filepath.Join(h.AttestationsDir(), o.AttestationID+".json"), Transcript: runner.TranscriptOf(h, o)}
 	if !o.Valid {
 		out.AgentLogTail = logTail(logPath, agentLogTailLines)
 	}
@@ -345,6 +354,10 @@ func printRunOutcome(w io.Writer, jsonOut bool, h home.Home, o *runner.Outcome) 
 		fmt.Fprintf(w, "attempt     %d (this node ran the slot before)\n", out.Attempt)
 	}
 	fmt.Fprintf(w, "run         %s\n", runner.RunDir(h, o.RunID))
+	if t := out.Transcript; t != nil {
+		fmt.Fprintf(w, "transcript  %s: %d model calls, %d prompt + %d completion tokens\n", t.CID, t.Calls, t.PromptTokens, t.CompletionTokens)
+		fmt.Fprintf(w, "            %s (a daemon's dashboard shows it at /runs/%s)\n", t.Path, o.AttestationID)
+	}
 	if !o.Valid {
 		if out.AgentLogTail == "" {
 			fmt.Fprintf(w, "agent log   %s is empty\n", logPath)

@@ -69,6 +69,26 @@ func killedRun(t *testing.T, h string, args ...string) string {
 	return id
 }
 
+// killedGatedRun makes a node home in dir with the example tasks and leaves in it a run of
+// the arithmetic task killed in its agent phase, whose agent (process executor) goes on
+// running while the hold file exists: removing hold, or dir, lets it end.
+func killedGatedRun(t *testing.T, dir string) (h, task, hold, id string) {
+	t.Helper()
+	h = filepath.Join(dir, "home")
+	if _, e, code := runE2(t, "init", "--home", h); code != 0 {
+		t.Fatal(e)
+	}
+	if _, err := exampletasks.Generate(filepath.Join(dir, "tasks")); err != nil {
+		t.Fatal(err)
+	}
+	task = filepath.Join(dir, "tasks", "arithmetic")
+	hold = filepath.Join(openToAgents(t, dir), "hold") // the agent (uid nobody on root) sees it
+	os.WriteFile(hold, nil, 0o644)
+	gated := filepath.Join(dir, "gated.yaml")
+	os.WriteFile(gated, []byte("name: gated\nversion: \"1\"\ncommand: [/bin/sh, -c, 'while [ -e "+hold+" ]; do sleep 0.05; done']\n"), 0o644)
+	return h, task, hold, killedRun(t, h, "--task", task, "--agent", gated, "--executor", "process")
+}
+
 func runPhase(t *testing.T, h, id string) runner.Phase {
 	t.Helper()
 	st, err := runner.LoadState(home.Home{Dir: h}, id)
@@ -88,23 +108,9 @@ func attestations(t *testing.T, h string) int {
 // re-attached agent before starting, and it attests both, each once.
 func TestRunRecoversAlongsideTheNewRun(t *testing.T) {
 	dir := t.TempDir()
-	h := filepath.Join(dir, "home")
-	if _, e, code := runE2(t, "init", "--home", h); code != 0 {
-		t.Fatal(e)
-	}
-	if _, err := exampletasks.Generate(filepath.Join(dir, "tasks")); err != nil {
-		t.Fatal(err)
-	}
-	task := filepath.Join(dir, "tasks", "arithmetic")
-	// The agent runs while the hold file exists (removing the test's folder also ends it).
-	hold := filepath.Join(openToAgents(t, dir), "hold") // the agent (uid nobody on root) sees it
-	os.WriteFile(hold, nil, 0o644)
-	gated := filepath.Join(dir, "gated.yaml")
-	os.WriteFile(gated, []byte("name: gated\nversion: \"1\"\ncommand: [/bin/sh, -c, 'while [ -e "+hold+" ]; do sleep 0.05; done']\n"), 0o644)
+	h, task, hold, old := killedGatedRun(t, dir)
 	solver := filepath.Join(dir, "solver.yaml")
 	os.WriteFile(solver, []byte("name: solver\nversion: \"1.0.0\"\ncommand: [evalmesh, agent, solver]\n"), 0o644)
-
-	old := killedRun(t, h, "--task", task, "--agent", gated, "--executor", "process")
 
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)

@@ -30,7 +30,8 @@ What it prints (--json gives the same fields):
                           should be 0: attempts exhausted or claims stuck would show here)
   duplicate_runs          runs started for a slot while another run of it had started and not
                           failed: wasted GPU time (retries after an infrastructure failure or
-                          a crash are not duplicates)
+                          a crash are not duplicates); duplicate_runs_partitioned counts those
+                          started while the network was partitioned
   claim_to_start_ms       p50/p99/max, per run, of the time from the moment its node had free
                           capacity while the slot was free (campaign known, lease lapsed, or
                           released) to the run's start: the protocol's own overhead (settling,
@@ -49,7 +50,13 @@ What it prints (--json gives the same fields):
                           with --dishonest-labs: what the dishonest labs sent, and how many
                           honest runs a fabricated result cut short (should be 0: only a
                           node holding a slot or heard running it can); lost_slots then
-                          counts slots without an honest result
+                          counts slots without an honest result the ledger counts
+  claim_records, squat_claims, given_up, given_up_to_dishonest, held_elsewhere
+                          with --claim-records (the default, as network create writes): the
+                          signed claim records; the dishonest labs' records of attempts
+                          other labs were running, which they never run; honest runs given
+                          up to a better-ranked record (of those, to a dishonest one); and
+                          starts refused because a better-ranked record was already held
   virtual_seconds         until the last slot finished
 
 The same flags and --seed give the same output, byte for byte, but for wall_seconds (the
@@ -80,7 +87,9 @@ Examples:
   evalmesh sim --nodes 200 --slots 20000 --lease 5m --heartbeat 1m
   evalmesh sim --loss 0.25 --settle 1s       # a network that drops a quarter of messages
   evalmesh sim --sealed 0.3 --keyless-labs 2 # 3 of 10 tasks sealed, 2 of 5 labs without the key
-  evalmesh sim --dishonest-labs 1            # one lab of 5 forges releases and fabricates results`,
+  evalmesh sim --dishonest-labs 1            # one lab of 5 forges releases, fabricates results, squats attempts
+  evalmesh sim --partition 0.3:30m@9h        # a partition at the campaign's tail
+  evalmesh sim --claim-records=false         # a network without signed claim records`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if partition != "" {
@@ -151,7 +160,8 @@ Examples:
 	f.IntVar(&c.SilentLabs, "silent-labs", c.SilentLabs, "labs that never re-score")
 	f.Float64Var(&c.Sealed, "sealed", c.Sealed, "fraction of the campaign's 10 tasks that are sealed bundles")
 	f.IntVar(&c.KeylessLabs, "keyless-labs", c.KeylessLabs, "labs (the last ones) whose nodes hold no key to the sealed tasks")
-	f.IntVar(&c.DishonestLabs, "dishonest-labs", c.DishonestLabs, "labs (the last ones) whose first node forges infra releases of every slot and fabricates a result of each slot it hears another lab running")
+	f.IntVar(&c.DishonestLabs, "dishonest-labs", c.DishonestLabs, "labs (the last ones) whose first node forges infra releases of every slot and, of each slot it hears another lab running, fabricates a result or (with --claim-records) signs claim records of its attempts it never runs")
+	f.BoolVar(&c.ClaimRecords, "claim-records", c.ClaimRecords, "the network requires signed claim records (ledger.claims \"required\", as network create writes): only an attempt's holder by the records finishes its slot and counts")
 	f.DurationVar(&c.KeyHolderHeadStart, "key-holder-head-start", 0, "how long a keyless node leaves a free sealed slot to key holders (default: the lease)")
 	f.DurationVar(&c.ReconEvery, "recon", c.ReconEvery, "anti-entropy period: attestations lost in gossip arrive at the next one")
 	f.Uint64Var(&c.Seed, "seed", c.Seed, "random seed; the same seed and flags give the same output")
@@ -183,7 +193,7 @@ func printSimText(w io.Writer, r sim.Result) {
 	fmt.Fprintf(w, "finished           %d\n", r.Finished)
 	fmt.Fprintf(w, "lost slots         %d (failed after max attempts: %d)\n", r.LostSlots, r.FailedSlots)
 	fmt.Fprintf(w, "runs               %d (infrastructure failures %d)\n", r.Runs, r.InfraFailures)
-	fmt.Fprintf(w, "duplicate runs     %d (%.2f%% of slots; extra results %d)\n", r.DuplicateRuns, 100*float64(r.DuplicateRuns)/float64(r.Slots), r.ExtraResults)
+	fmt.Fprintf(w, "duplicate runs     %d (%.2f%% of slots; extra results %d; started while partitioned %d)\n", r.DuplicateRuns, 100*float64(r.DuplicateRuns)/float64(r.Slots), r.ExtraResults, r.DuplicateRunsPartitioned)
 	fmt.Fprintf(w, "equivocations      %d\n", r.Equivocations)
 	fmt.Fprintf(w, "claim->start       p50 %.0f ms, p99 %.0f ms, max %.0f ms\n", r.ClaimToStart.P50, r.ClaimToStart.P99, r.ClaimToStart.Max)
 	fmt.Fprintf(w, "messages per slot  %.2f published, %.1f delivered (%d deliveries lost)\n", r.MessagesPerSlot, r.DeliveriesPerSlot, r.MessagesLost)
@@ -191,7 +201,11 @@ func printSimText(w io.Writer, r sim.Result) {
 	fmt.Fprintf(w, "crashes            %d\n", r.Crashes)
 	fmt.Fprintf(w, "keyless runs       %d\n", r.KeylessRuns)
 	if r.ForgedReleases+r.FabricatedResults > 0 {
-		fmt.Fprintf(w, "dishonest          %d forged releases, %d fabricated results; honest runs aborted by them %d\n", r.ForgedReleases, r.FabricatedResults, r.AbortedByFabricated)
+		fmt.Fprintf(w, "dishonest          %d forged releases, %d fabricated results, %d squat claims; honest runs aborted by them %d, given up to squats %d\n",
+			r.ForgedReleases, r.FabricatedResults, r.SquatClaims, r.AbortedByFabricated, r.GivenUpToDishonest)
+	}
+	if r.ClaimRecords > 0 {
+		fmt.Fprintf(w, "claim records      %d signed; runs given up to a better-ranked one %d; starts refused, held elsewhere %d\n", r.ClaimRecords, r.GivenUp, r.HeldElsewhere)
 	}
 	fmt.Fprintf(w, "virtual time       %s\n", time.Duration(r.VirtualSeconds*float64(time.Second)).Round(time.Second))
 }

@@ -19,35 +19,44 @@ func newSimAuditsCmd(g *globals) *cobra.Command {
 	var labs, kinds string
 	var workers int
 	cmd := &cobra.Command{
-		Use:   "audits [--labs 3,10,30,100] [--networks N] [--rate R] [--agents deterministic|stochastic|both]",
+		Use:   "audits [--labs 3,10,30,100] [--networks N] [--rate R] [--agents deterministic|stochastic|both] [--rerun-corr ρ]",
 		Short: "Simulate audits by re-execution: is a fabricating lab caught, at what cost?",
 		Long: `Simulate many networks of labs that run a campaign, one of them dishonest: it fabricates
---fabricate of its runs of one agent with a score lift (--lift) just large enough to lift that
-agent above its neighbour. Other labs audit by re-execution under the network's --rate, with
-the protocol's own draw, impact weight, statistical test and vote (docs/scoring.md "Audits").
-Labs and runs are modelled, not nodes and slots; nothing touches the network or the disk.
+--fabricate of its runs of one agent with a score lift (--lift). On each network the
+neighbour agent's lead is set on the honest results so that the fabrication, counted in
+full, just changes the target's published rank (the ledger's 95 % intervals stop being
+separated): the smallest rank-changing lift. Other labs audit by re-execution with the
+protocol's own rules (docs/scoring.md "Audits by re-execution"): the draw at --rate, movers
+and a pivotal group's outliers held until audited, the pair test for stochastic agents
+(same-seed re-runs correlated --rerun-corr with the original), the statistical test and
+the vote. Labs and runs are modelled, not nodes and slots; nothing touches the network or
+the disk.
 
 Per network size and agent kind it prints:
-  caught before the rank moves  of the networks in which the fabrication, never caught,
-                                would have lifted the agent past its neighbour: those where
-                                the dishonest lab's results were held aside (proof or
-                                suspicion) before the published order had moved; with the
-                                one-sided 95 % Clopper-Pearson lower bound (goal ≥ 99 %)
+  caught before the rank moves  of the networks in which the fabrication changes the rank:
+                                those where the dishonest lab was caught (proof, suspicion,
+                                or a fabricated run its audits did not clear) and the
+                                published rank never showed the lift, with the one-sided
+                                95 % Clopper-Pearson lower bound (goal ≥ 99 %)
+  rank never moved              the same, caught or not
   caught at all                 share of all networks
-  fabricated runs published     how many fabricated runs it had published when caught
+  fabricated runs out           how many fabricated runs it had published when caught
   honest labs flagged           networks in which any honest lab was flagged, with the
                                 95 % upper bound (goal < 0.1 %: needs ≥ 3,000 networks)
-  audit cost                    audits per run of the whole campaign (--agents-in-campaign
-                                agents; the close pair is simulated run by run, the other
-                                agents are charged the rate), mean and 95th percentile
-                                over networks (goal ≤ 15 %), and the close pair's own
+  honest movers held aside      honest results whose re-runs did not clear them: lost
+                                results, not flags
+  audit GPU time                the audits' GPU time over the campaign's (runs' GPU time
+                                differs by task, --hour-spread; --agents-in-campaign
+                                agents, the close pair simulated run by run, the others
+                                charged the rate), mean and 95th percentile (goal ≤ 15 %)
+  close pair                    audits per run of the two close agents
 
 The same flags and --seed give the same table.
 
 Examples:
-  evalmesh sim audits                               # the table of docs/scoring.md
-  evalmesh sim audits --labs 10 --rate 0.1 --networks 500
-  evalmesh sim audits --agents stochastic --lift 1.0 # a lift of ten times the noise`,
+  evalmesh sim audits                               # the tables of docs/scoring.md
+  evalmesh sim audits --labs 10 --rate 0.05 --networks 500
+  evalmesh sim audits --agents stochastic --rerun-corr 0.9`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sizes, err := parseSizes(labs)
@@ -97,6 +106,9 @@ Examples:
 	f.Float64Var(&c.Rate, "rate", c.Rate, "audit rate: expected audits of an ordinary run")
 	f.Float64Var(&c.Bias, "bias", c.Bias, "statistical test: allowed per-lab bias, in units of the results' spread")
 	f.Float64Var(&c.Z, "z", c.Z, "statistical test: critical value")
+	f.Float64Var(&c.RerunCorr, "rerun-corr", c.RerunCorr, "stochastic agents: correlation of a same-seed re-run with the original run, in [0, 1)")
+	f.Float64Var(&c.PairZ, "pair-z", c.PairZ, "pair test of a held stochastic result: critical value (2.326: 1 % of honest pairs held aside)")
+	f.Float64Var(&c.HourSpread, "hour-spread", c.HourSpread, "spread of the logarithm of a run's GPU time between tasks")
 	f.Uint64Var(&c.Seed, "seed", c.Seed, "random seed")
 	f.IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "sizes simulated at once")
 	return cmd

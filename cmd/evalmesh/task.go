@@ -127,6 +127,7 @@ func treeSize(dir string) int64 {
 func newTaskPackCmd(g *globals) *cobra.Command {
 	var carPath, sealOut string
 	var unchecked, seal bool
+	var scorers []string
 	cmd := &cobra.Command{
 		Use:   "pack DIR [--car FILE]",
 		Short: "Print a bundle's root CID (kubo-compatible), optionally writing a CAR",
@@ -140,6 +141,9 @@ source/) is encrypted with age under a fresh key, grants that key to every lab o
 trust file (or network document) that lists an age_recipient, and packs the sealed copy:
 its CID can be pinned anywhere, and only granted labs can score (docs/bundle-format.md §7).
 A home whose trust file lists recipients seals by default; --seal=false packs in the clear.
+--scorers NAMES grants the key to those labs only (this node's lab among them): the labs
+that score the task, while the others run its slots without its labels; add the printed
+ledger.scorers entry to the network document for its runs to count (docs/design.md §9).
 
 Example:
   evalmesh task pack bundles/svamp --car svamp.car
@@ -159,10 +163,13 @@ Example:
 				if sealOut == "" {
 					sealOut = filepath.Clean(args[0]) + ".sealed"
 				}
-				if sealed, err = SealAndGrant(ctx, h, args[0], sealOut); err != nil {
+				if sealed, err = SealAndGrant(ctx, h, args[0], sealOut, scorers); err != nil {
 					return err
 				}
 				importIntoDaemon(ctx, g, sealed.Grants)
+				if !g.jsonOut {
+					printScorersEntry(cmd.ErrOrStderr(), sealed)
+				}
 				args[0] = sealed.Dir
 			}
 			progress, finish := progressFor(cmd.ErrOrStderr(), treeSize(args[0]), "packing")
@@ -198,6 +205,9 @@ Example:
 				}
 				if sealed != nil {
 					out["sealed"], out["dir"], out["granted_to"] = true, sealed.Dir, sealed.GrantedTo
+					if sealed.ScorersEntry != "" {
+						out["scorers"], out["scorers_entry"] = sealed.Scorers, sealed.ScorersEntry
+					}
 				}
 				return printJSON(cmd.OutOrStdout(), out)
 			}
@@ -211,6 +221,7 @@ Example:
 	cmd.Flags().StringVar(&carPath, "car", "", "also write every block into this CARv1 file")
 	cmd.Flags().BoolVar(&seal, "seal", false, "seal private/ with age and grant the key to the trust file's labs (default: on when the trust file lists age recipients)")
 	cmd.Flags().StringVar(&sealOut, "out", "", "with --seal: the sealed copy's folder (default DIR.sealed)")
+	cmd.Flags().StringSliceVar(&scorers, "scorers", nil, scorersHelp)
 	cmd.Flags().BoolVar(&unchecked, "unchecked", false, "pack any folder, not only a valid bundle")
 	return cmd
 }

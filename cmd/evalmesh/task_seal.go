@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,7 +17,7 @@ import (
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
-	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/node/vstore"
 	"github.com/evalmesh/evalmesh/runner"
 	"github.com/evalmesh/evalmesh/tasks"
 )
@@ -67,12 +68,19 @@ type SealResult struct {
 	Sealed    bool     `json:"sealed"`
 	GrantedTo []string `json:"granted_to"`
 	Grants    []string `json:"grants"` // files under HOME/attestations
+	// Scorers, with --scorers: the labs that score the bundle, the only ones granted its
+	// key; the network document's ledger.scorers must name them for its CID
+	// (ScorersEntry) before its runs count.
+	Scorers      []string `json:"scorers,omitempty"`
+	ScorersEntry string   `json:"scorers_entry,omitempty"`
 }
 
 // SealAndGrant seals the bundle src into out and grants the key to every lab of h's trust
 // that lists an age recipient (this node's lab among them, or the key would be lost),
-// signed by h's node under its lab certificate.
-func SealAndGrant(ctx context.Context, h home.Home, src, out string) (*SealResult, error) {
+// signed by h's node under its lab certificate. With scorers (lab names; runners without
+// labels, docs/design.md §9), it grants the key to those labs only: they must include this
+// node's lab (which holds the key from sealing) and leave a lab out to run the task.
+func SealAndGrant(ctx context.Context, h home.Home, src, out string, scorers []string) (*SealResult, error) {
 	trust, err := homeTrust(h)
 	if err != nil {
 		return nil, err
@@ -87,6 +95,11 @@ func SealAndGrant(ctx context.Context, h home.Home, src, out string) (*SealResul
 	recips := trust.LabRecipients()
 	if recips[cert.Lab] == "" {
 		return nil, fmt.Errorf("this node's lab %s lists no age_recipient in the trust file: the bundle's key would be lost; add the lab's recipient (evalmesh trust add --lab LABDIR) first", cert.Lab)
+	}
+	if len(scorers) > 0 {
+		if recips, err = scoringRecipients(trust, cert.Lab, scorers); err != nil {
+			return nil, err
+		}
 	}
 	dk, err := tasks.Seal(src, out)
 	if err != nil {
@@ -111,7 +124,47 @@ func SealAndGrant(ctx context.Context, h home.Home, src, out string) (*SealResul
 		res.GrantedTo = append(res.GrantedTo, name)
 		res.Grants = append(res.Grants, p)
 	}
+	if len(scorers) > 0 {
+		res.Scorers = slices.Sorted(slices.Values(res.GrantedTo)) // the document lists names sorted
+		q := make([]string, len(res.Scorers))
+		for i, n := range res.Scorers {
+			q[i] = fmt.Sprintf("%q", n)
+		}
+		res.ScorersEntry = fmt.Sprintf(`"ledger": {"scorers": {%q: [%s]}}`, res.CID, strings.Join(q, ", "))
+	}
 	return res, nil
+}
+
+// scoringRecipients is the age recipients, by lab ID, of the labs named in scorers: each a
+// lab of trust with a recipient, this node's lab (self, which holds the key from sealing)
+// among them, and at least one active lab of trust left out to run the task.
+func scoringRecipients(trust *attest.TrustStore, self string, scorers []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, n := range scorers {
+		id, ok := trust.LabByName(n)
+		if !ok {
+			return nil, fmt.Errorf("--scorers: lab %q is not in the trust file or network document (evalmesh trust list shows the labs)", n)
+		}
+		r := trust.LabRecipient(id)
+		if r == "" {
+			return nil, fmt.Errorf("--scorers: lab %q lists no age_recipient: a scoring lab is granted the key; add its recipient (evalmesh trust add --lab LABDIR)", n)
+		}
+		out[id] = r
+	}
+	if out[self] == "" {
+		name, _ := trust.LabName(self)
+		return nil, fmt.Errorf("--scorers %s leaves out this node's lab %s, which holds the key once it seals: a lab that holds the labels may not run the task, so seal on a node of a scoring lab, or name %s among the scorers", strings.Join(scorers, ","), name, name)
+	}
+	runners := 0
+	for _, l := range trust.Labs() {
+		if _, retired := trust.LabRetired(l.ID); out[l.ID] == "" && !retired {
+			runners++
+		}
+	}
+	if runners == 0 {
+		return nil, fmt.Errorf("--scorers %s names every lab: no lab without the key is left to run the task; leave at least one out", strings.Join(scorers, ","))
+	}
+	return out, nil
 }
 
 func nodeSigner(h home.Home) (crypto.PrivKey, *attest.NodeCert, error) {
@@ -146,7 +199,7 @@ func writeGrant(h home.Home, key crypto.PrivKey, cert *attest.NodeCert, bundle, 
 func knownGrants(ctx context.Context, g *globals, h home.Home, bundle string) [][]byte {
 	out := runner.DirGrants(h.AttestationsDir())(bundle)
 	if c, err := g.client(); err == nil {
-		if envs, err := c.StoredEnvelopes(ctx, node.SetAttestations); err == nil {
+		if envs, err := c.StoredEnvelopes(ctx, vstore.SetAttestations); err == nil {
 			for _, env := range envs {
 				if gp, ok, _ := attest.GrantOf(env); ok && gp.Bundle == bundle {
 					out = append(out, env)
@@ -174,6 +227,9 @@ func GrantBundle(ctx context.Context, g *globals, h home.Home, bundle, lab strin
 	if at, retired := trust.LabRetired(to); retired {
 		return "", fmt.Errorf("lab %q retired from the network at %s (network document): it is granted no new bundle keys", lab, at.UTC().Format(time.RFC3339))
 	}
+	if err := grantFollowsScorers(h, trust, bundle, to); err != nil {
+		return "", err
+	}
 	recip := trust.LabRecipient(to)
 	if recip == "" {
 		return "", fmt.Errorf("lab %q lists no age_recipient in the trust file: add it (evalmesh trust add --lab LABDIR)", lab)
@@ -197,6 +253,27 @@ func GrantBundle(ctx context.Context, g *globals, h home.Home, bundle, lab strin
 	}
 	importIntoDaemon(ctx, g, []string{p})
 	return p, nil
+}
+
+// grantFollowsScorers refuses a grant of bundle to lab ID to when the network document
+// names the labs that score bundle (ledger.scorers) and to is not one of them: the labs that
+// run its slots must hold no labels.
+func grantFollowsScorers(h home.Home, trust *attest.TrustStore, bundle, to string) error {
+	cfg, err := h.Config()
+	if err != nil {
+		return err
+	}
+	np, err := loadNetworkPolicy(h, cfg.Network)
+	if err != nil || np.Doc == nil {
+		return err
+	}
+	scorers := np.Doc.ScorersOf(bundle)
+	name, _ := trust.LabName(to)
+	if scorers == nil || slices.Contains(scorers, name) {
+		return nil
+	}
+	return fmt.Errorf("the network document's ledger.scorers names %s as the labs that score %s: only they are granted its key, so that the labs that run its slots (%s among them) hold no labels. To make %s a scoring lab, add it to ledger.scorers[%q] in %s and have the labs sign the document (evalmesh network sign)",
+		strings.Join(scorers, ", "), bundle, name, name, bundle, h.NetworkDocPath())
 }
 
 // importIntoDaemon hands new grant files to the running daemon, if one answers (else it
@@ -246,6 +323,9 @@ wrapped again to NAME's age_recipient from the trust file (or network document) 
 by this node; the grant goes to HOME/attestations and to the running daemon, whose gossip
 and sync carry it to every node. The bundle, and its CID, do not change.
 
+Where the network document names the labs that score the bundle (ledger.scorers: runners
+without labels), only they may be granted its key: a grant to any other lab is refused.
+
 Example:
   evalmesh task grant bafybei… --lab beta`,
 		Args: cobra.ExactArgs(1),
@@ -274,7 +354,7 @@ Example:
 
 // sealForAdd seals args[0] for `task add` when asked (or by default), replacing it with the
 // sealed copy and handing the grants to the daemon.
-func sealForAdd(cmd *cobra.Command, g *globals, args []string, seal bool, out string, unchecked bool) error {
+func sealForAdd(cmd *cobra.Command, g *globals, args []string, seal bool, out string, unchecked bool, scorers []string) error {
 	if !cmd.Flags().Changed("seal") {
 		seal = sealByDefault(g) && !unchecked && !tasks.IsSealed(args[0])
 	}
@@ -288,12 +368,24 @@ func sealForAdd(cmd *cobra.Command, g *globals, args []string, seal bool, out st
 	if out == "" {
 		out = filepath.Clean(args[0]) + ".sealed"
 	}
-	res, err := SealAndGrant(cmd.Context(), h, args[0], out)
+	res, err := SealAndGrant(cmd.Context(), h, args[0], out, scorers)
 	if err != nil {
 		return err
 	}
 	importIntoDaemon(cmd.Context(), g, res.Grants)
 	fmt.Fprintf(cmd.ErrOrStderr(), "sealed into %s; key granted to %s\n", res.Dir, strings.Join(res.GrantedTo, ", "))
+	printScorersEntry(cmd.ErrOrStderr(), res)
 	args[0] = res.Dir
 	return nil
 }
+
+// printScorersEntry tells, after sealing with --scorers, what the network document needs.
+func printScorersEntry(w io.Writer, res *SealResult) {
+	if res.ScorersEntry == "" {
+		return
+	}
+	fmt.Fprintf(w, "only %s hold its key and score it; for its runs to count, add to the network document and have the labs sign it:\n  %s\n", strings.Join(res.Scorers, ", "), res.ScorersEntry)
+}
+
+// scorersHelp is the help of --scorers (task pack, task add).
+const scorersHelp = "with --seal: the labs (names) that score the task, the only ones granted its key; the others run it without labels (network document ledger.scorers)"

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/evalmesh/evalmesh/attest"
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
 	"github.com/evalmesh/evalmesh/internal/home"
+	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/tasks"
 )
 
@@ -126,4 +128,70 @@ func exampleTaskDir(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return filepath.Join(dir, name)
+}
+
+// TestTaskSealScorers: with --scorers, sealing grants the key to the scoring labs only and
+// prints the ledger.scorers entry; it refuses scorers that leave out the sealing lab or name
+// every lab. Once the network document names the scorers, `task grant` refuses a lab that
+// runs the task, naming the rule, and grants a scoring lab.
+func TestTaskSealScorers(t *testing.T) {
+	trust := filepath.Join(t.TempDir(), "trust.yaml")
+	_, alpha := labHome(t, "alpha", trust)
+	labHome(t, "beta", trust)
+	labHome(t, "gamma", trust)
+	b, _ := os.ReadFile(trust)
+	os.WriteFile(filepath.Join(alpha, "trust.yaml"), b, 0o644)
+	src := filepath.Join(t.TempDir(), "arith")
+	if err := tasks.CopyTree(exampleTaskDir(t, "arithmetic"), src); err != nil {
+		t.Fatal(err)
+	}
+	fails := func(want string, args ...string) {
+		t.Helper()
+		var errb bytes.Buffer
+		if code := run(append([]string{"--home", alpha}, args...), &bytes.Buffer{}, &errb); code == 0 || !strings.Contains(errb.String(), want) {
+			t.Fatalf("evalmesh %s: exit %d, %q; want an error saying %q", strings.Join(args, " "), code, errb.String(), want)
+		}
+	}
+	fails("leaves out this node's lab", "task", "pack", src, "--seal", "--scorers", "beta,gamma", "--out", src+".x")
+	fails("names every lab", "task", "pack", src, "--seal", "--scorers", "alpha,beta,gamma", "--out", src+".y")
+	var packed struct {
+		CID          string   `json:"cid"`
+		GrantedTo    []string `json:"granted_to"`
+		Scorers      []string `json:"scorers"`
+		ScorersEntry string   `json:"scorers_entry"`
+	}
+	if err := json.Unmarshal([]byte(cli(t, alpha, "task", "pack", src, "--seal", "--scorers", "alpha,beta", "--json")), &packed); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(packed.GrantedTo)
+	if strings.Join(packed.GrantedTo, ",") != "alpha,beta" || strings.Join(packed.Scorers, ",") != "alpha,beta" || !strings.Contains(packed.ScorersEntry, packed.CID) {
+		t.Fatalf("sealed for scorers: %+v", packed)
+	}
+
+	// The network document names the scorers of the sealed bundle.
+	ts, err := attest.LoadTrust(trust)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := home.Home{Dir: alpha}
+	cfg, err := h.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := protocol.NetworkDoc{Version: protocol.NetworkDocVersion, Network: cfg.Network,
+		Ledger: protocol.LedgerPolicy{Scorers: map[string][]string{packed.CID: {"alpha", "beta"}}}}
+	for _, l := range ts.Labs() {
+		doc.Labs = append(doc.Labs, protocol.NetworkLab{Name: l.Name, Key: l.Key, AgeRecipient: l.AgeRecipient})
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(h.NetworkDocPath(), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fails("ledger.scorers names alpha, beta as the labs that score", "task", "grant", packed.CID, "--lab", "gamma")
+	if out := cli(t, alpha, "task", "grant", packed.CID, "--lab", "beta"); !strings.Contains(out, "granted "+packed.CID+" to beta") {
+		t.Fatalf("grant to a scoring lab: %s", out)
+	}
 }

@@ -37,21 +37,30 @@ func TestTaskPackKuboVector(t *testing.T) {
 	}
 }
 
-// import → check → pack --car → inspect --json → unpack → pack again: same CID.
-func TestTaskCommandsEndToEnd(t *testing.T) {
-	src := filepath.Join(t.TempDir(), "MathQuestionAnsweringSVAMPAccuracy")
+// svampSource is what `task import` takes for the SVAMP fixture: an AIRS-Bench task folder
+// (the fixture's files, description as its project_description.md, a stand-in evaluate.py)
+// and a prepared data folder holding its labels.
+func svampSource(t *testing.T, description string) (src, data string) {
+	t.Helper()
+	src = filepath.Join(t.TempDir(), "MathQuestionAnsweringSVAMPAccuracy")
 	os.Mkdir(src, 0o755)
 	ents, _ := os.ReadDir(svampFixture)
 	for _, e := range ents {
 		b, _ := os.ReadFile(filepath.Join(svampFixture, e.Name()))
 		os.WriteFile(filepath.Join(src, e.Name()), b, 0o644)
 	}
-	os.WriteFile(filepath.Join(src, "project_description.md"), []byte("# SVAMP\nAnswer each question.\n"), 0o644)
+	os.WriteFile(filepath.Join(src, "project_description.md"), []byte(description), 0o644)
 	os.WriteFile(filepath.Join(src, "evaluate.py"), []byte("# stand-in\n"), 0o644)
-	data := t.TempDir()
+	data = t.TempDir()
 	os.Mkdir(filepath.Join(data, "test_with_labels"), 0o755)
 	gold, _ := os.ReadFile(filepath.Join(svampFixture, "gold_submission.csv"))
 	os.WriteFile(filepath.Join(data, "test_with_labels", "labels.csv"), gold, 0o644)
+	return src, data
+}
+
+// import → check → pack --car → inspect --json → unpack → pack again: same CID.
+func TestTaskCommandsEndToEnd(t *testing.T) {
+	src, data := svampSource(t, "# SVAMP\nAnswer each question.\n")
 
 	work := t.TempDir()
 	bundle := filepath.Join(work, "svamp")

@@ -13,6 +13,7 @@ import (
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/internal/progress"
 	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/node/verify"
 )
 
 func init() { register(newVerifyLedgerCmd) }
@@ -97,7 +98,7 @@ and the node that ran a run, or re-scored it, is the one sure to hold it.`,
 			}
 			var bar *progress.Bar
 			phase := ""
-			rep, err := node.VerifyLedger(cmd.Context(), h, node.VerifyLedgerOptions{Doc: doc, Bootstrap: peers, Runner: r,
+			rep, err := node.VerifyLedger(cmd.Context(), h, verify.Options{Doc: doc, Bootstrap: peers, Runner: r,
 				HeadsWait: headsWait, FetchTimeout: fetchTimeout,
 				Progress: func(p string, done, total int) {
 					if p != phase {
@@ -137,7 +138,7 @@ and the node that ran a run, or re-scored it, is the one sure to hold it.`,
 	return cmd
 }
 
-func printVerifyLedger(w io.Writer, rep *node.VerifyLedgerReport) {
+func printVerifyLedger(w io.Writer, rep *verify.Report) {
 	fmt.Fprintf(w, "network        %s (document %.16s)\n", rep.Network, rep.NetworkDoc)
 	fmt.Fprintf(w, "synced         %d attestation(s), %d campaign(s)\n", rep.Attestations, rep.Campaigns)
 	fmt.Fprintf(w, "recomputed     %s\n", rep.LedgerRoot)

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	exampletasks "github.com/evalmesh/evalmesh/examples/tasks"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/node/mesh"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/protocol/recon"
 	"github.com/evalmesh/evalmesh/runner"
@@ -37,7 +39,9 @@ import (
 // co-scientists on the HeurekaBench task (heureka.go) — the slots spread over all nodes,
 // every run is re-scored by another lab (a HeurekaBench run by re-running the task's judge
 // on the submission, runner.RescoreSubmission), and every node computes the same ledger
-// root, which covers both the AIRS-Bench rows and the HeurekaBench table.
+// root, which covers both the AIRS-Bench rows and the HeurekaBench table. The network
+// audits by re-execution (ledger.audits): each lab re-runs the runs of other labs its VRF
+// draw picks, and every ledger judges the audits.
 
 // NetworkName is the demo network's name (its pubsub topics are /evalmesh/<name>/...).
 const NetworkName = "evalmesh-demo"
@@ -82,9 +86,16 @@ type NetNode struct {
 	// Runs and Rescores count the run and re-score attestations this node signed.
 	Runs     int `json:"runs"`
 	Rescores int `json:"rescores"`
+	// Audits counts the runs of other labs this node's lab audited by re-execution, as the
+	// first node's ledger judged them (0 where the network document sets no ledger.audits).
+	Audits int `json:"audits"`
 }
 
-// NetRun is one counted run: who ran it, who re-scored it.
+// NetRun is one run signed in the demo: who ran it, who re-scored it, and whether the
+// ledger counts it. The ledger counts one run per slot; two nodes that claimed a slot at
+// the same moment (a race the settle time makes rare, not impossible) both run it, and the
+// other run is listed with the reason it does not count (under claim records: its node
+// does not hold the slot's attempt).
 type NetRun struct {
 	Task       string   `json:"task"`
 	Agent      string   `json:"agent"`
@@ -94,6 +105,11 @@ type NetRun struct {
 	RescoredBy []string `json:"rescored_by"`
 	Valid      bool     `json:"valid"`
 	Score      *float64 `json:"score"`
+	// Unscored: run by a lab without the task's labels and signed without a score; Valid
+	// and Score are then a scoring lab's verdict (ledger.scorers).
+	Unscored bool   `json:"unscored,omitempty"`
+	Counted  bool   `json:"counted"`
+	Excluded string `json:"excluded,omitempty"` // why the ledger does not count it
 }
 
 // NetResult is what the network demo did.
@@ -193,8 +209,14 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 	}
 	res = &NetResult{Dir: dir, Network: NetworkName}
 
-	// Labs, node homes, certificates, the network document and a trust file listing every lab.
-	labs, err := NewLabs(dir, opts.Nodes)
+	// Labs, node homes, certificates, the network document (under the rules `evalmesh
+	// network create` writes: claim records required, per-lab caps) and a trust file
+	// listing every lab.
+	labs, err := NewLabsUnder(dir, opts.Nodes, asDemoNetwork)
+	if err != nil {
+		return nil, err
+	}
+	scored, err := sealScoredTask(ctx, labs, dir, opts.Tasks, log) // scorers.go
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +226,9 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 		nodes[i] = &demoNode{name: l.Name, lab: l.Lab, h: l.Home, done: make(chan error, 1), ready: make(chan struct{})}
 	}
 	fmt.Fprintf(log, "%d labs, one node each, in %s; trust file lists all %d labs; this network counts process-executor runs (a real network's default counts only isolated runs)\n", opts.Nodes, dir, opts.Nodes)
-	res.Policy = "replication 1; process-executor runs counted (demo opt-in: agents are not isolated)"
+	res.Policy = fmt.Sprintf("replication 1; witness and claim records required; caps %d agents, %d campaigns per lab; process-executor runs counted (demo opt-in: agents are not isolated)",
+		labs.Doc.Ledger.Caps.AgentsPerLab, labs.Doc.Ledger.Caps.CampaignsPerLab) +
+		fmt.Sprintf("; audits by re-execution at rate %g", labs.Doc.AuditRate()) + scored.policy()
 
 	// Daemons, in this process, each with its own home, host, store and API.
 	dctx, stopDaemons := context.WithCancel(context.Background())
@@ -248,8 +272,8 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 			d.done <- node.Run(dctx, d.h, node.Options{
 				Logf:            logf,
 				DashboardListen: dashboard,
-				Mesh: func(n *node.Node) (*node.MeshOptions, error) {
-					return &node.MeshOptions{Trust: trust, Runner: r, Capacity: 2, Policy: pol, Scoring: sc, NetworkDoc: doc,
+				Mesh: func(n *node.Node) (*mesh.Options, error) {
+					return &mesh.Options{Trust: trust, Runner: r, Capacity: 2, Policy: pol, Scoring: sc, NetworkDoc: doc,
 						RescoreTimeout: 5 * time.Second, SyncInterval: 3 * time.Second,
 						Claims: protocol.ClaimConfig{Lease: 30 * time.Second, Settle: 150 * time.Millisecond}}, nil
 				},
@@ -286,6 +310,9 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 	// The example tasks, on the first lab's node only.
 	tasksDir := filepath.Join(dir, "examples", "tasks")
 	if _, err := exampletasks.Generate(tasksDir); err != nil {
+		return nil, err
+	}
+	if err := scored.install(tasksDir); err != nil {
 		return nil, err
 	}
 	if heureka {
@@ -347,36 +374,57 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 		}
 	}
 
-	// Wait until every node has every run re-scored and all roots agree.
+	// Wait until every slot's run is counted, every run is re-scored (a duplicate run's
+	// re-score can come after the slots are counted, and moves the root), every node holds
+	// the same attestations and has computed its ledger over them, no node owes an audit,
+	// and all roots agree: the root printed is then the one the exported files give.
 	deadline := time.Now().Add(opts.Timeout)
 	lastDone := -1
 	var allDone time.Time
+	prog := newProgress()
 	for {
 		roots := map[string]bool{}
+		sets := map[recon.Fingerprint]bool{}
 		counted := 0
-		for _, d := range nodes {
+		for i, d := range nodes {
 			l := d.n.Mesh().Ledger()
-			if l == nil || l.Report == nil {
+			set := d.n.Store().Attestations()
+			sets[set.Fingerprint()] = true
+			if i == 0 && l != nil && l.Report != nil {
+				// The progress line shows the latest ledger, though runs may have arrived
+				// since: with runs arriving all the time, one over the whole set is rare
+				// until the end, and the line stood still at its first figure.
+				prog.counted(l.Report.Counted)
+			}
+			if l == nil || l.Report == nil || l.Attestations != set.Len() {
 				roots[""] = true
 				continue
 			}
 			roots[l.Root] = true
 			counted = l.Report.Counted
 		}
-		done := 0
+		unrescored := 0
 		for _, id := range campaigns {
 			if rep, err := nodes[0].n.Mesh().CampaignStatus(ctx, id); err == nil {
-				done += rep.Status.Done
+				prog.campaignDone(id, rep.Status.Done)
+				for _, s := range rep.Slots {
+					for _, r := range s.Runs {
+						if len(r.Rescores) == 0 {
+							unrescored++ // a duplicate run's re-score is still to come
+						}
+					}
+				}
 			}
 		}
+		done := prog.slotsDone()
 		if done != lastDone {
-			fmt.Fprintf(log, "%d/%d slots done, %d runs counted on %s\n", done, slots, counted, nodes[0].name)
+			fmt.Fprintln(log, prog.line(slots, nodes[0].name))
 			lastDone = done
 		}
 		if done == slots && allDone.IsZero() {
 			allDone = time.Now()
 		}
-		if len(roots) == 1 && !roots[""] && counted == slots {
+		if len(roots) == 1 && !roots[""] && len(sets) == 1 && counted == slots && unrescored == 0 && auditsSettled(ctx, nodes) {
 			if allDone.IsZero() {
 				allDone = time.Now()
 			}
@@ -412,6 +460,10 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 				for _, x := range r.Rescores {
 					nr.RescoredBy = append(nr.RescoredBy, peerLab[x.PeerID])
 				}
+				if scored.unscored(s.Task) && len(r.Rescores) > 0 {
+					// Signed without a score: the result is its scoring labs' verdict.
+					nr.Unscored, nr.Valid, nr.Score = true, r.Rescores[0].Valid, r.Rescores[0].Score
+				}
 				res.Runs = append(res.Runs, nr)
 				for j := range res.Nodes {
 					if res.Nodes[j].PeerID == r.PeerID {
@@ -426,12 +478,34 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 			}
 		}
 	}
+	// Which runs the ledger counts, by the first node's report (every node's is the same:
+	// equal roots).
+	if rep := first.Ledger().Report; rep != nil {
+		why := map[string]string{}
+		for _, e := range rep.Excluded {
+			why[e.ID] = string(e.Reason)
+		}
+		for i := range res.Runs {
+			r := &res.Runs[i]
+			r.Counted = slices.Contains(rep.CountedIDs, r.ID)
+			if !r.Counted {
+				r.Excluded = cmp.Or(why[r.ID], "not in the ledger")
+			}
+		}
+	}
 	for i, d := range nodes {
 		l := d.n.Mesh().Ledger()
 		res.Nodes[i].LedgerRoot = l.Root
 		res.LedgerRoot, res.Ledger = l.Root, l.Ledger
 		if i == 0 {
 			res.Rescores, res.Disagreements = l.Report.Rescores-l.Report.Disagreements, l.Report.Disagreements
+			for _, a := range l.Report.Audits {
+				for j := range res.Nodes {
+					if res.Nodes[j].LabID == a.Lab {
+						res.Nodes[j].Audits++
+					}
+				}
+			}
 		}
 	}
 
@@ -471,6 +545,17 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 	return res, nil
 }
 
+// auditsSettled says whether no node owes an audit: the audits drawn have been signed and
+// reached every node (the caller also wants equal sets), so the counts it prints are final.
+func auditsSettled(ctx context.Context, nodes []*demoNode) bool {
+	for _, d := range nodes {
+		if n, err := d.n.Mesh().AuditsPending(ctx); err != nil || n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func specNameByCID(specs map[string]*agentspec.Spec, c string) string {
 	for name, s := range specs {
 		if s.CID() == c {
@@ -507,9 +592,35 @@ type Labs struct {
 	Doc   *protocol.NetworkDoc
 }
 
-// NewLabs makes n labs (lab1 … labN), one node home each, under dir. The fault tests start
-// real daemon processes on these homes; the demo starts daemons in this process.
-func NewLabs(dir string, n int) (*Labs, error) {
+// NewLabs makes n labs (lab1 … labN), one node home each, under dir, under the base network
+// document: witness records required and misconduct set aside (the defaults), claim records
+// and caps off. The fault tests start real daemon processes on these homes and turn on what
+// each one tests.
+func NewLabs(dir string, n int) (*Labs, error) { return NewLabsUnder(dir, n, nil) }
+
+// AsNetworkCreate turns on in a ledger policy what `evalmesh network create` writes beyond
+// the base document (cmd/evalmesh/network.go, networkCreate): claim records required and
+// protocol.DefaultCaps. The demo network runs under it, so it exercises signed claim
+// records and admission caps as a real network does.
+func AsNetworkCreate(p *protocol.LedgerPolicy) {
+	p.Claims = protocol.ClaimsRequired
+	caps := protocol.DefaultCaps
+	p.Caps = &caps
+}
+
+// asDemoNetwork is the demo network's ledger policy: what `evalmesh network create` writes
+// (AsNetworkCreate) and audits by re-execution (ledger.audits) at the default rate, so the
+// demo's labs draw and re-run each other's runs and its ledger judges the audits, as a
+// network that turns audits on does.
+func asDemoNetwork(p *protocol.LedgerPolicy) {
+	AsNetworkCreate(p)
+	p.Audits = &protocol.AuditPolicy{}
+}
+
+// NewLabsUnder is NewLabs with the network document's ledger policy changed by ledger
+// (nil: none) before every lab signs it. The demo starts daemons in this process on these
+// homes.
+func NewLabsUnder(dir string, n int, ledger func(*protocol.LedgerPolicy)) (*Labs, error) {
 	ls := &Labs{Dir: dir, Trust: attest.NewTrustStore()}
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("lab%d", i+1)
@@ -553,6 +664,9 @@ func NewLabs(dir string, n int) (*Labs, error) {
 	doc := &protocol.NetworkDoc{Version: protocol.NetworkDocVersion, Network: NetworkName,
 		Ledger: protocol.LedgerPolicy{Worst: Scoring.Worst, BootstrapRounds: Scoring.BootstrapRounds, Replication: 1,
 			Executors: []string{attest.IsolationContainer, attest.IsolationProcess}}}
+	if ledger != nil {
+		ledger(&doc.Ledger)
+	}
 	for _, n := range ls.Nodes {
 		doc.Labs = append(doc.Labs, protocol.NetworkLab{Name: n.Name, Key: base64.StdEncoding.EncodeToString(n.Lab.Pub)})
 	}

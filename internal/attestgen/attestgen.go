@@ -110,3 +110,31 @@ func (f *Fixture) Runs(lo, hi int) ([][]byte, error) {
 	}
 	return out, nil
 }
+
+// Rescore signs this fixture's re-score of run attestation run (its ID), which ran as
+// Run(i): the same valid score, made a minute after the run ended.
+func (f *Fixture) Rescore(run string, i int) ([]byte, error) {
+	score := float64(i%1000) / 1000
+	p := attest.RescorePredicate{Run: run, Valid: true, Score: &score, Metric: "accuracy", Evaluator: "builtin:accuracy",
+		Node: f.NodeID, Lab: f.Lab.ID, Time: Base.Add(time.Duration(i)*time.Second + time.Minute)}
+	sub := fmt.Sprintf("rescore-%s", run)
+	st, err := attest.NewStatement([]attest.Subject{{Name: "submission.csv", Digest: map[string]string{"sha256": sha(sub)}}}, attest.PredicateRescoreV1, p)
+	if err != nil {
+		return nil, err
+	}
+	env, _, err := attest.Sign(f.Node, f.Cert, st)
+	return env, err
+}
+
+// TrustedPair is two labs, lab-a and lab-b, and a trust store listing both: the fixture of
+// the sync and heads tests (in node and node/syncer).
+func TrustedPair() (a, b *Fixture, trust *attest.TrustStore, err error) {
+	if a, err = New("lab-a"); err != nil {
+		return nil, nil, nil, err
+	}
+	if b, err = New("lab-b"); err != nil {
+		return nil, nil, nil, err
+	}
+	trust, err = Trust(a, b)
+	return a, b, trust, err
+}

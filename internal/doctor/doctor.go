@@ -3,7 +3,8 @@
 // one Check (name, ok/warn/fail/info, what it saw, what to do); Run puts them in a Report.
 //
 // The offline checks read only the home and this machine: the config and executor, the
-// identity, the lab certificate (valid now, days left), the network document or trust file,
+// identity, the lab certificate (valid now, days left), the lab's draw key where the network
+// document names one (HOME/draw.key), the network document or trust file,
 // free disk against the block store's reserve, the Docker engine and its isolation
 // features, and the GPUs NVML reports. The online checks ask the home's daemon, when its
 // API answers, for its addresses, its peers and their heads (network document agreement).
@@ -32,6 +33,7 @@ import (
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/node"
+	"github.com/evalmesh/evalmesh/node/diskstore"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/runner/docker"
 	"github.com/evalmesh/evalmesh/runner/gpu"
@@ -143,6 +145,9 @@ func Run(ctx context.Context, h home.Home, opts Options) *Report {
 	r.add(nw.check)
 	r.add(checkExecutor(h, cfg, nw.doc))
 	r.add(checkCertificate(h, nw, opts.Now))
+	if c, ok := checkDrawKey(h, nw); ok {
+		r.add(c)
+	}
 	r.add(checkDisk(h))
 	for _, c := range checkEngine(ctx, cfg, opts.Engine) {
 		r.add(c)
@@ -315,6 +320,65 @@ func checkCertificate(h home.Home, n network, now time.Time) Check {
 	return Check{Name: name, Status: OK, Detail: detail}
 }
 
+// checkDrawKey checks HOME/draw.key, where the network document names a draw key for this
+// node's lab (the daemon does not start without the matching file) or where the file is
+// there: readable, an ed25519 key, readable by its owner alone, and the one the document
+// names. ok is false where there is nothing to check (no draw key named, no file).
+func checkDrawKey(h home.Home, n network) (c Check, ok bool) {
+	const name = "draw_key"
+	path := h.DrawKeyPath()
+	lab, want := "", ""
+	if cert, err := attest.LoadNodeCert(h.CertPath()); err == nil {
+		lab = cert.Lab
+		if n.doc != nil {
+			want = n.doc.DrawKeys().Named(lab)
+		}
+	}
+	labName := lab
+	if n.trust != nil {
+		if nm, ok := n.trust.LabName(lab); ok && nm != "" {
+			labName = nm + " (" + lab + ")"
+		}
+	}
+	copyFix := "copy the lab's draw key file (the --key-file `evalmesh network draw-key` wrote) to " + path + " and chmod 600 it"
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && want == "":
+		return Check{}, false
+	case errors.Is(err, fs.ErrNotExist):
+		return Check{Name: name, Status: Fail, Fix: copyFix,
+			Detail: fmt.Sprintf("the network document names draw key %s for this node's lab %s, and %s is missing: the daemon does not start", want, labName, path)}, true
+	case err != nil:
+		return Check{Name: name, Status: Fail, Detail: err.Error(), Fix: "make " + path + " readable by the node's user (mode 0600)"}, true
+	}
+	key, err := home.ReadKey(path, "draw key")
+	if err != nil {
+		return Check{Name: name, Status: Fail, Detail: err.Error(), Fix: copyFix}, true
+	}
+	got, err := attest.DrawKeyString(key)
+	if err != nil {
+		return Check{Name: name, Status: Fail, Detail: path + ": " + err.Error(), Fix: copyFix}, true
+	}
+	if want != "" && got != want {
+		return Check{Name: name, Status: Fail,
+			Detail: fmt.Sprintf("%s is draw key %s, but the network document names %s for this node's lab %s: the daemon does not start", path, got, want, labName),
+			Fix:    "copy the lab's current draw key file to " + path + ", or name this key in the document with `evalmesh network draw-key`"}, true
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return Check{Name: name, Status: Warn,
+			Detail: fmt.Sprintf("%s (draw key %s) has mode %#o: other users of this machine can read the key the lab's draws are signed with", path, got, perm),
+			Fix:    "chmod 600 " + path}, true
+	}
+	if want == "" {
+		detail := fmt.Sprintf("%s holds draw key %s, but the network document names no draw key for this node's lab %s: the node draws with its node key", path, got, labName)
+		if lab == "" {
+			detail = fmt.Sprintf("%s holds draw key %s; without a certificate this node's lab, and so its draw key, is unknown", path, got)
+		}
+		return Check{Name: name, Status: Info, Detail: detail}, true
+	}
+	return Check{Name: name, Status: OK, Detail: fmt.Sprintf("%s: draw key %s of lab %s, as the network document names it (mode %#o)", path, got, labName, fi.Mode().Perm())}, true
+}
+
 // days prints d in days, or hours under two days.
 func days(d time.Duration) string {
 	if d < 48*time.Hour {
@@ -325,7 +389,7 @@ func days(d time.Duration) string {
 
 func checkDisk(h home.Home) Check {
 	const name = "disk"
-	avail, reserve, err := node.FreeSpace(h.Dir)
+	avail, reserve, err := diskstore.FreeSpace(h.Dir)
 	if err != nil {
 		return Check{Name: name, Status: Fail, Detail: err.Error(), Fix: "create the home (evalmesh init --home " + h.Dir + ")"}
 	}

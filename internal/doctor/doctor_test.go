@@ -2,9 +2,15 @@ package doctor
 
 import (
 	"context"
+	"encoding/base64"
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+
+	"github.com/evalmesh/evalmesh/attest"
+	"github.com/evalmesh/evalmesh/internal/attestgen"
 	"github.com/evalmesh/evalmesh/internal/home"
 	"github.com/evalmesh/evalmesh/node"
 	"github.com/evalmesh/evalmesh/protocol"
@@ -79,5 +85,83 @@ func TestAgreementCheck(t *testing.T) {
 		if c.Status != tc.want || !strings.Contains(c.Detail, tc.in) {
 			t.Errorf("%s: %s %q, want %s naming %q", tc.name, c.Status, c.Detail, tc.want, tc.in)
 		}
+	}
+}
+
+// The draw key check: silent where the document names no draw key and there is no file;
+// where it names one for this node's lab, the file must be there, an ed25519 key, the one
+// named, and readable by its owner alone; each failure names the file and the fix.
+func TestDrawKeyCheck(t *testing.T) {
+	f, err := attestgen.New("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := home.Home{Dir: t.TempDir()}
+	if err := os.WriteFile(h.CertPath(), f.Cert.Raw(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	newKey := func() (crypto.PrivKey, []byte, string) {
+		k, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := crypto.MarshalPrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, err := attest.DrawKeyString(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k, raw, pub
+	}
+	_, drawRaw, drawPub := newKey()
+	_, otherRaw, otherPub := newKey()
+	named := network{doc: &protocol.NetworkDoc{Labs: []protocol.NetworkLab{
+		{Name: "acme", Key: base64.StdEncoding.EncodeToString(f.Lab.Pub), DrawKey: drawPub}}}}
+	none := network{doc: &protocol.NetworkDoc{Labs: []protocol.NetworkLab{
+		{Name: "acme", Key: base64.StdEncoding.EncodeToString(f.Lab.Pub)}}}}
+	path := h.DrawKeyPath()
+	write := func(raw []byte, mode os.FileMode) {
+		t.Helper()
+		os.Remove(path)
+		if err := os.WriteFile(path, raw, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+	}
+
+	if c, ok := checkDrawKey(h, none); ok {
+		t.Errorf("no draw key named and no file: a check was made: %+v", c)
+	}
+	c, ok := checkDrawKey(h, named)
+	if !ok || c.Status != Fail || !strings.Contains(c.Detail, path) || !strings.Contains(c.Detail, drawPub) || !strings.Contains(c.Fix, path) || !strings.Contains(c.Fix, "chmod 600") {
+		t.Errorf("named draw key, no file: %+v; want a failure naming %s, the key, and the fix", c, path)
+	}
+	write(drawRaw, 0o600)
+	if c, ok := checkDrawKey(h, named); !ok || c.Status != OK || !strings.Contains(c.Detail, drawPub) {
+		t.Errorf("the named draw key, mode 0600: %+v; want ok", c)
+	}
+	write(drawRaw, 0o644)
+	if c, ok := checkDrawKey(h, named); !ok || c.Status != Warn || c.Fix != "chmod 600 "+path {
+		t.Errorf("the named draw key readable by all: %+v; want a warning to chmod it", c)
+	}
+	write(otherRaw, 0o600)
+	if c, ok := checkDrawKey(h, named); !ok || c.Status != Fail || !strings.Contains(c.Detail, otherPub) || !strings.Contains(c.Detail, drawPub) || !strings.Contains(c.Fix, path) {
+		t.Errorf("another key than the one named: %+v; want a failure naming both keys and the file", c)
+	}
+	write([]byte("not a key"), 0o600)
+	if c, ok := checkDrawKey(h, named); !ok || c.Status != Fail || !strings.Contains(c.Detail, path) {
+		t.Errorf("a corrupt key file: %+v; want a failure naming the file", c)
+	}
+	write(otherRaw, 0o640)
+	if c, ok := checkDrawKey(h, none); !ok || c.Status != Warn {
+		t.Errorf("a key file readable by the group, none named: %+v; want a warning", c)
+	}
+	write(otherRaw, 0o600)
+	if c, ok := checkDrawKey(h, none); !ok || c.Status != Info || !strings.Contains(c.Detail, "names no draw key") {
+		t.Errorf("a key file, none named: %+v; want info that it is not used", c)
 	}
 }

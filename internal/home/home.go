@@ -13,6 +13,7 @@
 //	trust.yaml        optional: the labs whose attestations count, when there is no network.json (the operator)
 //	network.json      optional: the network document: its labs and ledger options (the operator; docs/protocol-sync.md)
 //	lab-age.key       optional: the lab's age identity, to open sealed bundles' grants (the operator; attest)
+//	draw.key          optional: the lab's draw key, where the network document names one (the operator; attest)
 //	api               while the daemon runs: its HTTP API address (host:port) [node]
 //	api.token         while the daemon runs: the API's bearer token, mode 0600 [node]
 //	peers.json        the peers the daemon re-dials, rewritten atomically [node]
@@ -76,6 +77,7 @@ const (
 	TrustFile          = "trust.yaml"
 	NetworkDocFile     = "network.json"
 	LabAgeKeyFile      = "lab-age.key"
+	DrawKeyFile        = "draw.key"
 	APIFile            = "api"
 	APITokenFile       = "api.token"
 	BlocksFolder       = "blocks"
@@ -105,6 +107,10 @@ func (h Home) NetworkDocPath() string { return filepath.Join(h.Dir, NetworkDocFi
 // LabAgeKeyPath is the node's copy of its lab's age identity (attest.LabAgeKeyFile in the
 // lab's own folder): the node decrypts grants with it; the lab's signing key stays off nodes.
 func (h Home) LabAgeKeyPath() string { return filepath.Join(h.Dir, LabAgeKeyFile) }
+
+// DrawKeyPath is the node's copy of its lab's draw key (`evalmesh network draw-key`): where
+// the network document names it, the node's re-scorer and audit draws are made with it.
+func (h Home) DrawKeyPath() string { return filepath.Join(h.Dir, DrawKeyFile) }
 
 func (h Home) APIPath() string { return filepath.Join(h.Dir, APIFile) }
 
@@ -164,19 +170,26 @@ func (h Home) Init() (peer.ID, error) {
 
 // Identity loads the node's private key.
 func (h Home) Identity() (crypto.PrivKey, error) {
-	raw, err := os.ReadFile(h.IdentityPath())
+	key, err := ReadKey(h.IdentityPath(), "identity")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("home %s: %w: run `evalmesh init --home %s` first", h.Dir, ErrNotInitialised, h.Dir)
 	}
+	return key, err
+}
+
+// ReadKey loads an ed25519 private key file as Init writes one (libp2p's encoding); what
+// names it in errors. A missing file is an error wrapping fs.ErrNotExist.
+func ReadKey(path, what string) (crypto.PrivKey, error) {
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	key, err := crypto.UnmarshalPrivateKey(raw)
 	if err != nil {
-		return nil, fmt.Errorf("identity %s is corrupt: %w", h.IdentityPath(), err)
+		return nil, fmt.Errorf("%s %s is corrupt: %w", what, path, err)
 	}
 	if key.Type() != crypto.Ed25519 {
-		return nil, fmt.Errorf("identity %s: key type %v, want ed25519", h.IdentityPath(), key.Type())
+		return nil, fmt.Errorf("%s %s: key type %v, want ed25519", what, path, key.Type())
 	}
 	return key, nil
 }

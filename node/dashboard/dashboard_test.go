@@ -169,12 +169,14 @@ func TestEveryEndpointAnswers(t *testing.T) {
 	h := newTestHandler(t, s, Options{RatePerSecond: 1000, Burst: 1000})
 	for _, p := range []string{"/", "/heatmap", "/agents/agent-01", "/tasks/Task01Accuracy", "/campaigns", "/runs", "/peers", "/evidence",
 		"/api/v1/", "/api/v1/heatmap", "/api/v1/agents/agent-01", "/api/v1/tasks/Task01Accuracy", "/api/v1/campaigns", "/api/v1/runs",
-		"/api/v1/peers", "/api/v1/evidence", "/api/v1/runs/bafyrun000001/attestation", "/api/v1/runs/bafyrun000001/logs", "/style.css", "/favicon.svg"} {
+		"/api/v1/peers", "/api/v1/evidence", "/api/v1/runs/bafyrun000001/attestation", "/api/v1/runs/bafyrun000001/logs", "/runs/bafyrun000001", "/api/v1/runs/bafyrun000001",
+		"/style.css", "/favicon.svg"} {
 		if rec := get(t, h, p); rec.Code != 200 {
 			t.Errorf("%s: %d %s", p, rec.Code, rec.Body)
 		}
 	}
-	for _, p := range []string{"/agents/nobody", "/tasks/none", "/api/v1/agents/nobody", "/api/v1/runs/bafynone/attestation", "/api/v0/id", "/metrics"} {
+	for _, p := range []string{"/agents/nobody", "/tasks/none", "/api/v1/agents/nobody", "/api/v1/runs/bafynone/attestation", "/api/v0/id", "/metrics",
+		"/runs/bafynone", "/api/v1/runs/bafynone", "/api/v1/runs/bafyrun000001/transcript"} {
 		if rec := get(t, h, p); rec.Code != 404 {
 			t.Errorf("%s: %d, want 404", p, rec.Code)
 		}
@@ -444,5 +446,38 @@ func TestEvidencePageShowsMisconductPerLab(t *testing.T) {
 	var ev Evidence
 	if err := json.Unmarshal(get(t, h, "/api/v1/evidence").Body.Bytes(), &ev); err != nil || len(ev.Misconduct) != 2 || !ev.Misconduct[0].SetAside {
 		t.Errorf("/api/v1/evidence misconduct %+v (%v)", ev.Misconduct, err)
+	}
+}
+
+// The task page says who holds the task's bundle and whether the pin factor is met, and
+// the runs page who holds each run's objects (the labs holding all of them, and whether each
+// object meets its factor), as the node's last repair round decided (Task.Pin, Run.Pins).
+func TestTaskAndRunPagesShowWhoHoldsTheObjects(t *testing.T) {
+	s := synthSnapshot(t, 2, 1, 1)
+	task := s.Tasks[0].Name
+	s.Tasks[0].Pin = &Pin{CID: s.Tasks[0].CID, What: "bundle", Factor: 2, Holding: []string{"lab2", "lab1"}, Met: true}
+	s.Runs[0].Pins = []Pin{{CID: "bafysub", What: "submission", Factor: 2, Holding: []string{"lab1", "lab3"}, Met: true},
+		{CID: "bafylogs", What: "logs", Factor: 2, Holding: []string{"lab3"}, Met: false}}
+	s.Runs[1].Pins = []Pin{{CID: "bafysub2", What: "submission"}} // not surveyed yet
+	h := newTestHandler(t, s, Options{RatePerSecond: 1000, Burst: 1000})
+	page := get(t, h, "/tasks/"+task).Body.String()
+	for _, want := range []string{`<p id="task-pin">Bundle held by lab2, lab1 · pin factor 2: <span class="good">met</span>`, "evalmesh pin status " + s.Tasks[0].CID,
+		`lab3 <span class="bad">under factor</span>`, "logs bafylogs: held by lab3 (factor 2, UNDER FACTOR)"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/tasks/%s lacks %q", task, want)
+		}
+	}
+	runs := get(t, h, "/runs").Body.String()
+	if !strings.Contains(runs, `lab3 <span class="bad">under factor</span>`) || strings.Count(runs, `<span class="meta">–</span>`) != len(s.Runs)-1 {
+		t.Errorf("/runs does not show run 0's objects under factor (held by lab3 alone) and '–' for the %d runs not surveyed:\n%s", len(s.Runs)-1, runs)
+	}
+	var v TaskView
+	if err := json.Unmarshal(get(t, h, "/api/v1/tasks/"+task).Body.Bytes(), &v); err != nil || v.Pin == nil || !v.Pin.Met || v.Pin.Factor != 2 || len(v.Runs[0].Pins) != 2 {
+		t.Errorf("/api/v1/tasks/%s pin %+v, run pins %+v (%v)", task, v.Pin, v.Runs[0].Pins, err)
+	}
+	s.Tasks[0].Pin = &Pin{CID: s.Tasks[0].CID, What: "bundle", Holding: []string{}}
+	h = newTestHandler(t, s, Options{RatePerSecond: 1000, Burst: 1000})
+	if page := get(t, h, "/tasks/"+task).Body.String(); !strings.Contains(page, "not yet surveyed") {
+		t.Errorf("a bundle no repair round covered yet: /tasks/%s does not say so", task)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/evalmesh/evalmesh/attest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/time/rate"
@@ -94,7 +95,7 @@ func New(opts Options) (*Handler, error) {
 		opts.MaxObjectBytes = 32 << 20
 	}
 	if opts.Now == nil {
-		opts.Now = time.Now
+		opts.Now = time.Now // wall clock: the default where no Now is given (node passes its clock's)
 	}
 	t, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
@@ -111,57 +112,75 @@ func Server(h http.Handler) *http.Server {
 		WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10}
 }
 
+// viewData is what a page renders and its JSON twin answers, from one snapshot.
+type viewData func(r *http.Request, s *Snapshot) (any, error)
+
+// routes registers every page and endpoint on h.mux.
 func (h *Handler) routes() {
-	page := func(path, name string, data func(r *http.Request, s *Snapshot) (any, error)) {
-		h.mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
-			s, ok := h.snapshot(w, r)
-			if !ok {
-				return
-			}
-			d, err := data(r, s)
-			if err != nil {
-				h.errorPage(w, http.StatusNotFound, err)
-				return
-			}
-			h.render(w, name, s, d)
-		})
-	}
-	api := func(path string, data func(r *http.Request, s *Snapshot) (any, error)) {
-		h.mux.HandleFunc("GET /api/v1/"+path, func(w http.ResponseWriter, r *http.Request) {
-			s, ok := h.snapshot(w, r)
-			if !ok {
-				return
-			}
-			d, err := data(r, s)
-			if err != nil {
-				writeError(w, http.StatusNotFound, err)
-				return
-			}
-			writeJSON(w, d)
-		})
-	}
-	both := func(pagePath, apiPath, name string, data func(r *http.Request, s *Snapshot) (any, error)) {
-		page(pagePath, name, data)
-		api(apiPath, data)
-	}
-	both("/{$}", "leaderboard", "leaderboard", func(_ *http.Request, s *Snapshot) (any, error) { return s.Leaderboard(), nil })
-	both("/heatmap", "heatmap", "heatmap", func(_ *http.Request, s *Snapshot) (any, error) { return s.Heatmap(), nil })
-	both("/agents/{name}", "agents/{name}", "agent", func(r *http.Request, s *Snapshot) (any, error) {
+	h.viewRoutes()
+	h.runFileRoutes()
+	h.downloadRoutes()
+	h.staticRoutes()
+}
+
+// page serves a page rendered with template name from data.
+func (h *Handler) page(path, name string, data viewData) {
+	h.mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
+		s, ok := h.snapshot(w, r)
+		if !ok {
+			return
+		}
+		d, err := data(r, s)
+		if err != nil {
+			h.errorPage(w, http.StatusNotFound, err)
+			return
+		}
+		h.render(w, name, s, d)
+	})
+}
+
+// api serves data as JSON under /api/v1/.
+func (h *Handler) api(path string, data viewData) {
+	h.mux.HandleFunc("GET /api/v1/"+path, func(w http.ResponseWriter, r *http.Request) {
+		s, ok := h.snapshot(w, r)
+		if !ok {
+			return
+		}
+		d, err := data(r, s)
+		if err != nil {
+			writeError(w, http.StatusNotFound, err)
+			return
+		}
+		writeJSON(w, d)
+	})
+}
+
+// both serves data as a page and as its JSON twin.
+func (h *Handler) both(pagePath, apiPath, name string, data viewData) {
+	h.page(pagePath, name, data)
+	h.api(apiPath, data)
+}
+
+// viewRoutes adds every page with its JSON twin, and the /api/v1/ index.
+func (h *Handler) viewRoutes() {
+	h.both("/{$}", "leaderboard", "leaderboard", func(_ *http.Request, s *Snapshot) (any, error) { return s.Leaderboard(), nil })
+	h.both("/heatmap", "heatmap", "heatmap", func(_ *http.Request, s *Snapshot) (any, error) { return s.Heatmap(), nil })
+	h.both("/agents/{name}", "agents/{name}", "agent", func(r *http.Request, s *Snapshot) (any, error) {
 		v, ok := s.Agent(r.PathValue("name"))
 		if !ok {
 			return nil, fmt.Errorf("no agent %q on this ledger (the leaderboard lists them)", r.PathValue("name"))
 		}
 		return v, nil
 	})
-	both("/tasks/{name}", "tasks/{name}", "task", func(r *http.Request, s *Snapshot) (any, error) {
+	h.both("/tasks/{name}", "tasks/{name}", "task", func(r *http.Request, s *Snapshot) (any, error) {
 		v, ok := s.TaskPage(r.PathValue("name"))
 		if !ok {
 			return nil, fmt.Errorf("no task %q in this node's campaigns (the heatmap lists them)", r.PathValue("name"))
 		}
 		return v, nil
 	})
-	both("/campaigns", "campaigns", "campaigns", func(_ *http.Request, s *Snapshot) (any, error) { return orEmpty(s.Campaigns), nil })
-	both("/runs", "runs", "runs", func(r *http.Request, s *Snapshot) (any, error) {
+	h.both("/campaigns", "campaigns", "campaigns", func(_ *http.Request, s *Snapshot) (any, error) { return orEmpty(s.Campaigns), nil })
+	h.both("/runs", "runs", "runs", func(r *http.Request, s *Snapshot) (any, error) {
 		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
 		per, err := strconv.Atoi(r.URL.Query().Get("per_page"))
 		if err != nil {
@@ -169,32 +188,57 @@ func (h *Handler) routes() {
 		}
 		return s.RunsPage(page, per), nil
 	})
-	both("/peers", "peers", "peers", func(_ *http.Request, s *Snapshot) (any, error) { return orEmpty(s.Peers), nil })
-	both("/evidence", "evidence", "evidence", func(_ *http.Request, s *Snapshot) (any, error) { return s.Evidence, nil })
-	api("{$}", func(_ *http.Request, _ *Snapshot) (any, error) { return endpoints, nil })
-
-	h.mux.HandleFunc("GET /api/v1/leaderboard.csv", func(w http.ResponseWriter, r *http.Request) {
-		s, ok := h.snapshot(w, r)
-		if !ok {
-			return
+	h.both("/runs/{id}", "runs/{id}", "run", func(r *http.Request, s *Snapshot) (any, error) {
+		run := s.run(r.PathValue("id"))
+		if run == nil {
+			return nil, fmt.Errorf("no run attestation %q on this node (the runs page lists them)", r.PathValue("id"))
 		}
-		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-		w.Header().Set("Content-Disposition", `attachment; filename="leaderboard.csv"`)
-		_ = writeLeaderboardCSV(w, s.Leaderboard())
+		p := RunPage{Run: *run}
+		if run.TranscriptCID != "" {
+			tv, err := transcriptView(r.Context(), h.opts.Source, run.TranscriptCID)
+			if err != nil {
+				p.TranscriptErr = err.Error()
+			}
+			p.Transcript = tv
+		}
+		return p, nil
 	})
-	h.mux.HandleFunc("GET /api/v1/ledger.json", func(w http.ResponseWriter, r *http.Request) {
+	h.both("/peers", "peers", "peers", func(_ *http.Request, s *Snapshot) (any, error) { return orEmpty(s.Peers), nil })
+	h.both("/evidence", "evidence", "evidence", func(_ *http.Request, s *Snapshot) (any, error) { return s.Evidence, nil })
+	h.api("{$}", func(_ *http.Request, _ *Snapshot) (any, error) { return endpoints, nil })
+}
+
+// runFileRoutes adds the files of a run and the objects they name: its transcript, its
+// attestation, its log archive and a transcript's bodies.
+func (h *Handler) runFileRoutes() {
+	h.mux.HandleFunc("GET /api/v1/runs/{id}/transcript", func(w http.ResponseWriter, r *http.Request) {
 		s, ok := h.snapshot(w, r)
 		if !ok {
 			return
 		}
-		if s.Ledger == nil {
-			writeError(w, http.StatusServiceUnavailable, errors.New("no ledger yet: this node has computed none (it knows no campaign whose bundles it holds)"))
+		run := s.run(r.PathValue("id"))
+		if run == nil || run.TranscriptCID == "" {
+			writeError(w, http.StatusNotFound, fmt.Errorf("run %s: no such run, or it has no transcript (only runs of agents with a model do)", r.PathValue("id")))
+			return
+		}
+		data, err := h.opts.Source.Object(r.Context(), run.TranscriptCID, attest.MaxTranscriptBytes)
+		if err != nil {
+			writeError(w, statusOf(err), fmt.Errorf("transcript %s of run %s: %w", run.TranscriptCID, run.ID, err))
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Disposition", `attachment; filename="ledger-`+s.LedgerRoot+`.json"`)
-		w.Header().Set("X-Evalmesh-Ledger-Root", s.LedgerRoot)
-		_, _ = w.Write(s.Ledger.Canonical())
+		_, _ = w.Write(data)
+	})
+	h.mux.HandleFunc("GET /api/v1/objects/{cid}", func(w http.ResponseWriter, r *http.Request) {
+		// A transcript's bodies, by the CIDs its document lists (served as bytes: never
+		// rendered by the browser).
+		data, err := h.opts.Source.Object(r.Context(), r.PathValue("cid"), h.opts.MaxObjectBytes)
+		if err != nil {
+			writeError(w, statusOf(err), fmt.Errorf("object %s: %w", r.PathValue("cid"), err))
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(data)
 	})
 	h.mux.HandleFunc("GET /api/v1/runs/{id}/attestation", func(w http.ResponseWriter, r *http.Request) {
 		env, err := h.opts.Source.Envelope(r.Context(), r.PathValue("id"))
@@ -224,6 +268,37 @@ func (h *Handler) routes() {
 		w.Header().Set("Content-Disposition", `attachment; filename="`+run.ID+`-logs.tar.gz"`)
 		_, _ = w.Write(data)
 	})
+}
+
+// downloadRoutes adds the ledger's downloads: the leaderboard as CSV and the canonical ledger.
+func (h *Handler) downloadRoutes() {
+	h.mux.HandleFunc("GET /api/v1/leaderboard.csv", func(w http.ResponseWriter, r *http.Request) {
+		s, ok := h.snapshot(w, r)
+		if !ok {
+			return
+		}
+		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+		w.Header().Set("Content-Disposition", `attachment; filename="leaderboard.csv"`)
+		_ = writeLeaderboardCSV(w, s.Leaderboard())
+	})
+	h.mux.HandleFunc("GET /api/v1/ledger.json", func(w http.ResponseWriter, r *http.Request) {
+		s, ok := h.snapshot(w, r)
+		if !ok {
+			return
+		}
+		if s.Ledger == nil {
+			writeError(w, http.StatusServiceUnavailable, errors.New("no ledger yet: this node has computed none (it knows no campaign whose bundles it holds)"))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Disposition", `attachment; filename="ledger-`+s.LedgerRoot+`.json"`)
+		w.Header().Set("X-Evalmesh-Ledger-Root", s.LedgerRoot)
+		_, _ = w.Write(s.Ledger.Canonical())
+	})
+}
+
+// staticRoutes adds the stylesheet, the icon and, when a registry is set, /metrics.
+func (h *Handler) staticRoutes() {
 	for file, ctype := range map[string]string{"style.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml"} {
 		body, _ := templateFS.ReadFile("templates/" + file)
 		h.mux.HandleFunc("GET /"+file, func(w http.ResponseWriter, r *http.Request) {
@@ -249,6 +324,9 @@ var endpoints = map[string]string{
 	"runs":                      "/api/v1/runs?page=1&per_page=100",
 	"attestation":               "/api/v1/runs/{id}/attestation",
 	"logs":                      "/api/v1/runs/{id}/logs",
+	"run":                       "/api/v1/runs/{id}",
+	"transcript":                "/api/v1/runs/{id}/transcript",
+	"object":                    "/api/v1/objects/{cid}",
 	"peers":                     "/api/v1/peers",
 	"evidence":                  "/api/v1/evidence",
 	"metrics (Prometheus text)": "/metrics",
@@ -326,7 +404,7 @@ func (h *Handler) snapshot(w http.ResponseWriter, r *http.Request) (*Snapshot, b
 	if s != nil && h.opts.Now().Sub(at) < h.opts.MaxAge {
 		return s, true
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second) // wall clock: bounds an HTTP request its browser waits on
 	defer cancel()
 	s, err := h.opts.Source.Snapshot(ctx)
 	if err != nil {

@@ -2,8 +2,10 @@ package dashboard
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/evalmesh/evalmesh/attest"
@@ -44,6 +46,23 @@ type Task struct {
 	LowerIsBetter bool    `json:"lower_is_better"`
 	SOTA          float64 `json:"sota"`
 	Optimum       float64 `json:"optimum"`
+	// Pin is who holds the task's bundle (nil before the node's first repair round).
+	Pin *Pin `json:"pin,omitempty"`
+}
+
+// Pin is who holds one object a counted result depends on, as the node's last repair round
+// decided it: the decision `evalmesh pin status CID` shows (protocol.PinStatus, over the
+// labs whose holding counts; docs/protocol-sync.md §8).
+type Pin struct {
+	CID  string `json:"cid"`
+	What string `json:"what"` // bundle, submission, logs, verdicts
+	// Factor is how many labs must hold it; 0 when no repair round has covered it yet
+	// (the round runs every 5 s; an object that just arrived waits for the next).
+	Factor int `json:"factor"`
+	// Holding are the names of the labs that hold it and count (for a sealed bundle, the
+	// labs granted its key), in the order that decides who must hold it.
+	Holding []string `json:"holding"`
+	Met     bool     `json:"met"`
 }
 
 // Campaign is one campaign and its slot progress.
@@ -75,6 +94,10 @@ type Run struct {
 	LabName  string `json:"lab_name"`
 	Attempt  int    `json:"attempt"`
 	Valid    bool   `json:"valid"`
+	// Unscored: the runner signed no score (it holds no labels); Valid, Score and
+	// InvalidReason are then its scoring labs' verdict once the ledger counts it, and the
+	// run is neither valid nor a failure until then.
+	Unscored bool `json:"unscored,omitempty"`
 	// Score is the raw metric value (nil when invalid); InvalidReason says why.
 	Score         *float64  `json:"score"`
 	InvalidReason string    `json:"invalid_reason,omitempty"`
@@ -88,7 +111,17 @@ type Run struct {
 	// this node holds it (the run's own node does; others fetch it only to re-score).
 	LogCID   string `json:"log_cid,omitempty"`
 	LogsHere bool   `json:"logs_here"`
-	Rescores int    `json:"rescores"`
+	// TranscriptCID is the run's transcript (the agent's traffic with its model; "" for a
+	// run without one) and its attested totals; TranscriptHere whether this node holds it.
+	TranscriptCID    string `json:"transcript_cid,omitempty"`
+	TranscriptHere   bool   `json:"transcript_here,omitempty"`
+	ModelCalls       int    `json:"model_calls,omitempty"`
+	PromptTokens     int64  `json:"prompt_tokens,omitempty"`
+	CompletionTokens int64  `json:"completion_tokens,omitempty"`
+	Rescores         int    `json:"rescores"`
+	// Pins are who holds each object the run's attestation names (submission, logs,
+	// verdicts), as Task.Pin.
+	Pins []Pin `json:"pins,omitempty"`
 	// Counted is whether the ledger counts this run; Excluded says why not.
 	Counted  bool   `json:"counted"`
 	Excluded string `json:"excluded,omitempty"`
@@ -115,6 +148,35 @@ type Evidence struct {
 	// Misconduct is proof against a lab (attest.ProvenMisconduct), per piece of evidence,
 	// and whether the network document's consequence (its results set aside) applies.
 	Misconduct []Misconduct `json:"misconduct"`
+	// Audits are the audits by re-execution of counted runs, as the ledger judged them,
+	// grouped by audited lab (where the network audits; attest.AuditRecord).
+	Audits []AuditEvidence `json:"audits,omitempty"`
+	// Held are the (lab, agent) groups whose unaudited results would move their agent's rank
+	// and do not count until audits clear them (suspicion, not proof; attest.HeldGroup), by lab.
+	Held []HeldEvidence `json:"held,omitempty"`
+}
+
+// HeldEvidence is one lab's results of one agent held as movers until audited.
+type HeldEvidence struct {
+	Lab       string   `json:"lab"`
+	LabName   string   `json:"lab_name"`
+	Agent     string   `json:"agent"`
+	Runs      []string `json:"runs"`
+	MovesRank bool     `json:"moves_rank"` // else a pivotal group's outliers
+	Shift     float64  `json:"shift"`      // on the agent's mean normalized score
+}
+
+// AuditEvidence is one audit of a run: who re-ran whose run, and what the ledger found.
+type AuditEvidence struct {
+	ID          string `json:"id"`
+	Run         string `json:"run"`
+	RunLab      string `json:"run_lab"`
+	RunLabName  string `json:"run_lab_name"`
+	Auditor     string `json:"auditor"`
+	AuditorName string `json:"auditor_name"`
+	Verdict     string `json:"verdict"`
+	Reason      string `json:"reason,omitempty"`
+	Outcome     string `json:"outcome"` // the run's audits together: open, cleared or proven
 }
 
 // Misconduct is one piece of proof that a lab misbehaved.
@@ -374,7 +436,7 @@ func (s *Snapshot) Agent(name string) (AgentView, bool) {
 		if r.Agent != name {
 			continue
 		}
-		if !r.Valid {
+		if !r.Valid && (!r.Unscored || r.InvalidReason != "") {
 			v.Failures = append(v.Failures, *r)
 		}
 		at := byTask[r.Task]
@@ -486,4 +548,42 @@ func (s *Snapshot) run(id string) *Run {
 		}
 	}
 	return nil
+}
+
+// HeldBy sums up a run's Pins for one table cell: the labs that hold every one of its
+// objects, whether each object is held by its factor, and one line per object for the
+// cell's title. Known is false while no repair round has covered them all.
+func (r Run) HeldBy() PinSummary {
+	var sum PinSummary
+	if len(r.Pins) == 0 {
+		return sum
+	}
+	sum.Known, sum.Met = true, true
+	var lines []string
+	for i, p := range r.Pins {
+		if p.Factor == 0 {
+			return PinSummary{}
+		}
+		sum.Met = sum.Met && p.Met
+		if i == 0 {
+			sum.Labs = slices.Clone(p.Holding)
+		} else {
+			sum.Labs = slices.DeleteFunc(sum.Labs, func(l string) bool { return !slices.Contains(p.Holding, l) })
+		}
+		state := "met"
+		if !p.Met {
+			state = "UNDER FACTOR"
+		}
+		lines = append(lines, fmt.Sprintf("%s %s: held by %s (factor %d, %s)", p.What, p.CID, strings.Join(p.Holding, ", "), p.Factor, state))
+	}
+	sum.Detail = strings.Join(lines, "\n")
+	return sum
+}
+
+// PinSummary is Run.HeldBy.
+type PinSummary struct {
+	Known  bool
+	Labs   []string
+	Met    bool
+	Detail string
 }

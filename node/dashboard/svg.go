@@ -211,6 +211,9 @@ func progressSVG(c Campaign) template.HTML {
 	if st.AwaitingKey > 0 {
 		awaiting = fmt.Sprintf(", %d awaiting a key", st.AwaitingKey)
 	}
+	if st.NotHere > 0 {
+		awaiting += fmt.Sprintf("; %d more this node never runs", st.NotHere)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="progress" width="%d" height="14" viewBox="0 0 %d 14" role="img"><title>%d of %d slots done, %d running, %d claimed, %d failed%s</title><rect x="0" y="0" width="%d" height="14" class="open"/>`,
 		width, width, st.Done, total, st.Running, st.Claimed, st.Failed, awaiting, width)

@@ -58,6 +58,7 @@ type checkpoint struct {
 	every    time.Duration
 	maxBytes int64
 	sync     func() error
+	now      func() time.Time
 }
 
 // WithCheckpoints calls sync (the blockstore's Sync: what it has stored becomes durable and
@@ -65,8 +66,12 @@ type checkpoint struct {
 // stored since the last one. A store that indexes blocks only at Sync (the pack store) loses
 // every block of a killed fetch without it, and the fetch started again could keep nothing;
 // with it, a fetch killed at 90 % resumes from what was stored until the last checkpoint.
-func WithCheckpoints(every time.Duration, maxBytes int64, sync func() error) FetchOption {
-	return func(c *fetchConfig) { c.checkpoint = checkpoint{every, maxBytes, sync} }
+// The interval is measured on now (the node's clock; nil: the wall clock).
+func WithCheckpoints(every time.Duration, maxBytes int64, sync func() error, now func() time.Time) FetchOption {
+	if now == nil {
+		now = time.Now // wall clock: the default where no clock is given
+	}
+	return func(c *fetchConfig) { c.checkpoint = checkpoint{every, maxBytes, sync, now} }
 }
 
 // WithRecycledBuffers reads blocks into buffers from a pool and returns each buffer once the
@@ -132,29 +137,45 @@ type fetcher struct {
 
 // FetchWithStats is Fetch that also reports per-peer figures and why peers were dropped.
 func FetchWithStats(ctx context.Context, h host.Host, root cid.Cid, peers []peer.ID, bs blockstore.Blockstore, progress func(int64), opts ...FetchOption) (Stats, error) {
+	return FetchManyWithStats(ctx, h, []cid.Cid{root}, peers, bs, progress, opts...)
+}
+
+// FetchManyWithStats is FetchWithStats of several DAGs in one transfer: their missing
+// subtrees share the batches, so many small DAGs cost a round trip per batch, not one each
+// (a pin repair round: node.fetchLedgerObjects). progress counts the bytes of all of them.
+func FetchManyWithStats(ctx context.Context, h host.Host, roots []cid.Cid, peers []peer.ID, bs blockstore.Blockstore, progress func(int64), opts ...FetchOption) (Stats, error) {
 	f := &fetcher{h: h, progress: progress, stats: Stats{PerPeer: map[peer.ID]PeerStats{}, Dropped: map[peer.ID]error{}}}
 	f.cfg.streams = 2
 	for _, o := range opts {
 		o(&f.cfg)
 	}
 	f.cfg.streams = max(f.cfg.streams, 1)
-	if !root.Defined() {
-		return f.stats, errors.New("xfer: fetch: undefined root CID")
+	if len(roots) == 0 {
+		return f.stats, errors.New("xfer: fetch: no root CID")
+	}
+	what := roots[0].String()
+	if len(roots) > 1 {
+		what = fmt.Sprintf("%d DAGs (%s, …)", len(roots), roots[0])
+	}
+	for _, root := range roots {
+		if !root.Defined() {
+			return f.stats, errors.New("xfer: fetch: undefined root CID")
+		}
 	}
 	live := dedupPeers(peers, h.ID())
 	if len(live) == 0 {
-		return f.stats, fmt.Errorf("xfer: fetching %s: no peers to fetch from (connect to a peer that has it first)", root)
+		return f.stats, fmt.Errorf("xfer: fetching %s: no peers to fetch from (connect to a peer that has it first)", what)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f.store = newStorer(ctx, cancel, bs, f.cfg.recycle, f.cfg.checkpoint)
 	f.bs = bs
-	err := f.run(ctx, root, live)
+	err := f.run(ctx, roots, live)
 	serr := f.store.finish()
 	if serr != nil {
-		err = fmt.Errorf("xfer: fetching %s: storing blocks: %w", root, serr)
+		err = fmt.Errorf("xfer: fetching %s: storing blocks: %w", what, serr)
 	} else if err != nil {
-		err = fmt.Errorf("xfer: fetching %s: %w", root, err)
+		err = fmt.Errorf("xfer: fetching %s: %w", what, err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -179,9 +200,10 @@ func (f *fetcher) drop(p peer.ID, err error) {
 	f.mu.Unlock()
 }
 
-// run fetches everything; it returns when the DAG is complete or no peer can supply the rest.
-func (f *fetcher) run(ctx context.Context, root cid.Cid, live []peer.ID) error {
-	frontier, err := f.missing(ctx, root)
+// run fetches everything; it returns when every DAG is complete or no peer can supply the
+// rest.
+func (f *fetcher) run(ctx context.Context, roots []cid.Cid, live []peer.ID) error {
+	frontier, err := f.missing(ctx, roots)
 	if err != nil {
 		return err
 	}
@@ -208,12 +230,12 @@ func (f *fetcher) run(ctx context.Context, root cid.Cid, live []peer.ID) error {
 	return f.pool(ctx, frontier, live)
 }
 
-// missing walks what the local store already holds of root's DAG (the blocks an interrupted
+// missing walks what the local store already holds of each root's DAG (the blocks an interrupted
 // fetch verified and stored) and returns the roots of the subtrees it lacks, in DAG order,
 // counting what it holds as kept. A root it lacks is returned alone, at the cost of one Has.
 // A held block whose subtree is incomplete is walked into; a lacking one is asked for whole
 // (its subtree may be partly here: the server resends those blocks, the store keeps one).
-func (f *fetcher) missing(ctx context.Context, root cid.Cid) ([]pend, error) {
+func (f *fetcher) missing(ctx context.Context, roots []cid.Cid) ([]pend, error) {
 	var out []pend
 	seen := map[cid.Cid]bool{}
 	var walk func(c cid.Cid, size uint64) error
@@ -260,8 +282,10 @@ func (f *fetcher) missing(ctx context.Context, root cid.Cid) ([]pend, error) {
 		}
 		return nil
 	}
-	if err := walk(root, 0); err != nil {
-		return nil, err
+	for _, root := range roots {
+		if err := walk(root, 0); err != nil {
+			return nil, err
+		}
 	}
 	f.mu.Lock()
 	kept := f.received
@@ -663,7 +687,11 @@ func newStorer(ctx context.Context, cancel context.CancelFunc, bs blockstore.Blo
 func (s *storer) loop(ctx context.Context) {
 	defer close(s.done)
 	batch := make([]blocks.Block, 0, storeBatchBlocks)
-	lastSync, unsynced := time.Now(), int64(0)
+	var lastSync time.Time
+	if s.cp.sync != nil {
+		lastSync = s.cp.now()
+	}
+	unsynced := int64(0)
 	for b := range s.ch {
 		if s.err != nil {
 			continue // drain so senders never block
@@ -686,12 +714,12 @@ func (s *storer) loop(ctx context.Context) {
 		if err := s.bs.PutMany(ctx, batch); err != nil {
 			s.err = err
 			s.cancel()
-		} else if unsynced += int64(size); s.cp.sync != nil && (time.Since(lastSync) >= s.cp.every || unsynced >= s.cp.maxBytes) {
+		} else if unsynced += int64(size); s.cp.sync != nil && (s.cp.now().Sub(lastSync) >= s.cp.every || unsynced >= s.cp.maxBytes) {
 			if err := s.cp.sync(); err != nil {
 				s.err = err
 				s.cancel()
 			}
-			lastSync, unsynced = time.Now(), 0
+			lastSync, unsynced = s.cp.now(), 0
 		}
 		if s.recycle {
 			for _, b := range batch {

@@ -131,7 +131,7 @@ func (s *Server) handle(st network.Stream) {
 	stop := context.AfterFunc(s.ctx, func() { st.Reset() })
 	defer stop()
 
-	_ = st.SetReadDeadline(time.Now().Add(s.cfg.requestTimeout))
+	_ = st.SetReadDeadline(time.Now().Add(s.cfg.requestTimeout)) // wall clock: a stream deadline the kernel enforces
 	items, err := ReadRequest(bufio.NewReaderSize(st, 4096))
 	if err != nil {
 		w := bufio.NewWriter(st)
@@ -172,7 +172,7 @@ type deadlineWriter struct {
 }
 
 func (w *deadlineWriter) Write(p []byte) (int, error) {
-	_ = w.st.SetWriteDeadline(time.Now().Add(w.d))
+	_ = w.st.SetWriteDeadline(time.Now().Add(w.d)) // wall clock: a stream deadline the kernel enforces
 	return w.st.Write(p)
 }
 

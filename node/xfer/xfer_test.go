@@ -17,6 +17,7 @@ import (
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mh "github.com/multiformats/go-multihash"
 )
@@ -511,5 +512,46 @@ func TestFetchResumesFromKeptBlocks(t *testing.T) {
 				t.Fatalf("progress ended at %d, want kept + fetched = %d", last.Load(), st.Bytes+st.KeptBytes)
 			}
 		})
+	}
+}
+
+// FetchManyWithStats fetches many DAGs in one transfer: every block of each arrives
+// verified, the small ones share requests (fewer requests than DAGs: the point of it), one
+// whose root the getter already holds is fetched from below its root, and one it holds whole
+// is counted as kept, not asked for again.
+func TestFetchManyDAGsTogether(t *testing.T) {
+	seed, getter := newNode(t, nil), newNode(t, nil)
+	var roots []cid.Cid
+	for i := range 40 {
+		roots = append(roots, addFile(t, uint64(100+i), 3000+i, seed.bs))
+	}
+	big := addFile(t, 200, 3<<20+5, seed.bs)
+	roots = append(roots, big)
+	// The getter holds the big file's root block (a repair round's want list brought it) and
+	// the first small file whole.
+	rb, err := seed.bs.Get(context.Background(), big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := getter.bs.Put(context.Background(), rb); err != nil {
+		t.Fatal(err)
+	}
+	kept := addFile(t, 100, 3000, getter.bs)
+	peers := connect(t, getter, seed)
+	var requests atomic.Int64
+	seed.h.SetStreamHandler(ProtocolID, func(st network.Stream) { requests.Add(1); seed.srv.handle(st) })
+	st, err := FetchManyWithStats(context.Background(), getter.h, roots, peers, getter.bs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range roots {
+		requireComplete(t, seed.bs, getter.bs, r)
+	}
+	if st.KeptBlocks != 2 {
+		t.Errorf("kept %d blocks, want 2 (the big file's root, the small file %s)", st.KeptBlocks, kept)
+	}
+	t.Logf("%d DAGs in %d requests", len(roots)-1, requests.Load())
+	if n := requests.Load(); n == 0 || n >= int64(len(roots)-1) {
+		t.Errorf("%d requests for %d DAGs: want them batched", n, len(roots)-1)
 	}
 }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/protocol"
+	"github.com/evalmesh/evalmesh/scoring"
 )
 
 // Config is one family of simulated networks. Zero fields take Defaults' values.
@@ -57,7 +58,16 @@ type Config struct {
 	Deterministic bool    // agents declare themselves deterministic
 	Bias          float64 // the statistical test's allowed per-lab bias, in units of Sigma
 	Z             float64 // the statistical test's critical value
-	Seed          uint64
+	// RerunCorr is the correlation of a stochastic agent's same-seed re-run with the
+	// original run (0: the seed fixes nothing; near 1: it fixes the sampling, and only
+	// nondeterministic kernels differ).
+	RerunCorr float64
+	PairZ     float64 // a held mover's pair test: critical value (protocol.PairCleared)
+	// HourSpread is the spread (of the logarithm) of a run's GPU time between tasks: the
+	// audit cost is GPU time audited over the campaign's, and movers are not a random
+	// sample of tasks.
+	HourSpread float64
+	Seed       uint64
 }
 
 // Defaults are the figures of docs/scoring.md's table.
@@ -66,7 +76,7 @@ var Defaults = Config{
 	Sigma: 0.1, TaskSpread: 0.2, HonestBias: 0.02,
 	FabShare: 0.1, Lift: 0.3, RankSlack: 1.1,
 	Rate: protocol.DefaultAuditRate, Bias: protocol.DefaultAuditBias, Z: protocol.DefaultAuditZ,
-	Seed: 1,
+	PairZ: protocol.DefaultPairZ, HourSpread: 0.5, Seed: 1,
 }
 
 // WithDefaults fills zero fields from Defaults.
@@ -114,6 +124,12 @@ func (c Config) WithDefaults() Config {
 	if c.Z == 0 {
 		c.Z = d.Z
 	}
+	if c.PairZ == 0 {
+		c.PairZ = d.PairZ
+	}
+	if c.HourSpread == 0 {
+		c.HourSpread = d.HourSpread
+	}
 	if c.Seed == 0 {
 		c.Seed = d.Seed
 	}
@@ -137,6 +153,8 @@ func (c Config) Check() error {
 		return fmt.Errorf("--lift %v: must be above 0", c.Lift)
 	case !(c.Rate >= 0 && c.Rate <= 1):
 		return fmt.Errorf("--rate %v: expected audits per run, from 0 to 1", c.Rate)
+	case !(c.RerunCorr >= 0 && c.RerunCorr < 1):
+		return fmt.Errorf("--rerun-corr %v: a correlation in [0, 1)", c.RerunCorr)
 	case !(c.Sigma > 0) || c.HonestBias < 0 || c.TaskSpread < 0:
 		return fmt.Errorf("--sigma must be above 0, --honest-bias and --task-spread not negative")
 	}
@@ -170,14 +188,18 @@ func bound(k, n int) Bound {
 
 // Result is what one Config's networks showed.
 type Result struct {
-	Labs          int  `json:"labs"`
-	Networks      int  `json:"networks"`
-	Deterministic bool `json:"deterministic"`
-	// RankMoving counts the networks in which the fabrication, counted uncaught, would have
-	// changed the agents' order at the end (noise makes some not); Caught is, of those, the
-	// networks in which the dishonest lab was caught (proof or suspicion: its results held
-	// aside) before the published order had moved.
-	Caught Bound `json:"caught_before_rank_moves"`
+	Labs          int     `json:"labs"`
+	Networks      int     `json:"networks"`
+	Deterministic bool    `json:"deterministic"`
+	RerunCorr     float64 `json:"rerun_corr,omitempty"`
+	// RankMoving counts the networks in which the fabrication, counted uncaught, changes
+	// the target's published rank at the end (by construction nearly all: the neighbour's
+	// lead is set on each network's honest results). Caught is, of those, the networks in
+	// which the dishonest lab was caught (proof, suspicion, or a fabricated run its audits
+	// did not clear, held aside) and the published rank never moved; RankKept those in
+	// which the published rank never moved, caught or not.
+	Caught   Bound `json:"caught_before_rank_moves"`
+	RankKept Bound `json:"rank_never_moved"`
 	// CaughtAny is the share of all networks in which the dishonest lab was caught at all.
 	CaughtAny Bound `json:"caught_any"`
 	// FabricatedPublished is the mean number of fabricated runs the dishonest lab had
@@ -186,8 +208,12 @@ type Result struct {
 	FabricatedRuns      int     `json:"fabricated_runs"`
 	// HonestFlagged: networks in which any honest lab was flagged or proven.
 	HonestFlagged Bound `json:"honest_flagged"`
-	// Cost is audits per run of the campaign (each audit re-runs one run), with the 95 %
-	// upper bound over networks (the 95th percentile of the networks' costs).
+	// HonestHeldAside: honest movers whose audits did not clear them (held aside for good),
+	// of honest movers audited: results lost, not labs flagged.
+	HonestHeldAside Bound `json:"honest_movers_held_aside"`
+	// Cost is the audits' GPU time over the campaign's (every agent's runs), mean over
+	// networks, with its 95th percentile; the bound judged is the percentile (in 95 % of
+	// campaigns the audits cost at most this).
 	Cost      float64 `json:"audit_cost"`
 	CostUpper float64 `json:"audit_cost_upper95"`
 	// PairCost is the audits per run of the two close agents alone.
@@ -234,7 +260,10 @@ func Run(c Config) Result {
 	c = c.WithDefaults()
 	rng := rand.New(rand.NewPCG(c.Seed, uint64(c.Labs)<<1|b2u(c.Deterministic)))
 	res := Result{Labs: c.Labs, Networks: c.Networks, Deterministic: c.Deterministic}
-	var moving, caught, caughtAny, honest int
+	if !c.Deterministic {
+		res.RerunCorr = c.RerunCorr
+	}
+	var moving, caught, kept, caughtAny, honest, honestRejected, honestMovers int
 	var fabPublished, pairCost float64
 	costs := make([]float64, 0, c.Networks)
 	for range c.Networks {
@@ -245,6 +274,9 @@ func Run(c Config) Result {
 			if o.caughtBeforeMove {
 				caught++
 			}
+			if !o.rankMoved {
+				kept++
+			}
 		}
 		if o.caught {
 			caughtAny++
@@ -253,17 +285,19 @@ func Run(c Config) Result {
 		if o.honestFlagged {
 			honest++
 		}
-		pairRuns := float64(agents * c.Labs * c.RunsPerLab)
-		other := float64((c.Agents-agents)*c.Labs*c.RunsPerLab) * c.Rate
-		costs = append(costs, (float64(o.pairAudits)+other)/(pairRuns+float64((c.Agents-agents)*c.Labs*c.RunsPerLab)))
-		pairCost += float64(o.pairAudits) / pairRuns
+		honestRejected += o.honestRejected
+		honestMovers += o.honestRuns
+		costs = append(costs, o.auditHours/o.campaignHours)
+		pairCost += float64(o.pairAudits) / float64(agents*c.Labs*c.RunsPerLab)
 	}
 	res.Caught = bound(caught, moving)
+	res.RankKept = bound(kept, moving)
 	res.CaughtAny = bound(caughtAny, c.Networks)
 	if caughtAny > 0 {
 		res.FabricatedPublished = fabPublished / float64(caughtAny)
 	}
 	res.HonestFlagged = bound(honest, c.Networks)
+	res.HonestHeldAside = bound(honestRejected, honestMovers)
 	var sum float64
 	for _, x := range costs {
 		sum += x
@@ -294,12 +328,17 @@ type run struct {
 	lab, agent, task int
 	score            float64 // as published
 	honest           float64 // what an honest run would have scored (the counterfactual)
+	eps              float64 // the run's own noise, which a same-seed re-run shares by RerunCorr
 	fabricated       bool
 	published        bool
 	counted          bool // counts in the published ledger now
-	held             bool // drawn for an audit that must finish before it counts
+	held             bool // a mover, or awaiting audits it was held for: does not count yet
+	rejected         bool // a mover whose audits did not clear it: held aside for good
+	mover            bool // was held as a mover when its audits were drawn
 	audited          bool // at least one audit finished
+	waited           int  // epochs held as a mover with no lab drawn
 	auditsDue        []int
+	auditScores      []float64
 	draws            []draw // the other labs' draws on it, smallest first
 	unbiased         []bool // per audit due: drawn at the group's rate, not only as a mover
 	drawn            int    // how many of draws have been called
@@ -307,14 +346,20 @@ type run struct {
 }
 
 type outcome struct {
-	rankMoving, caughtBeforeMove, caught, honestFlagged bool
-	fabricated, fabPublishedAtCatch                     int
-	pairAudits                                          int
+	rankMoving, caughtBeforeMove, caught, rankMoved, honestFlagged bool
+	fabricated, fabPublishedAtCatch                                int
+	pairAudits                                                     int
+	honestRejected, honestRuns                                     int
+	auditHours, campaignHours                                      float64
 }
+
+// z95 is the two-sided 95 % normal quantile the published intervals use.
+const z95 = scoring.Z95
 
 // simulate is one network: labs publish one run per round, in parallel; an audit drawn in a
 // round finishes in the next (it takes one run's time); the published ledger is read at the
-// end of every round.
+// end of every round. After the last run, rounds go on (at most tailRounds) until every held
+// mover is audited.
 func simulate(c Config, rng *rand.Rand) outcome {
 	L, n, T := c.Labs, c.RunsPerLab, c.Tasks
 	dishonest := 0
@@ -323,15 +368,13 @@ func simulate(c Config, rng *rand.Rand) outcome {
 		bias[l] = rng.NormFloat64() * c.HonestBias
 	}
 	taskEffect := make([]float64, T)
+	hours := make([]float64, T) // GPU hours of a run of each task: runs differ by task
 	for t := range taskEffect {
 		taskEffect[t] = rng.NormFloat64() * c.TaskSpread
+		hours[t] = math.Exp(rng.NormFloat64() * c.HourSpread)
 	}
 	fabricated := int(math.Ceil(c.FabShare * float64(n)))
-	// The neighbour's lead: the fabrication, counted in full, exceeds it by RankSlack.
-	lead := float64(fabricated) * c.Lift / float64(L*n) / c.RankSlack
-	mean := [agents]float64{0.5 - lead, 0.5}
-	// A deterministic agent still scores differently from seed to seed; what it cannot do is
-	// differ on a re-run of the same seed (on the same GPU model).
+	var mean [agents]float64
 	noise := c.Sigma
 
 	// Each lab's runs: n of each agent, tasks dealt round-robin from a random start, in a
@@ -342,8 +385,9 @@ func simulate(c Config, rng *rand.Rand) outcome {
 		for a := 0; a < agents; a++ {
 			for i := 0; i < n; i++ {
 				t := (start + i) % T
-				h := mean[a] + taskEffect[t] + bias[l] + rng.NormFloat64()*noise
-				perLab[l] = append(perLab[l], &run{lab: l, agent: a, task: t, score: h, honest: h})
+				e := rng.NormFloat64() * noise
+				h := 0.5 + taskEffect[t] + bias[l] + e
+				perLab[l] = append(perLab[l], &run{lab: l, agent: a, task: t, score: h, honest: h, eps: e})
 			}
 		}
 		rng.Shuffle(len(perLab[l]), func(i, j int) { perLab[l][i], perLab[l][j] = perLab[l][j], perLab[l][i] })
@@ -360,10 +404,40 @@ func simulate(c Config, rng *rand.Rand) outcome {
 		r.fabricated = true
 		r.score = r.honest + c.Lift
 	}
+	// The neighbour's lead, set on this network's honest results: at the end the neighbour
+	// is published above the target (separated) by the fabrication's shift of the target's
+	// mean over RankSlack, so the fabrication, counted in full, ties them: the smallest
+	// lift that changes the target's published rank.
+	all := func(*run) bool { return true }
+	hon := ledger(perLab, T, all, true)
+	shift := float64(fabricated) * c.Lift / float64(L*n)
+	offset := shift/c.RankSlack - ((hon[neighbour].Mean - hon[neighbour].Half) - (hon[target].Mean + hon[target].Half))
+	mean = [agents]float64{0.5, 0.5 + offset}
+	for _, rs := range perLab {
+		for _, r := range rs {
+			if r.agent == neighbour {
+				r.score += offset
+				r.honest += offset
+			}
+		}
+	}
 
 	o := outcome{fabricated: fabricated}
-	// Would the fabrication, never caught and all counted, change the order at the end?
-	o.rankMoving = orderMoved(perLab, func(*run) bool { return true })
+	o.rankMoving = rankRel(ledger(perLab, T, all, false)) > rankRel(ledger(perLab, T, all, true))
+	for _, rs := range perLab {
+		for _, r := range rs {
+			o.campaignHours += hours[r.task]
+		}
+	}
+	var meanHours float64
+	for _, h := range hours {
+		meanHours += h / float64(T)
+	}
+	// The other agents' runs (far from each other) are charged the rate: their expected
+	// audits at weight 1, on the same mix of tasks.
+	otherHours := float64((c.Agents-agents)*L*n) * meanHours
+	o.campaignHours += otherHours
+	o.auditHours = c.Rate * otherHours
 
 	st := newStats(L, T)
 	// Each run's draw: every other lab's VRF output on it is a uniform number fixed before
@@ -383,15 +457,18 @@ func simulate(c Config, rng *rand.Rand) outcome {
 	for l := range pairs {
 		pairs[l] = make([][]float64, agents)
 	}
+	pairSD := noise * math.Sqrt(2*(1-c.RerunCorr))
 	audits, fabPublished := 0, 0
 	caughtRound, movedRound := -1, -1
 	var beta [8]byte
 	rounds := agents * n
-	for round := 0; round <= rounds; round++ {
+	const tailRounds = 30
+	for round := 0; round <= rounds+tailRounds; round++ {
 		// Audits drawn last round finish now.
 		for _, r := range pending {
 			for i, aud := range r.auditsDue {
 				audits++
+				o.auditHours += hours[r.task]
 				var verdict string
 				if c.Deterministic {
 					// The auditor has the run's GPU model: an honest run's submission comes out
@@ -402,16 +479,19 @@ func simulate(c Config, rng *rand.Rand) outcome {
 					}
 					verdict, _ = protocol.CompareDeterministic(sub, "gpu", attest.AuditResult{Submission: "honest", GPUModel: "gpu"})
 				} else {
-					a := mean[r.agent] + taskEffect[r.task] + bias[aud] + rng.NormFloat64()*noise
+					// A same-seed re-run shares RerunCorr of the run's own noise.
+					e := c.RerunCorr*r.eps + math.Sqrt(1-c.RerunCorr*c.RerunCorr)*rng.NormFloat64()*noise
+					a := mean[r.agent] + taskEffect[r.task] + bias[aud] + e
+					r.auditScores = append(r.auditScores, a)
 					if r.unbiased[i] {
-						pairs[r.lab][r.agent] = append(pairs[r.lab][r.agent], (r.score-a)/(noise*math.Sqrt2))
+						pairs[r.lab][r.agent] = append(pairs[r.lab][r.agent], (r.score-a)/pairSD)
 					}
 					verdict = attest.VerdictInconclusive
 				}
 				if r.verdicts == nil {
 					r.verdicts = map[string][]string{}
 				}
-				k := fmt.Sprint(aud)
+				k := strconv.Itoa(aud)
 				r.verdicts[k] = append(r.verdicts[k], verdict)
 			}
 			r.auditsDue, r.unbiased = nil, nil
@@ -428,13 +508,26 @@ func simulate(c Config, rng *rand.Rand) outcome {
 						if slices.Contains(v, attest.VerdictMismatch) {
 							r.auditsDue = otherLabs(rng, L, r.lab, 2, r.verdicts)
 							r.unbiased = make([]bool, len(r.auditsDue))
-							r.held = true
+							r.held = len(r.auditsDue) > 0
 							break
 						}
 					}
 				}
-			} else if flag, _ := protocol.StatisticalFlag(pairs[r.lab][r.agent], c.Bias, c.Z, 1); flag {
-				suspect[r.lab] = true
+			} else {
+				if r.mover {
+					// A held mover counts only if its re-runs clear it.
+					if ok, _ := protocol.PairCleared(r.score, r.auditScores, st.pooledSD(r.lab, r.agent, noise/4), c.RerunCorr, c.Bias, c.PairZ, 1); !ok {
+						r.rejected = true
+						if !r.fabricated {
+							o.honestRejected++
+						}
+					}
+				}
+				// Pairs are in units of their own spread; the bias allowance is in the
+				// agent's spread, which a correlated re-run's pair spread is smaller than.
+				if flag, _ := protocol.StatisticalFlag(pairs[r.lab][r.agent], c.Bias*noise/pairSD, c.Z, 1); flag {
+					suspect[r.lab] = true
+				}
 			}
 		}
 		next := pending[:0:0]
@@ -444,27 +537,33 @@ func simulate(c Config, rng *rand.Rand) outcome {
 			}
 		}
 		pending = next
-		if round == rounds {
-			break
-		}
+		publishing := round < rounds
 		// Each lab publishes its next run.
-		for l := 0; l < L; l++ {
-			r := perLab[l][round]
-			r.published = true
-			if r.fabricated {
-				fabPublished++
+		if publishing {
+			for l := 0; l < L; l++ {
+				r := perLab[l][round]
+				r.published = true
+				if r.fabricated {
+					fabPublished++
+				}
+				st.add(r)
 			}
-			st.add(r)
+		}
+		upto := min(round+1, rounds)
+		counts := func(r *run) bool { return r.published && !r.held && !r.rejected && !suspect[r.lab] && !proven[r.lab] }
+		setCounted := func() {
+			for l := 0; l < L; l++ {
+				for _, r := range perLab[l][:upto] {
+					r.counted = counts(r)
+				}
+			}
 		}
 		// Every (lab, agent) group of unaudited results is weighed again, and each of its
-		// runs drawn at the group's present threshold.
-		// New runs count unless held below; holding one can make another group's results
-		// carry a move, so the weighing repeats until no hold changes (a few passes).
+		// runs drawn at the group's present threshold; its movers are held. Holding one
+		// can make another group's results carry a move, so the weighing repeats until no
+		// hold changes (a few passes).
 		for l := 0; l < L; l++ {
-			perLab[l][round].counted = !suspect[l] && !proven[l]
-		}
-		for l := 0; l < L; l++ {
-			for _, r := range perLab[l][:round+1] {
+			for _, r := range perLab[l][:upto] {
 				if !r.audited && len(r.auditsDue) == 0 {
 					r.held = false // weighed afresh below
 				}
@@ -472,28 +571,27 @@ func simulate(c Config, rng *rand.Rand) outcome {
 		}
 		for pass, changed := 0, true; changed && pass < 8; pass++ {
 			changed = false
-			for l := 0; l < L; l++ {
-				for _, r := range perLab[l][:round+1] {
-					r.counted = !r.held && !suspect[l] && !proven[l]
-				}
-			}
-			cSum, cN := countedSums(perLab)
+			setCounted()
+			cM, cN := countedMoments(perLab, T)
 			for l := 0; l < L; l++ {
 				for a := 0; a < agents; a++ {
-					if drawGroup(c, st, perLab[l], a, cSum, cN, L, &pending, &beta) {
+					if drawGroup(c, st, perLab[l][:upto], a, cM, cN, L, &pending, &beta) {
 						changed = true
 					}
 				}
 			}
-			for l := 0; l < L; l++ {
-				for _, r := range perLab[l][:round+1] {
-					r.counted = !r.held && !suspect[l] && !proven[l]
+		}
+		// A held mover no lab was drawn for waits an epoch, and its expected audits double.
+		for l := 0; l < L; l++ {
+			for _, r := range perLab[l][:upto] {
+				if r.held && !r.audited && len(r.auditsDue) == 0 {
+					r.waited++
 				}
 			}
 		}
 		// Lab-level statistical test (stochastic agents): each lab's results of each agent
 		// against the other labs'.
-		if !c.Deterministic {
+		if !c.Deterministic && publishing {
 			for l := 0; l < L; l++ {
 				for a := 0; a < agents; a++ {
 					if flag, _ := protocol.StatisticalFlag(st.residuals(perLab[l], a, c.Sigma/4), c.Bias, c.Z, 5); flag {
@@ -502,7 +600,11 @@ func simulate(c Config, rng *rand.Rand) outcome {
 				}
 			}
 		}
-		if caughtRound < 0 && (suspect[dishonest] || proven[dishonest]) {
+		caughtNow := suspect[dishonest] || proven[dishonest]
+		for _, r := range targetRuns[:fabricated] {
+			caughtNow = caughtNow || r.rejected
+		}
+		if caughtRound < 0 && caughtNow {
 			caughtRound = round
 			o.fabPublishedAtCatch = fabPublished
 		}
@@ -511,21 +613,42 @@ func simulate(c Config, rng *rand.Rand) outcome {
 				o.honestFlagged = true
 			}
 		}
-		// The published ledger: runs count unless held for an audit, or their lab is set
-		// aside or suspected.
-		for l := 0; l < L; l++ {
-			for _, r := range perLab[l][:round+1] {
-				r.counted = !r.held && !suspect[l] && !proven[l]
-			}
-		}
-		if movedRound < 0 && orderMoved(perLab, func(r *run) bool { return r.published && r.counted }) {
+		// The published ledger: runs count unless held for an audit, held aside, or their
+		// lab is set aside or suspected. The rank moved when it publishes the target higher
+		// against its neighbour than the same runs scored honestly would.
+		setCounted()
+		cnt := func(r *run) bool { return r.counted }
+		if movedRound < 0 && rankRel(ledger(perLab, T, cnt, false)) > rankRel(ledger(perLab, T, cnt, true)) {
 			movedRound = round
+		}
+		if !publishing && len(pending) == 0 && !anyWaiting(perLab) {
+			break
+		}
+	}
+	for l := 1; l < L; l++ {
+		for _, r := range perLab[l] {
+			if r.mover || r.rejected {
+				o.honestRuns++
+			}
 		}
 	}
 	o.caught = caughtRound >= 0
-	o.caughtBeforeMove = o.caught && (movedRound < 0 || caughtRound < movedRound)
+	o.rankMoved = movedRound >= 0
+	o.caughtBeforeMove = o.caught && movedRound < 0
 	o.pairAudits = audits
 	return o
+}
+
+// anyWaiting: is a held mover still waiting for its first audit?
+func anyWaiting(perLab [][]*run) bool {
+	for _, rs := range perLab {
+		for _, r := range rs {
+			if r.held && !r.audited {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type draw struct {
@@ -559,7 +682,7 @@ func orderedDraws(rng *rand.Rand, L, runner, keep int) []draw {
 func otherLabs(rng *rand.Rand, L, runner, k int, done map[string][]string) []int {
 	var cand []int
 	for l := 0; l < L; l++ {
-		if l != runner && done[fmt.Sprint(l)] == nil {
+		if l != runner && done[strconv.Itoa(l)] == nil {
 			cand = append(cand, l)
 		}
 	}
@@ -567,27 +690,65 @@ func otherLabs(rng *rand.Rand, L, runner, k int, done map[string][]string) []int
 	return cand[:min(k, len(cand))]
 }
 
-// orderMoved: do the runs that pass keep (counted as published) put the target at or above
-// its neighbour, while the same runs scored honestly would not?
-func orderMoved(perLab [][]*run, keep func(*run) bool) bool {
-	var sum, honest [agents]float64
-	var cnt [agents]int
+// ledger is the two agents' published intervals over the runs keep passes, from their
+// published scores or (honest) the counterfactual ones (ledgerOf).
+func ledger(perLab [][]*run, T int, keep func(*run) bool, honest bool) [agents]protocol.RankInterval {
+	m := newMoments(T)
 	for _, rs := range perLab {
 		for _, r := range rs {
 			if !keep(r) {
 				continue
 			}
-			sum[r.agent] += r.score
-			honest[r.agent] += r.honest
-			cnt[r.agent]++
+			s := r.score
+			if honest {
+				s = r.honest
+			}
+			m[r.agent][r.task].add(s, 1)
 		}
 	}
-	if cnt[target] == 0 || cnt[neighbour] == 0 {
-		return false
+	return ledgerOf(m)
+}
+
+func newMoments(T int) [agents][]moments {
+	var m [agents][]moments
+	for a := range m {
+		m[a] = make([]moments, T)
 	}
-	pub := sum[target]/float64(cnt[target]) >= sum[neighbour]/float64(cnt[neighbour])
-	cf := honest[target]/float64(cnt[target]) >= honest[neighbour]/float64(cnt[neighbour])
-	return pub && !cf
+	return m
+}
+
+// add adds (sign 1) or removes (sign −1) one score.
+func (x *moments) add(s float64, sign int) {
+	x.n += sign
+	x.sum += float64(sign) * s
+	x.sq += float64(sign) * s * s
+}
+
+// ledgerOf is each agent's mean normalized score and the half-width of its 95 % interval:
+// z95 standard errors of a mean stratified by task, √(s²/N) with s² the variance within
+// tasks pooled over them (what the ledger's stratified bootstrap estimates, without its
+// zero width where a task has one result). Until some task has two results the interval is
+// unbounded: nothing is published as separated.
+func ledgerOf(m [agents][]moments) [agents]protocol.RankInterval {
+	var out [agents]protocol.RankInterval
+	for a := range m {
+		out[a] = scoring.AgentInterval(len(m[a]), func(i int) (int, float64, float64) { return m[a][i].n, m[a][i].sum, m[a][i].sq })
+	}
+	return out
+}
+
+// rankRel is the target's published standing against its neighbour: -1 the neighbour is
+// separated above it, +1 it is separated above the neighbour, 0 they share a rank.
+func rankRel(l [agents]protocol.RankInterval) int {
+	switch {
+	case math.IsNaN(l[target].Mean) || math.IsNaN(l[neighbour].Mean):
+		return -1
+	case protocol.SeparatedAbove(l[neighbour], l[target]):
+		return -1
+	case protocol.SeparatedAbove(l[target], l[neighbour]):
+		return 1
+	}
+	return 0
 }
 
 // stats holds running sums of published results per (agent, task), over all labs and per
@@ -648,6 +809,30 @@ func (s *stats) others(lab, a int) []protocol.TaskStats {
 	return out
 }
 
+// pooledSD is the spread of other labs' results of agent a within a task, pooled over the
+// tasks, at least floor: the per-run spread a pair test is scaled by (it includes the labs'
+// bias spread, as a node's estimate would).
+func (s *stats) pooledSD(lab, a int, floor float64) float64 {
+	sd, _ := s.pooled(lab, a, floor)
+	return sd
+}
+
+// pooled is pooledSD with its degrees of freedom.
+func (s *stats) pooled(lab, a int, floor float64) (float64, int) {
+	var ss float64
+	var df int
+	for _, r := range s.others(lab, a) {
+		if r.Count >= 2 {
+			ss += r.SD * r.SD * float64(r.Count-1)
+			df += r.Count - 1
+		}
+	}
+	if df == 0 {
+		return floor, 0
+	}
+	return max(floor, math.Sqrt(ss/float64(df))), df
+}
+
 func (s *stats) residuals(runs []*run, a int, minSD float64) []float64 {
 	var rs []protocol.TaskScore
 	var lab int
@@ -664,10 +849,16 @@ func (s *stats) residuals(runs []*run, a int, minSD float64) []float64 {
 }
 
 // impactOf weighs a lab's unaudited published results of agent a (returned with the runs
-// they are, in the same order) against the counted ledger (sums and counts of counted runs
-// per agent) with those results replaced by the other labs' means on their tasks: what the
-// ledger would say had the lab's results been ordinary.
-func impactOf(c Config, s *stats, labRuns []*run, a int, counted [agents]float64, nCounted [agents]int) (protocol.Impact, []*run) {
+// they are, in the same order) against other labs' results (protocol.ImpactWeight: the
+// weight, and the results of tasks nobody else ran), and picks its movers on the published
+// ledger itself (counted, the counted runs' moments): the group moves the rank when the
+// ledger with all its results counted ranks the target against its neighbour otherwise than
+// the ledger with ordinary results in their place (the other labs' mean and spread on each
+// result's task); its movers are the largest contributions in that direction taken
+// until the rest no longer does (protocol.RankMovers). Asking the intervals, not a margin on
+// the mean, also sees what a result does to an interval's width: a lifted run widens its
+// agent's interval, which by itself can turn a separation into a tie.
+func impactOf(c Config, s *stats, labRuns []*run, a int, counted [agents][]moments, nCounted int) (protocol.Impact, []*run) {
 	var pendingScores []protocol.TaskScore
 	var runs []*run
 	lab := -1
@@ -689,49 +880,130 @@ func impactOf(c Config, s *stats, labRuns []*run, a int, counted [agents]float64
 		t, _ := strconv.Atoi(r.Task[1:]) // taskNames: "t%04d"
 		refMean[t] = r.Mean
 	}
+	without := [agents][]moments{slices.Clone(counted[0]), slices.Clone(counted[1])}
 	for _, x := range labRuns {
 		if x.published && x.agent == a && !x.audited {
 			pendingScores = append(pendingScores, protocol.TaskScore{Task: s.taskNames[x.task], Score: x.score})
 			runs = append(runs, x)
-			if x.counted && !math.IsNaN(refMean[x.task]) {
-				counted[a] -= x.score - refMean[x.task]
+			if x.counted {
+				without[a][x.task].add(x.score, -1)
 			}
 		}
 	}
-	up, down := math.Inf(1), math.Inf(1)
-	if nCounted[target] > 0 && nCounted[neighbour] > 0 {
-		other := neighbour + target - a
-		d := counted[other]/float64(nCounted[other]) - counted[a]/float64(nCounted[a])
-		if d > 0 {
-			up = d
-		} else {
-			down = -d
+	// The weight; its margin-based movers are replaced below by the ledger's own answer.
+	imp := protocol.ImpactWeight(pendingScores, ref, max(1, nCounted), math.Inf(1), math.Inf(1), c.Rate, c.Sigma/4)
+	// The baseline: the group's results replaced by ordinary ones, the other labs' mean on
+	// each result's task with their spread (an ordinary lab's results widen the interval as
+	// much as honest noise does, and no more).
+	sd, df := s.pooled(lab, a, c.Sigma/4)
+	ordinaryAt := func(m *moments, t, sign int, off float64) {
+		v := refMean[t] + off
+		m.n += sign
+		m.sum += float64(sign) * v
+		m.sq += float64(sign) * (v*v + sd*sd)
+	}
+	ordinary := func(m *moments, t, sign int) { ordinaryAt(m, t, sign, 0) }
+	base := [agents][]moments{slices.Clone(without[0]), slices.Clone(without[1])}
+	with := [agents][]moments{slices.Clone(without[0]), slices.Clone(without[1])}
+	for _, x := range runs {
+		with[a][x.task].add(x.score, 1)
+		if !math.IsNaN(refMean[x.task]) {
+			ordinary(&base[a][x.task], x.task, 1)
 		}
 	}
-	return protocol.ImpactWeight(pendingScores, ref, max(1, nCounted[a]), up, down, c.Rate, c.Sigma/4), runs
+	relBase, relWith := rankRel(ledgerOf(base)), rankRel(ledgerOf(with))
+	contrib := make([]float64, len(runs))
+	for k, x := range runs {
+		if !math.IsNaN(refMean[x.task]) {
+			contrib[k] = x.score - refMean[x.task]
+		}
+	}
+	// Pivotal: could the group's own honest noise, in a direction, change the rank? Then its
+	// results beyond protocol.OutlierZ spreads that way are held as movers, whether or not
+	// the group moves the rank as it stands.
+	// What honest noise could do is judged by the spread's upper bound: early on, with few
+	// results per task, the estimate is often far too low.
+	span := protocol.PivotalSpan(len(runs), protocol.SpreadUpper(sd, df), nCounted+len(runs)) * float64(nCounted+len(runs)) / float64(len(runs))
+	if math.IsInf(span, 1) {
+		span = 1e9
+	}
+	pivotal := false
+	for _, dir := range []int{1, -1} {
+		shifted := [agents][]moments{slices.Clone(without[0]), slices.Clone(without[1])}
+		for _, x := range runs {
+			if !math.IsNaN(refMean[x.task]) {
+				ordinaryAt(&shifted[a][x.task], x.task, 1, float64(dir)*span)
+			}
+		}
+		if rankRel(ledgerOf(shifted)) != relBase {
+			pivotal = true
+		}
+	}
+	out := append(protocol.Outliers(contrib, sd, 1, protocol.OutlierZ), protocol.Outliers(contrib, sd, -1, protocol.OutlierZ)...)
+	if pivotal {
+		imp.Movers = out
+	}
+
+	if relWith == relBase {
+		return imp, runs
+	}
+	// rankRel is the target's standing: the group raises its agent when it raises the
+	// target's, or lowers the neighbour's.
+	dir := 1
+	if (relWith > relBase) != (a == target) {
+		dir = -1
+	}
+	imp.MovesRank = true
+	outliers := imp.Movers
+	swap := func(taken []int, sign int) {
+		for _, k := range taken {
+			t := runs[k].task
+			with[a][t].add(runs[k].score, -sign)
+			ordinary(&with[a][t], t, sign)
+		}
+	}
+	imp.Movers = protocol.RankMovers(contrib, dir, func(taken []int) bool {
+		swap(taken, 1)
+		moved := rankRel(ledgerOf(with)) != relBase
+		swap(taken, -1)
+		return moved
+	})
+	for _, k := range outliers {
+		if !slices.Contains(imp.Movers, k) {
+			imp.Movers = append(imp.Movers, k)
+		}
+	}
+	return imp, runs
 }
 
-// countedSums are the counted ledger's sums and counts per agent.
-func countedSums(perLab [][]*run) (sum [agents]float64, n [agents]int) {
+// countedMoments are the counted ledger's moments per (agent, task), and its result count
+// per agent.
+func countedMoments(perLab [][]*run, T int) ([agents][]moments, [agents]int) {
+	m := newMoments(T)
+	var n [agents]int
 	for _, rs := range perLab {
 		for _, r := range rs {
 			if r.published && r.counted {
-				sum[r.agent] += r.score
+				m[r.agent][r.task].add(r.score, 1)
 				n[r.agent]++
 			}
 		}
 	}
-	return sum, n
+	return m, n
 }
 
 // drawGroup weighs one (lab, agent) group of unaudited results, draws its runs at their
 // present thresholds and holds its movers; it reports whether any run's hold changed.
-func drawGroup(c Config, st *stats, labRuns []*run, a int, cSum [agents]float64, cN [agents]int, L int, pending *[]*run, beta *[8]byte) bool {
-	imp, group := impactOf(c, st, labRuns, a, cSum, cN)
+func drawGroup(c Config, st *stats, labRuns []*run, a int, cM [agents][]moments, cN [agents]int, L int, pending *[]*run, beta *[8]byte) bool {
+	imp, group := impactOf(c, st, labRuns, a, cM, cN[a])
 	base := protocol.AuditThreshold(imp.Lambda, L-1)
 	changed := false
 	for k, r := range group {
-		th := protocol.AuditThreshold(imp.LambdaOf(k), L-1)
+		isMover := slices.Contains(imp.Movers, k)
+		th := base
+		if isMover {
+			th = protocol.AuditThreshold(protocol.MoverLambda(imp.Lambda, r.waited), L-1)
+		}
 		for r.drawn < len(r.draws) {
 			d := r.draws[r.drawn]
 			binary.BigEndian.PutUint64(beta[:], d.u)
@@ -748,9 +1020,12 @@ func drawGroup(c Config, st *stats, labRuns []*run, a int, cSum [agents]float64,
 			r.unbiased = append(r.unbiased, protocol.AuditDrawn(beta[:], base))
 			r.drawn++
 		}
+		if isMover && len(r.auditsDue) > 0 {
+			r.mover = true
+		}
 		// A mover is audited before it counts: held while it carries a rank move or while
 		// the audits it was held for are under way.
-		held := slices.Contains(imp.Movers, k) || slices.Contains(imp.Unreferenced, k) || (r.held && len(r.auditsDue) > 0)
+		held := isMover || slices.Contains(imp.Unreferenced, k) || (r.held && len(r.auditsDue) > 0)
 		// Within a round a hold only tightens, so the passes settle.
 		if held && !r.held {
 			r.held, changed = true, true
@@ -763,7 +1038,7 @@ func drawGroup(c Config, st *stats, labRuns []*run, a int, cSum [agents]float64,
 const (
 	GoalCaught        = 0.99  // lower 95 % bound of caught before the rank moves
 	GoalHonestFlagged = 0.001 // upper 95 % bound of networks with an honest lab flagged
-	GoalCost          = 0.15  // audits per run of the campaign
+	GoalCost          = 0.15  // audit GPU time over the campaign's
 )
 
 // Table writes results as a Markdown table, one row per network size and agent kind, each
@@ -775,21 +1050,29 @@ func Table(rs []Result) string {
 		}
 		return "✗"
 	}
-	s := "| labs | agents | caught before the rank moves (95 % lower) | caught at all | fabricated runs published before caught | honest labs flagged, networks (95 % upper) | audit cost: campaign (95th pct.) | close pair |\n"
-	s += "|---:|---|---|---|---|---|---|---|\n"
+	s := "| labs | agents | caught before the rank moves (95 % lower) | rank never moved | caught at all | fabricated runs out when caught | honest labs flagged, networks (95 % upper) | honest movers held aside | audit GPU time / campaign's (95th pct.) | close pair, audits per run |\n"
+	s += "|---:|---|---|---|---|---|---|---|---|---|\n"
 	for _, r := range rs {
 		kind := "stochastic"
+		if r.RerunCorr > 0 {
+			kind = fmt.Sprintf("stochastic, re-run ρ = %.2g", r.RerunCorr)
+		}
 		if r.Deterministic {
 			kind = "deterministic"
 		}
-		caught := "n/a (no network's rank moved)"
+		caught, kept := "n/a (no network's rank moved)", "n/a"
 		if r.Caught.Of > 0 {
 			caught = fmt.Sprintf("%d/%d = %.1f %% (%.1f %%) %s", r.Caught.Count, r.Caught.Of, 100*r.Caught.Share, 100*r.Caught.Lower, mark(r.Caught.Lower >= GoalCaught))
+			kept = fmt.Sprintf("%.1f %%", 100*r.RankKept.Share)
 		}
-		s += fmt.Sprintf("| %d | %s | %s | %.1f %% | %.2f of %d | %d/%d (%.2f %%) %s | %.1f %% (%.1f %%) %s | %.1f %% |\n",
-			r.Labs, kind, caught, 100*r.CaughtAny.Share, r.FabricatedPublished, r.FabricatedRuns,
+		held := "none audited"
+		if r.HonestHeldAside.Of > 0 {
+			held = fmt.Sprintf("%.2f %% of %d", 100*r.HonestHeldAside.Share, r.HonestHeldAside.Of)
+		}
+		s += fmt.Sprintf("| %d | %s | %s | %s | %.1f %% | %.2f of %d | %d/%d (%.3f %%) %s | %s | %.1f %% (%.1f %%) %s | %.3f |\n",
+			r.Labs, kind, caught, kept, 100*r.CaughtAny.Share, r.FabricatedPublished, r.FabricatedRuns,
 			r.HonestFlagged.Count, r.HonestFlagged.Of, 100*r.HonestFlagged.Upper, mark(r.HonestFlagged.Upper < GoalHonestFlagged),
-			100*r.Cost, 100*r.CostUpper, mark(r.CostUpper <= GoalCost), 100*r.PairCost)
+			held, 100*r.Cost, 100*r.CostUpper, mark(r.CostUpper <= GoalCost), r.PairCost)
 	}
 	return s
 }

@@ -82,6 +82,21 @@ type Config struct {
 	// honestly. Results report what the fabrications cost the honest nodes.
 	DishonestLabs int
 
+	// ClaimRecords: the network requires signed claim records (ledger.claims "required",
+	// as `evalmesh network create` writes; docs/design.md §9 "Pre-emption"). A node signs a
+	// record of each attempt it starts before its run starts; records are gossiped and
+	// reconciled like attestations. The holder of an attempt is the record of least
+	// attest.ClaimRank, as each node's coordinator computes it from the records it holds
+	// (protocol.Coordinator.ClaimRecord, AttemptHolder): a node that hears a better-ranked
+	// record of the attempt it runs gives the run up (CoordActions.GiveUp), a result
+	// finishes its slot on a node only once that node's records name its runner the holder,
+	// and the ledger (Result) counts a slot's honest result only from the holder of its
+	// attempt by every record signed. The dishonest labs' forger then also signs, for each
+	// attempt it hears another lab's node renew, either a claim record of that attempt
+	// (which it never runs: it wins those its draw outranks) or a result of a slot it never
+	// claimed, at random.
+	ClaimRecords bool
+
 	// ReconEvery is the anti-entropy period: an attestation lost in gossip reaches a node
 	// at the next reconciliation with a connected node that has it.
 	ReconEvery time.Duration
@@ -101,13 +116,15 @@ var Defaults = Config{
 	MaxInfraAttempts: protocol.DefaultMaxInfraAttempts,
 	AliveEvery:       30 * time.Second,
 	Replication:      2, RescoreTimeout: 10 * time.Minute, RescoreTime: time.Minute,
-	ReconEvery: time.Minute,
-	Seed:       1,
+	ReconEvery:   time.Minute,
+	ClaimRecords: true,
+	Seed:         1,
 }
 
 // WithDefaults fills the zero fields of c from Defaults. Loss, Dup, fractions, Crashes,
 // SilentLabs and the partition keep their zero values (zero is meaningful for them) only
-// when set explicitly through the CLI; here a zero is a zero.
+// when set explicitly through the CLI; here a zero is a zero, and so is a false
+// ClaimRecords.
 func (c Config) WithDefaults() Config {
 	d := Defaults
 	set := func(p *int, v int) {
@@ -191,7 +208,11 @@ type Result struct {
 	Runs        int `json:"runs"`         // runs started
 	// DuplicateRuns counts runs started for a slot while another run of it had started and
 	// not failed (retries after an infrastructure failure or a crash are not duplicates).
-	DuplicateRuns int `json:"duplicate_runs"`
+	// DuplicateRunsPartitioned counts those of them started while the network was
+	// partitioned: the cut-off side cannot hear the others' renewals, so their leases lapse
+	// there, a cost the partition's length sets rather than the protocol.
+	DuplicateRuns            int `json:"duplicate_runs"`
+	DuplicateRunsPartitioned int `json:"duplicate_runs_partitioned"`
 	// ExtraResults counts results beyond the first for a slot (duplicates that finished).
 	ExtraResults int `json:"extra_results"`
 	// Equivocations counts pairs of results of one slot by one lab with one attempt number:
@@ -224,11 +245,22 @@ type Result struct {
 	// ForgedReleases and FabricatedResults count what the DishonestLabs sent;
 	// AbortedByFabricated counts honest runs cut short by a fabricated result (the claim
 	// rules allow none), and LostSlots counts slots that never got an honest result.
-	ForgedReleases      int     `json:"forged_releases"`
-	FabricatedResults   int     `json:"fabricated_results"`
-	AbortedByFabricated int     `json:"aborted_by_fabricated"`
-	VirtualSeconds      float64 `json:"virtual_seconds"` // until the last slot finished (or the run ended)
-	Events              int     `json:"events"`
+	ForgedReleases      int `json:"forged_releases"`
+	FabricatedResults   int `json:"fabricated_results"`
+	AbortedByFabricated int `json:"aborted_by_fabricated"`
+	// With ClaimRecords: ClaimRecords counts the records signed (honest and not);
+	// SquatClaims the dishonest forger's records of attempts another lab's node was
+	// running, which it never runs; GivenUp the honest runs cut short because a
+	// better-ranked record held their attempt, GivenUpToDishonest those of them given up to
+	// a squat; HeldElsewhere the starts refused because, by the time its own record was
+	// stored, the node held a better-ranked record of the attempt (no run started).
+	ClaimRecords       int     `json:"claim_records,omitempty"`
+	SquatClaims        int     `json:"squat_claims,omitempty"`
+	GivenUp            int     `json:"given_up,omitempty"`
+	GivenUpToDishonest int     `json:"given_up_to_dishonest,omitempty"`
+	HeldElsewhere      int     `json:"held_elsewhere,omitempty"`
+	VirtualSeconds     float64 `json:"virtual_seconds"` // until the last slot finished (or the run ended)
+	Events             int     `json:"events"`
 }
 
 // Run simulates c and returns what happened.
@@ -252,8 +284,9 @@ const (
 	evRecon
 	evRescore // check which labs are due for run
 	evRescoreDone
-	evForge // a dishonest node forges infra releases of slot
-	evAlive // node is heard by the others (the daemon's heads), apart from claims
+	evForge  // a dishonest node forges infra releases of slot
+	evAlive  // node is heard by the others (the daemon's heads), apart from claims
+	evRecord // a claim record (run: its index in world.recs) reaches node
 )
 
 type event struct {
@@ -302,14 +335,28 @@ type node struct {
 	wakeAt time.Duration
 	side   bool // in the partitioned minority
 	known  []bool
-	// missing attestations (run indices) lost in gossip, fetched at reconciliation
-	missing []int
+	// missing attestations (run indices) and claim records (indices in world.recs) lost in
+	// gossip, fetched at reconciliation
+	missing, missingRecs []int
+	// has: with ClaimRecords, the results (run indices) in its store, its own included. A
+	// result finishes its slot here when the records held name its runner the attempt's
+	// holder (protocol.Coordinator.finishesSlot). reg: the slots whose results its
+	// coordinator holds as the daemon's does (protocol.Coordinator.Run), from the first
+	// record of an attempt it has a result of on: the coordinator then decides what that
+	// record and later ones do (finish the slot, or reopen it: ClaimMachine.SlotReopened).
+	// Only those: Coordinator.Tick re-checks the re-score duty of every run it holds, which
+	// the simulator models itself, and handing it every run made BenchmarkSim 11 times
+	// slower.
+	has     map[int]bool
+	reg     map[int]bool
 	runs    map[int]int // slot -> run index, active runs
 	keyless bool        // its lab holds no key to the sealed tasks
 	// forger: the node of a dishonest lab that forges releases and results; fabricated:
-	// the slots it has published a result of.
+	// the slots it has published a result of; squatted: the slots it takes attempts of by
+	// claim records (true) or fabricates a result of (false), chosen once per slot.
 	forger     bool
 	fabricated map[int]bool
+	squatted   map[int]bool
 	// awaiting: slots whose run here ended awaiting a key, to that run's attempt (HOME/runs
 	// survives restarts)
 	awaiting map[int]int
@@ -344,11 +391,14 @@ type world struct {
 	crashedAt   map[int]time.Duration // slot -> when the node running it crashed
 	takeover    []float64             // seconds from such a crash to the slot's being free
 	delivered   int
+	recs        []protocol.ClaimRecordHeard // every claim record signed (ClaimRecords)
+	recNode     []int                       // the node that signed each
+	slotRecs    map[int][]int               // slot -> indices in recs
 }
 
 func newWorld(c Config) *world {
 	w := &world{c: c, rng: rand.New(rand.NewPCG(c.Seed, 0x65766d73696d)), // "evmsim"
-		t0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), slotIdx: map[string]int{}, crashedAt: map[int]time.Duration{}}
+		t0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), slotIdx: map[string]int{}, crashedAt: map[int]time.Duration{}, slotRecs: map[int][]int{}}
 	for l := range c.Labs {
 		w.labs = append(w.labs, fmt.Sprintf("lab%02d", l))
 	}
@@ -364,11 +414,11 @@ func newWorld(c Config) *world {
 	w.finished = make([]bool, c.Slots)
 	for i := range c.Nodes {
 		n := &node{id: fmt.Sprintf("node%03d", i), lab: i % c.Labs, up: true, known: make([]bool, c.Slots),
-			runs: map[int]int{}, pending: map[int]time.Duration{}, awaiting: map[int]int{}}
+			runs: map[int]int{}, pending: map[int]time.Duration{}, awaiting: map[int]int{}, has: map[int]bool{}, reg: map[int]bool{}}
 		n.keyless = n.lab >= c.Labs-c.KeylessLabs
 		// Nodes are dealt to labs round-robin, so node i < Labs is its lab's first.
 		n.forger = n.lab >= c.Labs-c.DishonestLabs && i < c.Labs
-		n.fabricated = map[int]bool{}
+		n.fabricated, n.squatted = map[int]bool{}, map[int]bool{}
 		w.nodes = append(w.nodes, n)
 	}
 	return w
@@ -440,7 +490,7 @@ func (w *world) startNode(i int) {
 		Lease: w.c.Lease, Heartbeat: w.c.Heartbeat, Settle: w.c.Settle,
 		MaxInfraAttempts: w.c.MaxInfraAttempts, KeyHolderHeadStart: w.c.KeyHolderHeadStart,
 		DeadAfter: w.c.DeadAfter,
-	}, Labs: w.labs, AwaitingKey: awaiting})
+	}, Labs: w.labs, AwaitingKey: awaiting, RequireClaimRecords: w.c.ClaimRecords})
 	if w.c.AliveEvery > 0 {
 		w.push(&event{at: w.now + time.Duration(w.rng.Float64()*float64(w.c.AliveEvery)), kind: evAlive, node: i, epoch: n.epoch})
 	}
@@ -455,14 +505,25 @@ func (w *world) startNode(i int) {
 	// The daemon's order: campaigns, then what its attestation store knows (it survives
 	// restarts), then what reconciliation with a peer brings, and only then capacity, so a
 	// restarted node does not claim what finished while it was down.
-	w.apply(i, n.m.AddCampaign(protocol.CoordinatorCampaign{Spec: w.specFor(n), Lab: w.labs[0]}, now).Actions)
+	w.apply(i, n.m.AddCampaign(protocol.CoordinatorCampaign{Spec: w.specFor(n), Lab: w.labs[0]}, now))
 	for s, k := range n.known {
 		if k {
-			w.apply(i, n.m.SlotFinished(w.spec.Slots[s].ID, "", now).Actions) // replayed from its store
+			w.apply(i, n.m.SlotFinished(w.spec.Slots[s].ID, "", now)) // replayed from its store
 		}
 	}
+	// The claim records: its store's and, by reconciliation, its peers'; a fresh
+	// coordinator holds none. (Those of cut-off nodes come at a later reconciliation.)
+	n.missingRecs = n.missingRecs[:0]
+	for k := range w.recs {
+		n.missingRecs = append(n.missingRecs, k)
+	}
+	clear(n.reg)
+	stored := sortedKeys(n.has)
 	w.reconcile(i)
-	w.apply(i, n.m.OpenCapacity(w.c.Capacity, now).Actions)
+	for _, idx := range stored {
+		w.finishIfHeld(i, idx) // replayed from its store
+	}
+	w.apply(i, n.m.OpenCapacity(w.c.Capacity, now))
 }
 
 // sealed says whether slot s's task (task s mod 10) is a sealed bundle.
@@ -494,7 +555,7 @@ func (w *world) delay() time.Duration {
 }
 
 // apply carries out a node's actions.
-func (w *world) apply(i int, a protocol.Actions) {
+func (w *world) apply(i int, a protocol.CoordActions) {
 	n := w.nodes[i]
 	// Pending claims the machine dropped without starting (yielded, finished elsewhere)
 	// hand their unit's ready time to the node's next claim.
@@ -516,6 +577,18 @@ func (w *world) apply(i int, a protocol.Actions) {
 				w.res.AbortedByFabricated++
 			}
 			w.endRun(r, false, ab.Reason != protocol.AbortFinishedElsewhere)
+		}
+	}
+	for _, g := range a.GiveUp {
+		s := w.slotIdx[g.SlotID]
+		if r, ok := n.runs[s]; ok && w.runs[r].attempt == g.Attempt {
+			w.res.GivenUp++
+			if h := n.m.AttemptHolder(g.SlotID, g.Attempt); h != "" && w.nodes[w.nodeIndex(h)].forger {
+				w.res.GivenUpToDishonest++
+			}
+			// Cut short, as the daemon does; the attempt is the holder's, not a failure here.
+			w.endRun(r, false, false)
+			w.apply(i, n.m.RunEnded(g.SlotID, g.Attempt, protocol.RunOutcome{Kind: protocol.RunInfraFailed, Detail: g.Why}, w.at(w.now)))
 		}
 	}
 	for k := range a.Publish {
@@ -559,6 +632,9 @@ func (w *world) apply(i int, a protocol.Actions) {
 	}
 	for _, st := range a.Start {
 		s := w.slotIdx[st.Slot.ID]
+		if w.c.ClaimRecords && !w.signClaim(i, s, st.Attempt) {
+			continue
+		}
 		w.startRun(i, s, st.Attempt)
 	}
 	if len(n.inherit) > 0 {
@@ -604,6 +680,9 @@ func (w *world) startRun(i, s, attempt int) {
 	for _, r := range w.slotRuns[s] {
 		if o := w.runs[r]; o.active || (o.result && !o.fabricated) {
 			w.res.DuplicateRuns++
+			if w.partitioned {
+				w.res.DuplicateRunsPartitioned++
+			}
 			break
 		}
 	}
@@ -618,7 +697,7 @@ func (w *world) startRun(i, s, attempt int) {
 	if noKey {
 		w.res.KeylessRuns++
 	}
-	w.apply(i, n.m.RunStarted(w.spec.Slots[s].ID, w.at(w.now)).Actions)
+	w.apply(i, n.m.RunStarted(w.spec.Slots[s].ID, w.at(w.now)))
 	u := w.rng.Float64()
 	switch {
 	case u < w.c.Hang:
@@ -657,7 +736,9 @@ func (w *world) endRun(idx int, result, infra bool) {
 		}
 		return
 	}
-	n.known[r.slot] = true
+	if !w.c.ClaimRecords {
+		n.known[r.slot] = true
+	}
 	if !w.finished[r.slot] {
 		w.finished[r.slot] = true
 		w.nFinished++
@@ -673,7 +754,7 @@ func (w *world) endRun(idx int, result, infra bool) {
 func (w *world) broadcastResult(idx int) {
 	r := w.runs[idx]
 	for j, n := range w.nodes {
-		if j == r.node || n.known[r.slot] {
+		if j == r.node || n.known[r.slot] || n.has[idx] {
 			continue
 		}
 		if w.rng.Float64() < w.c.Loss || !w.connected(r.node, j) || !n.up {
@@ -708,16 +789,124 @@ func (w *world) reconcile(j int) {
 		}
 	}
 	n.missing = keep
+	keepRecs := n.missingRecs[:0]
+	for _, k := range n.missingRecs {
+		if w.connected(w.recNode[k], j) {
+			w.hearRecord(j, k)
+		} else {
+			keepRecs = append(keepRecs, k)
+		}
+	}
+	n.missingRecs = keepRecs
 }
 
 func (w *world) learn(j, idx int) {
 	n := w.nodes[j]
-	s := w.runs[idx].slot
+	r := w.runs[idx]
+	s := r.slot
+	if w.c.ClaimRecords {
+		if !n.has[idx] {
+			n.has[idx] = true
+			w.finishIfHeld(j, idx)
+		}
+		return
+	}
 	if n.known[s] {
 		return
 	}
 	n.known[s] = true
-	w.apply(j, n.m.SlotFinished(w.spec.Slots[s].ID, w.nodes[w.runs[idx].node].id, w.at(w.now)).Actions)
+	w.apply(j, n.m.SlotFinished(w.spec.Slots[s].ID, w.nodes[r.node].id, w.at(w.now)))
+}
+
+// finishIfHeld hands result idx, in node j's store, to its coordinator: as a run where it
+// holds the slot's results, else as finishing the slot where the records held name its
+// runner the attempt's holder.
+func (w *world) finishIfHeld(j, idx int) {
+	n := w.nodes[j]
+	r := w.runs[idx]
+	sid, by := w.spec.Slots[r.slot].ID, w.nodes[r.node].id
+	switch {
+	case n.reg[r.slot]:
+		w.apply(j, n.m.Run(w.runHeard(idx), w.at(w.now)))
+	case n.m.AttemptHolder(sid, r.attempt) == by:
+		w.apply(j, n.m.SlotFinished(sid, by, w.at(w.now)))
+	}
+}
+
+// runHeard is run idx's attestation as a daemon hands it to its coordinator.
+func (w *world) runHeard(idx int) protocol.RunHeard {
+	r := w.runs[idx]
+	sl := w.spec.Slots[r.slot]
+	return protocol.RunHeard{ID: r.id, Node: w.nodes[r.node].id, Lab: w.labs[r.lab], SlotID: sl.ID, Slot: sl.Slot,
+		Attempt: r.attempt, Metric: "accuracy", Valid: true}
+}
+
+// signClaim is node i's claim record of slot s's attempt, signed and stored before its run
+// starts, then gossiped; it reports whether the run may start: the daemon refuses to start
+// one whose attempt its coordinator already gives to a better-ranked record
+// (node/mesh/claimrec.go), an infrastructure failure that costs no run.
+func (w *world) signClaim(i, s, attempt int) bool {
+	n := w.nodes[i]
+	w.addRecord(i, s, attempt)
+	sid := w.spec.Slots[s].ID
+	if h := n.m.AttemptHolder(sid, attempt); h == n.id {
+		return true
+	}
+	w.res.HeldElsewhere++
+	// Like a yielded claim, the capacity unit keeps the time it became ready.
+	ready, ok := n.pending[s]
+	if !ok {
+		ready = w.now
+	}
+	delete(n.pending, s)
+	n.freeUnits = append(n.freeUnits, ready)
+	slices.Sort(n.freeUnits)
+	now := w.at(w.now)
+	w.apply(i, n.m.RunStarted(sid, now))
+	w.apply(i, n.m.RunEnded(sid, attempt, protocol.RunOutcome{Kind: protocol.RunInfraFailed, Detail: "held elsewhere by the claim records"}, now))
+	return false
+}
+
+// addRecord signs node i's claim record of slot s's attempt, hands it to its own
+// coordinator and gossips it.
+func (w *world) addRecord(i, s, attempt int) {
+	n := w.nodes[i]
+	sl := w.spec.Slots[s]
+	lab := w.labs[n.lab]
+	rec := protocol.ClaimRecordHeard{ID: fmt.Sprintf("claim/%s/%s/%d", sl.ID, n.id, attempt), SlotID: sl.ID, Campaign: w.spec.ID,
+		Attempt: attempt, Node: n.id, Lab: lab, Rank: attest.RankOf(sl.Slot, attempt, lab, n.id)}
+	k := len(w.recs)
+	w.recs, w.recNode = append(w.recs, rec), append(w.recNode, i)
+	w.slotRecs[s] = append(w.slotRecs[s], k)
+	w.res.ClaimRecords++
+	w.hearRecord(i, k)
+	for j, o := range w.nodes {
+		if j == i {
+			continue
+		}
+		if w.rng.Float64() < w.c.Loss || !w.connected(i, j) || !o.up {
+			o.missingRecs = append(o.missingRecs, k)
+			continue
+		}
+		w.push(&event{at: w.now + w.delay(), kind: evRecord, node: j, epoch: o.epoch, run: k})
+	}
+}
+
+// hearRecord hands claim record k to node j's coordinator, and first the results of its
+// slot in j's store where one is of its attempt (reg).
+func (w *world) hearRecord(j, k int) {
+	n := w.nodes[j]
+	rec := w.recs[k]
+	s := w.slotIdx[rec.SlotID]
+	if !n.reg[s] && slices.ContainsFunc(w.slotRuns[s], func(idx int) bool { return n.has[idx] && w.runs[idx].attempt == rec.Attempt }) {
+		n.reg[s] = true
+		for _, idx := range w.slotRuns[s] {
+			if n.has[idx] {
+				w.apply(j, n.m.Run(w.runHeard(idx), w.at(w.now)))
+			}
+		}
+	}
+	w.apply(j, n.m.ClaimRecord(rec, w.at(w.now)))
 }
 
 func (w *world) handle(e *event) {
@@ -731,11 +920,17 @@ func (w *world) handle(e *event) {
 			return
 		}
 		w.delivered++
-		w.apply(e.node, n.m.Claim(e.msg, now).Actions)
-		if s := w.slotIdx[e.msg.Slot]; n.forger && e.msg.Kind == protocol.ClaimKindRenew && w.nodes[from].lab != n.lab && !n.fabricated[s] && !w.finished[s] {
-			n.fabricated[s] = true
-			w.fabricate(e.node, s, e.msg.Attempt)
+		w.apply(e.node, n.m.Claim(e.msg, now))
+		if s := w.slotIdx[e.msg.Slot]; n.forger && e.msg.Kind == protocol.ClaimKindRenew && w.nodes[from].lab != n.lab && !w.finished[s] {
+			w.cheat(e.node, s, e.msg.Attempt)
 		}
+	case evRecord:
+		n := w.nodes[e.node]
+		if !n.up || e.epoch != n.epoch {
+			n.missingRecs = append(n.missingRecs, e.run)
+			return
+		}
+		w.hearRecord(e.node, e.run)
 	case evFinished:
 		n := w.nodes[e.node]
 		if !n.up || e.epoch != n.epoch {
@@ -749,7 +944,7 @@ func (w *world) handle(e *event) {
 			return
 		}
 		n.wakeAt = -1
-		w.apply(e.node, n.m.Tick(now).Actions)
+		w.apply(e.node, n.m.Tick(now))
 	case evRunEnd:
 		n := w.nodes[e.node]
 		r := w.runs[e.run]
@@ -761,7 +956,10 @@ func (w *world) handle(e *event) {
 			n.awaiting[r.slot] = r.attempt
 		}
 		w.endRun(e.run, kind == protocol.RunValid || kind == protocol.RunAgentFailed, kind == protocol.RunInfraFailed)
-		w.apply(e.node, n.m.RunEnded(w.spec.Slots[r.slot].ID, r.attempt, protocol.RunOutcome{Kind: kind}, now).Actions)
+		w.apply(e.node, n.m.RunEnded(w.spec.Slots[r.slot].ID, r.attempt, protocol.RunOutcome{Kind: kind}, now))
+		if r.result {
+			w.learn(e.node, e.run) // its attestation enters its own store too
+		}
 	case evAlive:
 		n := w.nodes[e.node]
 		if !n.up || e.epoch != n.epoch {
@@ -809,7 +1007,7 @@ func (w *world) handle(e *event) {
 		w.partitioned = false
 	case evRecon:
 		for j, n := range w.nodes {
-			if n.up && len(n.missing) > 0 {
+			if n.up && len(n.missing)+len(n.missingRecs) > 0 {
 				w.reconcile(j)
 			}
 		}
@@ -843,10 +1041,38 @@ func (w *world) handle(e *event) {
 		}
 		for attempt := 1; attempt <= w.c.MaxInfraAttempts; attempt++ {
 			w.res.ForgedReleases++
-			w.apply(e.node, protocol.Actions{Publish: []protocol.ClaimMessage{{V: protocol.Version, Kind: protocol.ClaimKindRelease,
+			w.apply(e.node, protocol.CoordActions{Actions: protocol.Actions{Publish: []protocol.ClaimMessage{{V: protocol.Version, Kind: protocol.ClaimKindRelease,
 				Campaign: w.spec.ID, Slot: w.spec.Slots[e.slot].ID, PeerID: n.id, Lab: w.labs[n.lab], Cert: []byte(`{}`),
-				Lamport: 1, Attempt: attempt, Reason: protocol.ReleaseInfra}}})
+				Lamport: 1, Attempt: attempt, Reason: protocol.ReleaseInfra}}}})
 		}
+	}
+}
+
+// cheat is what dishonest node i does on hearing another lab's node renew its run of slot
+// s's attempt: without claim records, it publishes a fabricated result of the slot (once per
+// slot); with them, each slot is drawn once to be either so fabricated (a result of a slot
+// it never claimed) or squatted: a claim record of each attempt of it heard renewed, which
+// it never runs nor releases (claims of attempts it does not hold, won where its draw
+// outranks the runner's).
+func (w *world) cheat(i, s, attempt int) {
+	n := w.nodes[i]
+	if w.c.ClaimRecords {
+		squat, drawn := n.squatted[s]
+		if !drawn {
+			squat = w.rng.IntN(2) == 0
+			n.squatted[s] = squat
+		}
+		if squat {
+			if !slices.ContainsFunc(w.recsOf(s), func(k int) bool { return w.recNode[k] == i && w.recs[k].Attempt == attempt }) {
+				w.res.SquatClaims++
+				w.addRecord(i, s, attempt)
+			}
+			return
+		}
+	}
+	if !n.fabricated[s] {
+		n.fabricated[s] = true
+		w.fabricate(i, s, attempt)
 	}
 }
 
@@ -875,7 +1101,7 @@ func (w *world) honestResult(s int) bool {
 
 func (w *world) anyMissing() bool {
 	for _, n := range w.nodes {
-		if len(n.missing) > 0 {
+		if len(n.missing)+len(n.missingRecs) > 0 {
 			return true
 		}
 	}
@@ -906,15 +1132,34 @@ func sortedValues(m map[int]int) []int {
 	return out
 }
 
-// counted is the honest run the ledger counts for slot s: among its results, the lowest
-// attempt, then the least sha256 of slot, attempt and lab (attest.FillKey: nothing the lab
-// that ran them can steer by re-signing).
+// recsOf is the indices of slot s's claim records.
+func (w *world) recsOf(s int) []int { return w.slotRecs[s] }
+
+// holder is the node that holds slot s's attempt by every claim record signed (the
+// ledger's view, attest.AttemptHolders: least attest.ClaimRank), or -1.
+func (w *world) holder(s, attempt int) int {
+	best := -1
+	for _, k := range w.slotRecs[s] {
+		if w.recs[k].Attempt == attempt && (best < 0 || w.recs[k].Rank.Less(w.recs[best].Rank)) {
+			best = k
+		}
+	}
+	if best < 0 {
+		return -1
+	}
+	return w.recNode[best]
+}
+
+// counted is the honest run the ledger counts for slot s: among its results (with
+// ClaimRecords, those of their attempt's holder by every record), the lowest attempt, then
+// the least sha256 of slot, attempt and lab (attest.FillKey: nothing the lab that ran them
+// can steer by re-signing).
 func (w *world) counted(s int) *run {
 	var best *run
 	var bestDraw [32]byte
 	for _, idx := range w.slotRuns[s] {
 		r := w.runs[idx]
-		if !r.result || r.fabricated {
+		if !r.result || r.fabricated || (w.c.ClaimRecords && w.holder(s, r.attempt) != r.node) {
 			continue
 		}
 		draw := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%s", w.spec.Slots[s].ID, r.attempt, w.labs[r.lab]))
@@ -930,9 +1175,19 @@ func (w *world) result() Result {
 	c := w.c
 	res.Slots = c.Slots
 	res.Finished = w.nFinished
-	res.LostSlots = c.Slots - w.nFinished
+	if c.ClaimRecords {
+		// What the ledger counts: a slot whose only honest results are not their
+		// attempt's holder's is not finished, whatever the nodes thought.
+		res.Finished = 0
+		for s := range c.Slots {
+			if w.counted(s) != nil {
+				res.Finished++
+			}
+		}
+	}
+	res.LostSlots = c.Slots - res.Finished
 	for s := range c.Slots {
-		if w.finished[s] {
+		if w.finished[s] && (!c.ClaimRecords || w.counted(s) != nil) {
 			type key struct{ lab, attempt int }
 			seen := map[key]bool{}
 			results := 0

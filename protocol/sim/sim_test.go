@@ -12,21 +12,22 @@ import (
 func smallConfig(t *rapid.T) Config {
 	labs := rapid.IntRange(1, 4).Draw(t, "labs")
 	c := Config{
-		Nodes:       rapid.IntRange(labs, 8).Draw(t, "nodes"),
-		Labs:        labs,
-		Slots:       rapid.IntRange(1, 60).Draw(t, "slots"),
-		Capacity:    rapid.IntRange(1, 3).Draw(t, "capacity"),
-		Loss:        rapid.SampledFrom([]float64{0, 0, 0.05, 0.2, 0.5}).Draw(t, "loss"),
-		Dup:         rapid.SampledFrom([]float64{0, 0.1}).Draw(t, "dup"),
-		Crashes:     0,
-		RunMin:      time.Minute,
-		RunMax:      time.Duration(rapid.IntRange(1, 30).Draw(t, "runMaxMin")) * time.Minute,
-		AgentFail:   rapid.SampledFrom([]float64{0, 0.2}).Draw(t, "agentFail"),
-		InfraFail:   rapid.SampledFrom([]float64{0, 0, 0.05}).Draw(t, "infraFail"),
-		Hang:        rapid.SampledFrom([]float64{0, 0, 0.02}).Draw(t, "hang"),
-		Lease:       time.Duration(rapid.IntRange(1, 10).Draw(t, "leaseMin")) * time.Minute,
-		Replication: max(0, min(2, labs-1)),
-		Seed:        rapid.Uint64().Draw(t, "seed"),
+		Nodes:        rapid.IntRange(labs, 8).Draw(t, "nodes"),
+		Labs:         labs,
+		Slots:        rapid.IntRange(1, 60).Draw(t, "slots"),
+		Capacity:     rapid.IntRange(1, 3).Draw(t, "capacity"),
+		Loss:         rapid.SampledFrom([]float64{0, 0, 0.05, 0.2, 0.5}).Draw(t, "loss"),
+		Dup:          rapid.SampledFrom([]float64{0, 0.1}).Draw(t, "dup"),
+		Crashes:      0,
+		RunMin:       time.Minute,
+		RunMax:       time.Duration(rapid.IntRange(1, 30).Draw(t, "runMaxMin")) * time.Minute,
+		AgentFail:    rapid.SampledFrom([]float64{0, 0.2}).Draw(t, "agentFail"),
+		InfraFail:    rapid.SampledFrom([]float64{0, 0, 0.05}).Draw(t, "infraFail"),
+		Hang:         rapid.SampledFrom([]float64{0, 0, 0.02}).Draw(t, "hang"),
+		Lease:        time.Duration(rapid.IntRange(1, 10).Draw(t, "leaseMin")) * time.Minute,
+		Replication:  max(0, min(2, labs-1)),
+		ClaimRecords: rapid.Bool().Draw(t, "claimRecords"),
+		Seed:         rapid.Uint64().Draw(t, "seed"),
 	}
 	c.Crashes = rapid.IntRange(0, min(2, c.Nodes)).Draw(t, "crashes")
 	if rapid.Bool().Draw(t, "partition") {
@@ -96,6 +97,44 @@ func TestSimEverySlotFinishes(t *testing.T) {
 			t.Fatalf("no infra failures or hangs, yet %d slots lost: %+v", r.LostSlots, r)
 		}
 	})
+}
+
+// Found by rapid in TestSimEverySlotFinishes: the key holder node000 runs the one sealed
+// slot as attempt 1; its claim and renews never reach keyless node001 (one lost, the rest
+// cut off by the partition), but its claim record does. With node000's lease lapsed there,
+// node001 claimed attempt 1 again after the head start, its record outranked node000's, so
+// the ledger set node000's result aside while node001's run only waited for a key: the slot
+// was lost with a key holder up. A claim record raises the attempt a node claims next, as a
+// gossip claim does (protocol.ClaimMachine.AttemptClaimed).
+func TestSimRecordHeardClaimTakesNextAttempt(t *testing.T) {
+	c := Config{Nodes: 3, Labs: 3, Slots: 1, Capacity: 1, Loss: 0.2, RunMin: time.Minute, RunMax: time.Minute,
+		Lease: time.Minute, Replication: 2, ClaimRecords: true, Seed: 0, PartitionFrac: 0.2, PartitionFor: time.Minute,
+		Sealed: 0.3, KeylessLabs: 2, KeyHolderHeadStart: time.Minute}.WithDefaults()
+	r := Run(c)
+	if r.Finished != 1 || r.LostSlots != 0 {
+		t.Fatalf("the sealed slot was lost with a key holder up: %+v", r)
+	}
+	if r.KeylessRuns != 1 || r.DuplicateRunsPartitioned != 1 {
+		t.Fatalf("want the scenario of the bug (a keyless duplicate run during the partition), got %+v", r)
+	}
+}
+
+// Found by rapid in TestSimEverySlotFinishes once the test above passed: key holder
+// node000 crashes during attempt 1 and comes back cut off from keyless node001; both claim
+// attempt 2 and run it, node001's record outranks node000's, and node000's result, out
+// first, no longer counts once that record reaches it after the heal, while node001's run
+// waits for a key. node000 must take the slot up again (protocol.ClaimMachine.SlotReopened).
+func TestSimOutrankedResultReopensSlot(t *testing.T) {
+	c := Config{Nodes: 2, Labs: 2, Slots: 1, Capacity: 1, RunMin: time.Minute, RunMax: time.Minute, Lease: time.Minute,
+		Replication: 1, ClaimRecords: true, Seed: 0, Crashes: 1, PartitionFrac: 0.5, PartitionFor: 30 * time.Minute,
+		Sealed: 0.3, KeylessLabs: 1, KeyHolderHeadStart: time.Minute}.WithDefaults()
+	r := Run(c)
+	if r.Finished != 1 || r.LostSlots != 0 {
+		t.Fatalf("the sealed slot was lost with a key holder up: %+v", r)
+	}
+	if r.KeylessRuns != 1 || r.Crashes != 1 || r.Runs < 4 {
+		t.Fatalf("want the scenario of the bug (a crash, a keyless run, and a run after the reopening), got %+v", r)
+	}
 }
 
 // No slot is counted twice: the ledger counts one result per slot (the smallest run ID among
@@ -199,6 +238,34 @@ func TestSimDishonestLabStarvesAndAbortsNothing(t *testing.T) {
 		}
 		if r.ForgedReleases != c.DishonestLabs*c.Slots*c.MaxInfraAttempts {
 			t.Fatalf("%d forged releases, want %d", r.ForgedReleases, c.DishonestLabs*c.Slots*c.MaxInfraAttempts)
+		}
+	})
+}
+
+// With claim records (as network create writes) a dishonest lab also signs records of
+// attempts other labs' nodes are running, which it never runs: where its draw outranks the
+// runner's, the runner gives the attempt up (docs/design.md §9, "Pre-emption"). The attempt
+// is the squatter's, not a failure of the runner's lab (protocol.RunGivenUp), so no slot is
+// lost however small the retry cap, no honest run is cut short by a fabricated result, and
+// every given-up run was given up to a squat or to an honest node that outranked it.
+func TestSimSquatsLoseNoSlot(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := smallConfig(t)
+		if c.Labs < 2 {
+			c.Labs, c.Nodes = 2, max(c.Nodes, 2)
+		}
+		c.ClaimRecords = true
+		c.DishonestLabs = rapid.IntRange(1, c.Labs-1).Draw(t, "dishonestLabs")
+		c.MaxInfraAttempts = rapid.IntRange(1, 3).Draw(t, "maxAttempts")
+		c.Loss, c.InfraFail, c.Hang, c.Crashes, c.PartitionFrac, c.PartitionFor = 0, 0, 0, 0, 0, 0
+		c.Sealed, c.KeylessLabs = 0, 0
+		r := Run(c)
+		if r.LostSlots != 0 || r.FailedSlots != 0 || r.AbortedByFabricated != 0 {
+			t.Fatalf("%d slots without a counted honest result (%d failed), %d honest runs aborted by fabricated results: %+v",
+				r.LostSlots, r.FailedSlots, r.AbortedByFabricated, r)
+		}
+		if r.GivenUpToDishonest > r.SquatClaims {
+			t.Fatalf("%d runs given up to %d squat claims", r.GivenUpToDishonest, r.SquatClaims)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
 )
@@ -68,23 +69,32 @@ func Engine(ctx context.Context, cli *client.Client) (EngineInfo, error) {
 		defer cli.Close()
 	}
 	out := EngineInfo{Host: cli.DaemonHost()}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx); err != nil {
+	// Each call has its own 10 s: podman answers /info and /version in a second or more
+	// each when idle, several under load, and one budget for all three once ran out
+	// before /version, naming podman "docker" in the attestation.
+	call := func(f func(context.Context) error) error {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return f(ctx)
+	}
+	if err := call(func(ctx context.Context) error { _, err := cli.Ping(ctx); return err }); err != nil {
 		return out, fmt.Errorf("no Docker engine answers at %s: %w (start dockerd, or set DOCKER_HOST to the engine's socket)", out.Host, err)
 	}
-	cli.NegotiateAPIVersion(ctx)
-	info, err := cli.Info(ctx)
-	if err != nil {
+	_ = call(func(ctx context.Context) error { cli.NegotiateAPIVersion(ctx); return nil })
+	var info system.Info
+	if err := call(func(ctx context.Context) (err error) { info, err = cli.Info(ctx); return err }); err != nil {
 		return out, fmt.Errorf("the Docker engine at %s answers a ping but not /info: %w", out.Host, err)
 	}
 	out.Name, out.Version, out.CgroupVersion, out.CgroupDriver = EngineDocker, info.ServerVersion, info.CgroupVersion, info.CgroupDriver
 	// Podman's compatible /version lists a "Podman Engine" component; Docker's an "Engine".
-	if v, err := cli.ServerVersion(ctx); err == nil {
-		for _, c := range v.Components {
-			if strings.Contains(strings.ToLower(c.Name), "podman") {
-				out.Name, out.Version = EnginePodman, c.Version
-			}
+	// Without /version the engine is unknown: an error, not a guess the attestation records.
+	var v types.Version
+	if err := call(func(ctx context.Context) (err error) { v, err = cli.ServerVersion(ctx); return err }); err != nil {
+		return out, fmt.Errorf("the Docker engine at %s answers /info but not /version, which names the engine: %w", out.Host, err)
+	}
+	for _, c := range v.Components {
+		if strings.Contains(strings.ToLower(c.Name), "podman") {
+			out.Name, out.Version = EnginePodman, c.Version
 		}
 	}
 	out.SecurityOptions = info.SecurityOptions

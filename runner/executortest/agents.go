@@ -322,11 +322,8 @@ func goImage(cli *client.Client, repo, entrypoint string, bins []GoBinary, files
 	var entries []imageFile
 	for _, f := range bins {
 		out := filepath.Join(dir, f.Name)
-		cmd := exec.Command("go", "build", "-trimpath", "-o", out, f.Package)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("go build %s: %v\n%s", f.Package, err, b)
+		if err := buildStatic(root, f.Package, out); err != nil {
+			return "", err
 		}
 		b, err := os.ReadFile(out)
 		if err != nil {
@@ -345,4 +342,44 @@ func goImage(cli *client.Client, repo, entrypoint string, bins []GoBinary, files
 	imgMu.Lock()
 	defer imgMu.Unlock()
 	return buildScratchImage(cli, repo, entries, entrypoint)
+}
+
+func buildStatic(root, pkg, out string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+var (
+	staticMu   sync.Mutex
+	staticBins = map[string]string{}
+)
+
+// StaticBinary builds (once per test process) a static binary of pkg, relative to the module
+// root (e.g. ./cmd/evalmesh-model-proxy), into a folder every uid can read, so a container
+// running as nobody can execute it from a bind mount; it returns the binary's path.
+func StaticBinary(tb testing.TB, pkg string) string {
+	tb.Helper()
+	staticMu.Lock()
+	defer staticMu.Unlock()
+	if p, ok := staticBins[pkg]; ok {
+		return p
+	}
+	dir, err := os.MkdirTemp("", "evalmesh-static-")
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	out := filepath.Join(dir, filepath.Base(pkg))
+	if err == nil {
+		err = buildStatic(filepath.Join(srcDir(), "..", "..", ".."), pkg, out)
+	}
+	if err != nil {
+		tb.Fatalf("build %s: %v", pkg, err)
+	}
+	staticBins[pkg] = out
+	return out
 }

@@ -1,7 +1,8 @@
 // Package standin is a TEST DOUBLE: a deterministic stand-in for an OpenAI-compatible model
 // server (vLLM, SGLang, …), so the example ReAct agent and the model-pod code run without a
 // GPU or an LLM. It answers /v1/chat/completions with canned replies chosen from the
-// conversation alone (same conversation, same reply, byte for byte), /v1/models and /health.
+// conversation alone (same conversation, same reply, byte for byte; streamed as server-sent
+// events when asked, with usage counted as words: Usage), /v1/models and /health.
 // It is not a model and says nothing about any real agent's skill.
 //
 // The binary (cmd/standin-model) also carries the helpers a FROM scratch image lacks: `probe
@@ -30,8 +31,27 @@ type Message struct {
 }
 
 type chatRequest struct {
-	Model    string    `json:"model"`
-	Messages []Message `json:"messages"`
+	Model         string    `json:"model"`
+	Messages      []Message `json:"messages"`
+	Stream        bool      `json:"stream"`
+	StreamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+// Tokens is the stand-in's token count of a text: its whitespace-separated words. A real
+// tokenizer counts otherwise; the stand-in needs only a count that is the same on every run,
+// so transcripts' token totals can be asserted.
+func Tokens(s string) int { return len(strings.Fields(s)) }
+
+// Usage is the usage object the stand-in reports for a conversation and its reply.
+func Usage(msgs []Message, reply string) map[string]int {
+	p := 0
+	for _, m := range msgs {
+		p += Tokens(m.Content)
+	}
+	c := Tokens(reply)
+	return map[string]int{"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
 }
 
 var headerRE = regexp.MustCompile(`(?m)^Submission header: (.*)$`)
@@ -91,13 +111,46 @@ func Handler(model string, ready func() bool) http.Handler {
 			return
 		}
 		content := Reply(req.Messages)
+		if req.Stream {
+			stream(w, model, content, req.StreamOptions.IncludeUsage, Usage(req.Messages, content))
+			return
+		}
 		json.NewEncoder(w).Encode(map[string]any{
 			"id": "chatcmpl-standin", "object": "chat.completion", "created": 0, "model": model,
 			"choices": []any{map[string]any{"index": 0, "message": Message{Role: "assistant", Content: content}, "finish_reason": "stop"}},
-			"usage":   map[string]int{"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+			"usage":   Usage(req.Messages, content),
 		})
 	})
 	return mux
+}
+
+// stream writes a reply as OpenAI's server-sent events: one chunk per line of the reply,
+// then (when asked with stream_options.include_usage) a chunk with the usage and no
+// choices, then [DONE].
+func stream(w http.ResponseWriter, model, content string, withUsage bool, usage map[string]int) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl, _ := w.(http.Flusher)
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	chunk := func(delta map[string]string, finish any) map[string]any {
+		return map[string]any{"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": 0, "model": model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+	}
+	send(chunk(map[string]string{"role": "assistant"}, nil))
+	for _, part := range strings.SplitAfter(content, "\n") {
+		send(chunk(map[string]string{"content": part}, nil))
+	}
+	send(chunk(map[string]string{}, "stop"))
+	if withUsage {
+		send(map[string]any{"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": 0, "model": model,
+			"choices": []any{}, "usage": usage})
+	}
+	io.WriteString(w, "data: [DONE]\n\n")
 }
 
 // Main is the binary: `serve [--addr 127.0.0.1:8000] [--model NAME] [--ready-after DUR]
