@@ -54,6 +54,15 @@ type cluster struct {
 // peers re-dialled at least every 2 s, so a healed partition reconnects within seconds.
 var faultDaemonArgs = []string{"--lease", "3s", "--heartbeat", "1s", "--rescore-timeout", "3s", "--redial-max", "2s", "--test-controls"}
 
+// in makes t, a subtest of the test that built c, the one c's helpers report to until t
+// ends: a helper failing the parent's t from a subtest ends the parent's goroutine instead
+// ("subtest may have called FailNow on a parent test") and hides which subtest failed.
+func (c *cluster) in(t *testing.T) {
+	parent := c.t
+	c.t = t
+	t.Cleanup(func() { c.t = parent })
+}
+
 func newCluster(t *testing.T, n int) *cluster {
 	t.Helper()
 	labs, err := demo.NewLabs(t.TempDir(), n)
