@@ -1192,10 +1192,11 @@ func TestDishonestLabCannotChooseWhatCountsUnderCaps(t *testing.T) {
 
 // drawnCluster is four labs under a network document that draws re-scorers (ledger.rescorers
 // "drawn", replication 1, signed by every lab): daemons for lab1, lab2 and lab3 (node 2, the
-// dishonest lab's); lab4 runs no daemon, and its keys are in the test's hands — a lab
-// colluding with lab3. With drawKeys the document names a draw key for every lab (`evalmesh
-// network draw-key`), each daemon holds its lab's as HOME/draw.key, and the keys, by lab
-// index, are returned.
+// dishonest lab's, on the docker executor: it re-scores but runs nothing, so every run of
+// the process agents is an honest lab's); lab4 runs no daemon, and its keys are in the
+// test's hands — a lab colluding with lab3. With drawKeys the document names a draw key for
+// every lab (`evalmesh network draw-key`), each daemon holds its lab's as HOME/draw.key, and
+// the keys, by lab index, are returned.
 func drawnCluster(t *testing.T, drawKeys bool, tasks ...string) (*cluster, []string, []crypto.PrivKey) {
 	t.Helper()
 	c := newCluster(t, 4)
@@ -1220,6 +1221,7 @@ func drawnCluster(t *testing.T, drawKeys bool, tasks ...string) (*cluster, []str
 			keys = append(keys, key)
 		}
 	})
+	c.onDocker(2)
 	for i := 0; i < 3; i++ {
 		c.start(i)
 	}
@@ -1252,7 +1254,10 @@ func (c *cluster) vetoesAreNoVotes(t *testing.T, what string, vetoes []string, w
 
 // drawnSetup is a drawnCluster on the arithmetic task once lab2's campaign of the fault
 // agents (10 seeds) counts on every node: the labs' IDs by index, a ledger view then, and
-// its runs of labs other than lab3's.
+// its runs of labs other than lab3's. The campaign is chosen to have two slots where,
+// whichever honest lab runs attempt 1, the other is drawn to re-score it and lab3 is not
+// (vetoableSlots): the tests' vetoes need such runs, and left to chance the campaign had
+// none about one time in 200.
 type drawnSetup struct {
 	c        *cluster
 	tasks    []string
@@ -1269,13 +1274,63 @@ func newDrawnSetup(t *testing.T, drawKeys bool) drawnSetup {
 	for _, n := range s.c.labs.Nodes {
 		s.labIDs = append(s.labIDs, n.Lab.ID)
 	}
-	id, slots := s.c.publish(s.c.nodes[1], s.tasks, faultAgents, 10)
-	s.c.waitAllDone(s.c.nodes, id, slots)
+	keys := s.drawKeys
+	if !drawKeys {
+		for i := 0; i < 3; i++ {
+			key, _ := s.c.nodeKey(i)
+			keys = append(keys, key)
+		}
+	}
+	all, err := s.c.labs.AgentSpecs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var specs []*agentspec.Spec
+	for _, name := range faultAgents {
+		specs = append(specs, all[name])
+	}
+	const seeds = 10
+	env, id := s.c.campaignWhere(1, "fault test", s.tasks, specs, seeds, time.Now().Add(24*time.Hour), func(id string) bool {
+		return s.vetoableSlots(t, keys, id, specs, seeds) >= 2
+	})
+	if _, err := s.c.nodes[1].client.PublishCampaign(context.Background(), env); err != nil {
+		t.Fatal(err)
+	}
+	slots := len(s.tasks) * len(specs) * seeds
+	// lab3's daemon lists the slots as not its to run, never done; its ledger is settled below.
+	s.c.waitAllDone(s.c.nodes[:2], id, slots)
 	s.before = s.c.settle("the honest campaign counted everywhere", 180*time.Second, func(v ledgerView) bool {
 		return len(v.counted) == slots
 	})[0]
 	s.honest = s.before.honestCounted(s.labIDs[2])
 	return s
+}
+
+// vetoableSlots is how many slots of campaign id (specs × seeds on s's tasks) are, on
+// attempt 1, whichever of lab1 and lab2 runs them, drawn for the other (a draw under 1/3 by
+// keys, the labs' re-scorer draw keys by index) and not for lab3 even after one re-score
+// timeout (a draw of at least 2/3): lab3's daemon stands in for such a run only when the
+// drawn lab has been silent for two timeouts, so it is left to the honest lab.
+func (s drawnSetup) vetoableSlots(t *testing.T, keys []crypto.PrivKey, id string, specs []*agentspec.Spec, seeds int) int {
+	t.Helper()
+	n := 0
+	for _, task := range s.tasks {
+		for _, spec := range specs {
+			for seed := 0; seed < seeds; seed++ {
+				ok := true
+				for runner := 0; runner < 2 && ok; runner++ {
+					r := runInfo{campaign: id, task: task, agent: spec.CID(), seed: seed, attempt: 1, lab: s.labIDs[runner]}
+					u, _ := rescoreDraw(t, keys[1-runner], r)
+					u3, _ := rescoreDraw(t, keys[2], r)
+					ok = u < attest.DrawThreshold(1, 3, 0) && u3 >= attest.DrawThreshold(1, 3, 1)
+				}
+				if ok {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 // honestWhere is the honest runs of s for which keep says yes, given the index of the one
@@ -1379,7 +1434,7 @@ func TestDishonestLabCannotPickItsRescorers(t *testing.T) {
 			return u < drawn && u3 >= drawn && !before.rescoredBy[r.id][liarLab]
 		})
 		if len(targets) == 0 {
-			t.Fatalf("none of %d honest runs has its honest candidate drawn and lab3's daemon not (p ≈ 2/9 each)", len(honestBefore))
+			t.Fatalf("none of %d honest runs has its honest candidate drawn and lab3's daemon not, though newDrawnSetup chose a campaign with two such slots", len(honestBefore))
 		}
 		dir := t.TempDir()
 		var vetoes []string

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmesh/evalmesh/agentspec"
 	"github.com/evalmesh/evalmesh/attest"
 	"github.com/evalmesh/evalmesh/internal/testutil"
 	"github.com/evalmesh/evalmesh/protocol"
@@ -56,7 +57,7 @@ func TestDishonestLabCannotFloodClaimRecords(t *testing.T) {
 	slotOf := func(id string, seed int) attest.Slot {
 		return attest.Slot{Campaign: id, Task: tasks[0], Agent: constant.CID(), Seed: seed}
 	}
-	env, id := c.campaignWhere(1, "flooded", tasks, constant, seeds, time.Now().Add(time.Hour), func(id string) bool {
+	env, id := c.campaignWhere(1, "flooded", tasks, []*agentspec.Spec{constant}, seeds, time.Now().Add(time.Hour), func(id string) bool {
 		for seed := 0; seed < seeds; seed++ {
 			if !outranks(slotOf(id, seed), next) {
 				return false

@@ -86,7 +86,7 @@ func TestDishonestLabCannotTakeASlotByReopening(t *testing.T) {
 	slotOf := func(id string, spec *agentspec.Spec, seed int) attest.Slot {
 		return attest.Slot{Campaign: id, Task: tasks[0], Agent: spec.CID(), Seed: seed}
 	}
-	env, id := c.campaignWhere(1, "reopened", tasks, constant, seeds, time.Now().Add(time.Hour), func(id string) bool {
+	env, id := c.campaignWhere(1, "reopened", tasks, []*agentspec.Spec{constant}, seeds, time.Now().Add(time.Hour), func(id string) bool {
 		for a := 1; a <= 2; a++ {
 			s0, s1 := slotOf(id, constant, 0), slotOf(id, constant, 1)
 			if !rank(s0, a, 2).Less(rank(s0, a, 0)) || !rank(s0, a, 2).Less(rank(s0, a, 1)) ||
@@ -151,7 +151,7 @@ func TestDishonestLabCannotTakeASlotByReopening(t *testing.T) {
 	// (b) A slot lab3 runs itself, while the honest nodes are busy.
 	hold, _ := c.fillWithGatedRuns(honest, tasks)
 	retried := &agentspec.Spec{Name: "retried", Version: "1.0.0", Command: constant.Command}
-	env, tryID := c.campaignWhere(1, "second try", tasks, retried, 1, time.Now().Add(time.Hour), func(string) bool { return true })
+	env, tryID := c.campaignWhere(1, "second try", tasks, []*agentspec.Spec{retried}, 1, time.Now().Add(time.Hour), func(string) bool { return true })
 	if _, err := honest[1].client.PublishCampaign(ctx, env); err != nil {
 		t.Fatal(err)
 	}

@@ -180,14 +180,19 @@ func (c *cluster) fillWithGatedRuns(nodes []*daemonProc, tasks []string) (hold, 
 	return hold, id
 }
 
-// campaignWhere signs, by lab signer, a campaign of spec over tasks × seeds with the given
-// deadline for which bites(its ID) holds: claim ranks are drawn from the slot, so a test that
-// needs a given draw picks the campaign (retitling it) until the draw is the one it needs.
-func (c *cluster) campaignWhere(signer int, title string, tasks []string, spec *agentspec.Spec, seeds int, deadline time.Time, bites func(id string) bool) (env []byte, id string) {
+// campaignWhere signs, by lab signer, a campaign of specs over tasks × seeds with the given
+// deadline for which bites(its ID) holds: claim ranks and re-scorer draws are drawn from the
+// slot, so a test that needs a given draw picks the campaign (retitling it) until the draw is
+// the one it needs.
+func (c *cluster) campaignWhere(signer int, title string, tasks []string, specs []*agentspec.Spec, seeds int, deadline time.Time, bites func(id string) bool) (env []byte, id string) {
 	c.t.Helper()
+	var agents []protocol.CampaignAgent
+	for _, spec := range specs {
+		agents = append(agents, protocol.NewCampaignAgent(spec))
+	}
 	for try := 0; try < 100000; try++ {
 		camp := &protocol.Campaign{Network: demo.NetworkName, Title: fmt.Sprint(title, " ", try), Tasks: tasks, Seeds: seeds, Replication: 1,
-			Created: time.Now().Add(-time.Minute), Deadline: deadline, Agents: []protocol.CampaignAgent{protocol.NewCampaignAgent(spec)}}
+			Created: time.Now().Add(-time.Minute), Deadline: deadline, Agents: agents}
 		env, id, err := protocol.SignCampaign(c.labs.Nodes[signer].Lab, camp)
 		if err != nil {
 			c.t.Fatal(err)
@@ -247,7 +252,7 @@ func TestDishonestLabCannotSquatSlots(t *testing.T) {
 	const seeds = 3
 	deadline := time.Now().Add(100 * time.Second)
 	outranks := a.liarOutranks
-	env, id := c.campaignWhere(1, "squatted", tasks, squatted, seeds, deadline, func(id string) bool {
+	env, id := c.campaignWhere(1, "squatted", tasks, []*agentspec.Spec{squatted}, seeds, deadline, func(id string) bool {
 		s := attest.Slot{Campaign: id, Task: tasks[0], Agent: squatted.CID(), Seed: 0}
 		for a := 2; a <= squatRun+1; a++ {
 			if !outranks(s, a) {
