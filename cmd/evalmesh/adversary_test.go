@@ -820,12 +820,38 @@ func TestDishonestLabCannotPreemptByRecord(t *testing.T) {
 		writeEnvelope(t, dir, env, id, err)
 	}
 
-	// A slow campaign keeps every node busy; a second waits for room. Twelve seeds: whether
-	// an honest runner outranks lab3 on a slot is a coin flip (that is the rule), and with
-	// six, the four or so the honest nodes ran all went lab3's way one time in sixteen, and
-	// (b) below waited for nothing.
+	// liarFirst says whether lab3's second node outranks both honest daemons on attempt 1 of
+	// every seed of campaign id, or, with want false, both outrank it on every seed. The
+	// rank is drawn from the slot (that is the rule), so (b) and (d) below choose their
+	// campaigns by it: whichever slot an honest daemon runs, lab3's record falls the way the
+	// part needs. Eight seeds: each costs a factor of 3 in tries, and the honest daemons
+	// still run several.
+	const seeds = 8
+	liarFirst := func(id string, spec *agentspec.Spec, want bool) bool {
+		for seed := 0; seed < seeds; seed++ {
+			slot := attest.Slot{Campaign: id, Task: tasks[0], Agent: spec.CID(), Seed: seed}
+			liarRank := attest.RankOf(slot, 1, liarLab, second)
+			for _, d := range c.nodes[:2] {
+				if liarRank.Less(attest.RankOf(slot, 1, d.lab.Lab.ID, d.peerID)) != want {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	publish := func(env []byte) {
+		if _, err := c.nodes[1].client.PublishCampaign(ctx, env); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A slow campaign keeps every node busy; a second waits for room.
 	slow := &agentspec.Spec{Name: "slow", Version: "1.0.0", Command: []string{"/bin/sleep", "8"}}
-	busySlots, busyID := c.campaignOf(1, "busy", tasks, []*agentspec.Spec{slow}, 12)
+	busyEnv, busyID := c.campaignWhere(1, "busy", tasks, []*agentspec.Spec{slow}, seeds, time.Now().Add(24*time.Hour), func(id string) bool {
+		return liarFirst(id, slow, false)
+	})
+	publish(busyEnv)
+	busySlots := seeds
 	constant := specs["constant"]
 	laterSlots, laterID := c.campaignOf(1, "later", tasks, []*agentspec.Spec{constant}, 3)
 	honestLab := c.labs.Nodes[1].Lab.ID // the campaigns' lab: a witness must be another's
@@ -948,9 +974,11 @@ func TestDishonestLabCannotPreemptByRecord(t *testing.T) {
 	// attempt lab3 took and never ran is listed against lab3 on every node.
 	// An agent of its own, so the busy campaign's runs of slow do not fill its cells.
 	slowB := &agentspec.Spec{Name: "slow-b", Version: "1.0.0", Command: []string{"/bin/sleep", "8"}}
-	// Twelve seeds: whether lab3 outranks a runner is a coin flip per slot (that is the
-	// rule), and the honest nodes run about eight of them.
-	outSlots, outID := c.campaignOf(1, "outranked", tasks, []*agentspec.Spec{slowB}, 12)
+	outEnv, outID := c.campaignWhere(1, "outranked", tasks, []*agentspec.Spec{slowB}, seeds, time.Now().Add(24*time.Hour), func(id string) bool {
+		return liarFirst(id, slowB, true)
+	})
+	publish(outEnv)
+	outSlots := seeds
 	var runner *daemonProc
 	var runSlot node.SlotReport
 	testutil.WaitFor(t, 60*time.Second, "an honest node running a slot that lab3's claim ranks above", func() bool {
