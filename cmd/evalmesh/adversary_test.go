@@ -582,14 +582,11 @@ func TestDishonestLabCannotStarveOrAbort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Campaign A keeps every node busy: a slow agent (it sleeps, then leaves no submission:
-	// a valid, failed result) on six seeds, two runs at once on each of three nodes.
-	slow := &agentspec.Spec{Name: "slow", Version: "1.0.0", Command: []string{"/bin/sleep", "8"}}
-	_, busyID := c.campaignOf(1, "busy", tasks, []*agentspec.Spec{slow}, 6)
-	testutil.WaitFor(t, 60*time.Second, "every slot of the slow campaign claimed", func() bool {
-		st, err := c.nodes[0].client.CampaignStatus(context.Background(), busyID)
-		return err == nil && st.Status.Unclaimed == 0
-	})
+	// Campaign A keeps every node busy, two runs at once on each of three nodes, with a
+	// gated agent (it leaves no submission: a valid, failed result) whose runs end only when
+	// the test removes the hold file: the victim's run below is still live when the liar's
+	// result reaches it, however slowly this machine gets it there.
+	hold, busyID := c.fillWithGatedRuns(c.nodes, tasks)
 	// Campaign B waits for room; meanwhile the liar forges the releases that would fail
 	// each of its slots for good.
 	constant := specs["constant"]
@@ -615,10 +612,10 @@ func TestDishonestLabCannotStarveOrAbort(t *testing.T) {
 		}
 	}
 
-	// Pre-emption: while an honest node runs a slow slot, the liar signs a perfect result of it.
+	// Pre-emption: while an honest node runs a gated slot, the liar signs a perfect result of it.
 	var victim *daemonProc
 	var victimSlot node.SlotReport
-	testutil.WaitFor(t, 60*time.Second, "an honest node running a slow slot", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "an honest node running a gated slot", func() bool {
 		for _, d := range c.nodes[:2] {
 			st, err := d.client.CampaignStatus(context.Background(), busyID)
 			if err != nil {
@@ -649,6 +646,16 @@ func TestDishonestLabCannotStarveOrAbort(t *testing.T) {
 	dir := t.TempDir()
 	fake := c.handSign(2, st, dir)
 	c.importInto(liar, dir)
+
+	// The victim's run is held live until the victim has ignored the liar's result: only
+	// then does it end and finish the slot with its own.
+	ignored := "ignored from " + liar.peerID + " on slot " + victimSlot.ID
+	if err := testutil.Poll(60*time.Second, func() bool { return victim.logHas(ignored) }); err != nil {
+		t.Fatalf("%s's log does not name the result it ignored from the liar (%s), its run of %s live: %v\n%s", victim.lab.Name, fake, victimSlot.ID, err, fullLog(t, victim.log))
+	}
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
 
 	// Every slot of both campaigns is run on the honest nodes, none failed; the victim's own
 	// run of its slot finished (it was not aborted); the honest logs name what they ignored.
@@ -687,9 +694,6 @@ func TestDishonestLabCannotStarveOrAbort(t *testing.T) {
 		return false
 	}); err != nil {
 		t.Fatalf("%s's own run of %s, which it was running when the liar published a result of it, never came: %v\n%s", victim.lab.Name, victimSlot.ID, err, fullLog(t, victim.log))
-	}
-	if log := fullLog(t, victim.log); !strings.Contains(log, "ignored from "+liar.peerID+" on slot "+victimSlot.ID) {
-		t.Errorf("%s's log does not name the result it ignored from the liar (%s):\n%s", victim.lab.Name, fake, log)
 	}
 	for _, d := range c.nodes[:2] {
 		if log := fullLog(t, d.log); !strings.Contains(log, "infra release of attempt") {
