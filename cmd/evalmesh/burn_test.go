@@ -91,13 +91,17 @@ func TestDishonestLabCannotBurnAttempts(t *testing.T) {
 		}
 		return true
 	})
-	lease := (3 * time.Second).Milliseconds()
-	send := func(kind string, attempt int) {
+	// The claims and renews of attempts 1 to MaxInfraAttempts are sent once each with a
+	// ten-minute lease: each attempt ends by its release, never by a lapse that a slow
+	// status call here would let come first. The fourth claim below is on the daemons' own
+	// lease, renewed every second, as a node running it would be.
+	longLease, lease := (10 * time.Minute).Milliseconds(), (3 * time.Second).Milliseconds()
+	send := func(kind string, attempt int, lease int64) {
 		t.Helper()
 		for _, s := range slots {
 			msg := protocol.ClaimMessage{Kind: kind, Campaign: id, Slot: s, Lamport: uint64(attempt), Attempt: attempt, LeaseMS: lease}
 			if kind == protocol.ClaimKindRelease {
-				msg.LeaseMS, msg.Reason = 0, protocol.ReleaseInfra
+				msg.Reason = protocol.ReleaseInfra
 			}
 			if err := liar.client.TestClaim(context.Background(), msg); err != nil {
 				t.Fatal(err)
@@ -128,11 +132,11 @@ func TestDishonestLabCannotBurnAttempts(t *testing.T) {
 		})
 	}
 	for attempt := 1; attempt <= protocol.DefaultMaxInfraAttempts; attempt++ {
-		send(protocol.ClaimKindClaim, attempt)
+		send(protocol.ClaimKindClaim, attempt, longLease)
 		each(fmt.Sprintf("lab3's claim of attempt %d", attempt), func(st protocol.CampaignStatus) int { return st.Claimed })
-		send(protocol.ClaimKindRenew, attempt)
+		send(protocol.ClaimKindRenew, attempt, longLease)
 		each(fmt.Sprintf("lab3 running attempt %d", attempt), func(st protocol.CampaignStatus) int { return st.Running })
-		send(protocol.ClaimKindRelease, attempt)
+		send(protocol.ClaimKindRelease, attempt, 0)
 		each(fmt.Sprintf("lab3's infrastructure failure of attempt %d", attempt), func(st protocol.CampaignStatus) int { return st.Unclaimed })
 	}
 	t.Logf("lab3 failed each of %d slots %d times; it claims them again and renews every second", n, protocol.DefaultMaxInfraAttempts)
@@ -141,7 +145,7 @@ func TestDishonestLabCannotBurnAttempts(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	next := protocol.DefaultMaxInfraAttempts + 1
-	send(protocol.ClaimKindClaim, next)
+	send(protocol.ClaimKindClaim, next, lease)
 	go func() {
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
