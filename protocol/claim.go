@@ -710,7 +710,12 @@ func (m *ClaimMachine) noteClaim(s *slotState, ref claimRef, now time.Time, leas
 	if h := s.holder; h != nil {
 		if h.same(ref) {
 			h.running = h.running || ref.running
-			h.expires = now.Add(lease) // later: holderMin stays a lower bound
+			h.expires = now.Add(lease)
+			// A renew may name a shorter lease than the last (rule 4: the lease runs from
+			// the latest message, for its length): holderMin must stay a lower bound.
+			if end := m.holderEnd(s); m.holderMin.IsZero() || end.Before(m.holderMin) {
+				m.holderMin = end
+			}
 			return
 		}
 		if !ref.beats(h.claimRef) {

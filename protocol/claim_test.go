@@ -33,7 +33,7 @@ import (
 //	deliver [from=a] [to=b] [kind=renew]   deliver queued messages, FIFO
 //	drop [from=a] [to=b] [kind=renew]      lose them
 //	started|ended|finished node=a slot=s [outcome=valid|agent|infra|awaiting-key]
-//	inject node=a from=x kind=renew campaign=c slot=s lamport=1 attempt=1 [reason=infra]
+//	inject node=a from=x kind=renew campaign=c slot=s lamport=1 attempt=1 [reason=infra] [lease=10m]
 //	cert node=a until=5h   a renewed certificate, expiring that long from now
 //	seen node=a peer=b   node a hears from b by other means (PeerSeen: the daemon's heads)
 //	shutdown node=a; capacity node=a n=2; status node=a campaign=c; queued
@@ -262,6 +262,15 @@ func (h *claimHarness) run(t *testing.T, d *datadriven.TestData) string {
 		d.ScanArgs(t, "lamport", &msg.Lamport)
 		d.ScanArgs(t, "attempt", &msg.Attempt)
 		d.MaybeScanArgs(t, "reason", &msg.Reason)
+		if d.HasArg("lease") {
+			var lease string
+			d.ScanArgs(t, "lease", &lease)
+			dur, err := time.ParseDuration(lease)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg.LeaseMS = dur.Milliseconds()
+		}
 		if msg.Kind == ClaimKindRelease {
 			msg.LeaseMS = 0
 		}
