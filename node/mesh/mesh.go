@@ -977,19 +977,30 @@ func (m *Mesh) ledgerInput() (attest.LedgerInput, bool) {
 // ledgerCampaigns is what the ledger takes of each prepared campaign. On the loop.
 func (m *Mesh) ledgerCampaigns() []protocol.LedgerCampaign {
 	cs := make([]protocol.LedgerCampaign, 0, len(m.campaigns))
-	for id, mc := range m.campaigns {
-		c := protocol.LedgerCampaign{ID: id, Lab: mc.v.Lab, LabName: mc.v.LabName, Created: mc.v.Campaign.Created, Deadline: mc.v.Campaign.Deadline,
-			Tasks: map[string]scoring.TaskInfo{}, Agents: map[string]string{}}
-		for cid, meta := range mc.tasks {
-			c.Tasks[cid] = scoring.TaskInfo{Name: meta.Name, LowerIsBetter: meta.Metric.LowerIsBetter,
-				Optimum: meta.Metric.OptimalScore, SOTA: meta.SOTA.Score, EstimatedWorst: meta.EstimatedWorstScore}
-		}
-		for cid, spec := range mc.agents {
-			c.AddAgent(cid, spec)
-		}
-		cs = append(cs, c)
+	for _, mc := range m.campaigns {
+		cs = append(cs, LedgerCampaign(mc.v, mc.tasks, mc.agents))
 	}
 	return cs
+}
+
+// LedgerCampaign is campaign v as the ledger reads it: each task's name, metric and SOTA
+// from its own bundle's metadata (metas, by bundle CID; a campaign lists CIDs only, so it
+// cannot change them), and its agents' specs. The daemon and verify-ledger both build
+// campaigns here, so their roots cannot drift apart over a copy. Callers hold every
+// bundle's metadata first (a task not in metas is left out).
+func LedgerCampaign(v *protocol.VerifiedCampaign, metas map[string]tasks.Meta, agents map[string]*agentspec.Spec) protocol.LedgerCampaign {
+	lc := protocol.LedgerCampaign{ID: v.ID, Lab: v.Lab, LabName: v.LabName, Created: v.Campaign.Created, Deadline: v.Campaign.Deadline,
+		Tasks: map[string]scoring.TaskInfo{}, Agents: map[string]string{}}
+	for _, t := range v.Campaign.Tasks {
+		if meta, ok := metas[t]; ok {
+			lc.Tasks[t] = scoring.TaskInfo{Name: meta.Name, LowerIsBetter: meta.Metric.LowerIsBetter,
+				Optimum: meta.Metric.OptimalScore, SOTA: meta.SOTA.Score, EstimatedWorst: meta.EstimatedWorstScore}
+		}
+	}
+	for cid, spec := range agents {
+		lc.AddAgent(cid, spec)
+	}
+	return lc
 }
 
 // Ledger returns the last computed ledger, or nil before the first.

@@ -13,7 +13,6 @@ import (
 	"github.com/evalmesh/evalmesh/node/mesh"
 	"github.com/evalmesh/evalmesh/protocol"
 	"github.com/evalmesh/evalmesh/protocol/recon"
-	"github.com/evalmesh/evalmesh/scoring"
 	"github.com/evalmesh/evalmesh/tasks"
 )
 
@@ -87,24 +86,20 @@ func fetchBundles(ctx context.Context, n Node, o Options, cids []string) (map[st
 // missing (the mesh adds a campaign only once all its bundles are here) or an agent spec
 // does not parse.
 func ledgerCampaign(v *protocol.VerifiedCampaign, metas map[string]tasks.Meta) (protocol.LedgerCampaign, bool) {
-	lc := protocol.LedgerCampaign{ID: v.ID, Lab: v.Lab, LabName: v.LabName, Created: v.Campaign.Created, Deadline: v.Campaign.Deadline,
-		Tasks: map[string]scoring.TaskInfo{}, Agents: map[string]string{}}
 	for _, t := range v.Campaign.Tasks {
-		meta, ok := metas[t]
-		if !ok {
-			return lc, false
+		if _, ok := metas[t]; !ok {
+			return protocol.LedgerCampaign{}, false
 		}
-		lc.Tasks[t] = scoring.TaskInfo{Name: meta.Name, LowerIsBetter: meta.Metric.LowerIsBetter,
-			Optimum: meta.Metric.OptimalScore, SOTA: meta.SOTA.Score, EstimatedWorst: meta.EstimatedWorstScore}
 	}
+	agents := map[string]*agentspec.Spec{}
 	for _, a := range v.Campaign.Agents {
 		spec, err := agentspec.Parse(a.Spec)
 		if err != nil {
-			return lc, false
+			return protocol.LedgerCampaign{}, false
 		}
-		lc.AddAgent(a.CID, spec)
+		agents[a.CID] = spec
 	}
-	return lc, true
+	return mesh.LedgerCampaign(v, metas, agents), true
 }
 
 // bundleDir is the unpacked bundle of a task CID, fetched from the connected peers first
