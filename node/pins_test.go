@@ -17,6 +17,7 @@ import (
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/evalmesh/evalmesh/agentspec"
 	"github.com/evalmesh/evalmesh/attest"
@@ -169,11 +170,14 @@ func TestRepairPinsFetchesManyObjectsTogether(t *testing.T) {
 	}
 	storeCampaignOf(t, fs[0], nodes, "many", append(slices.Clone(small), big))
 	b.cfg.MaxBundleSize = 512 << 10
+	wantPinGauges(t, b, "before B's first round", 0, 0)
 	connect(t, a, b)
 	sv, err := b.pins.RepairPins(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// /metrics counts the round's decision (before its fetches): all nine held by A alone.
+	wantPinGauges(t, b, "after B's first round", 9, 9)
 	slices.Sort(small)
 	if !slices.Equal(sv.Fetched, small) || len(sv.Failed) != 1 || !strings.HasPrefix(sv.Failed[0], big+": ") || !strings.Contains(sv.Failed[0], "max_bundle_size") {
 		t.Fatalf("round on B: fetched %v, failed %v; want the eight small objects fetched and %s refused for max_bundle_size", sv.Fetched, sv.Failed, big)
@@ -195,6 +199,29 @@ func TestRepairPinsFetchesManyObjectsTogether(t *testing.T) {
 	}
 	if sv, err = b.pins.RepairPins(ctx); err != nil || len(sv.Fetched) != 0 || sv.UnderFactor != 0 {
 		t.Errorf("next round: %+v (%v); want the factor met, nothing fetched", sv, err)
+	}
+	wantPinGauges(t, b, "after the round that finds the factor met", 9, 0)
+}
+
+// wantPinGauges checks the pin gauges of n's registry (what its /metrics serves): absent
+// before n's first repair round (objects 0), else the last round's object and
+// under-factor counts.
+func wantPinGauges(t *testing.T, n *Node, when string, objects, under int) {
+	t.Helper()
+	names := []string{"evalmesh_ledger_objects", "evalmesh_ledger_objects_under_factor"}
+	want := ""
+	if objects > 0 {
+		want = fmt.Sprintf(`
+# HELP evalmesh_ledger_objects Objects the stored campaigns and attestations name (bundles, submissions, logs, verdicts, agent images), at the last repair round.
+# TYPE evalmesh_ledger_objects gauge
+evalmesh_ledger_objects %d
+# HELP evalmesh_ledger_objects_under_factor Of those, objects fewer labs hold than the network's pin factor, at the last repair round (before its fetches).
+# TYPE evalmesh_ledger_objects_under_factor gauge
+evalmesh_ledger_objects_under_factor %d
+`, objects, under)
+	}
+	if err := promtest.GatherAndCompare(n.Metrics(), strings.NewReader(want), names...); err != nil {
+		t.Errorf("/metrics %s: %v", when, err)
 	}
 }
 

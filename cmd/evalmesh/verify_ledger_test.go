@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,43 +21,70 @@ import (
 	"github.com/evalmesh/evalmesh/node/vstore"
 )
 
-// verifyLedgerCLI runs `evalmesh verify-ledger --json` as a separate process from a fresh
-// home (a reviewer's: no lab, no certificate, no trust file) against every running node of
-// the cluster, and returns its report and exit status.
-func (c *cluster) verifyLedgerCLI(nodes ...*daemonProc) (*verify.Report, int) {
+// verifyLedgerRun runs `evalmesh verify-ledger` (with extra flags) as a separate process
+// from a fresh home (a reviewer's: no lab, no certificate, no trust file, no key grant)
+// against every running node of nodes, and returns its stdout, stderr and exit status.
+func (c *cluster) verifyLedgerRun(extra []string, nodes ...*daemonProc) (stdout, stderr string, code int) {
 	c.t.Helper()
 	fresh := filepath.Join(c.t.TempDir(), "reviewer")
-	args := []string{"verify-ledger", "--home", fresh, "--json", "--executor", "process",
-		"--network-doc", c.labs.Nodes[0].Home.NetworkDocPath(), "--heads-wait", "20s"}
+	args := append([]string{"verify-ledger", "--home", fresh, "--executor", "process",
+		"--network-doc", c.labs.Nodes[0].Home.NetworkDocPath(), "--heads-wait", "20s"}, extra...)
 	for _, d := range nodes {
 		args = append(args, "--peer", d.addr+"/p2p/"+d.peerID)
 	}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "EVALMESH_TEST_CLI=1")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
-	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		code = ee.ExitCode()
 	} else if err != nil {
 		c.t.Fatal(err)
 	}
+	return out.String(), errb.String(), code
+}
+
+// verifyLedgerCLI is verifyLedgerRun with --json: its report and exit status.
+func (c *cluster) verifyLedgerCLI(nodes ...*daemonProc) (*verify.Report, int) {
+	c.t.Helper()
+	stdout, stderr, code := c.verifyLedgerRun([]string{"--json"}, nodes...)
 	var rep verify.Report
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		c.t.Fatalf("verify-ledger (exit %d): %v\nstdout:\n%s\nstderr:\n%s", code, err, stdout.String(), stderr.String())
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		c.t.Fatalf("verify-ledger (exit %d): %v\nstdout:\n%s\nstderr:\n%s", code, err, stdout, stderr)
 	}
 	return &rep, code
 }
 
 // A reviewer with no lab re-verifies a small campaign of three daemons from the network
-// alone: same root as every lab announces, every counted run re-scored and confirmed.
+// alone: same root as every lab announces, every counted run of the open task re-scored and
+// confirmed. The campaign's other task is sealed, its key granted to lab1 and lab2 only (who
+// run its slots): the reviewer, granted nothing, cannot re-score those runs and must name
+// each one, with why, in --json and in the text output, not skip it; they do not change the
+// exit status (0), as the command's help says.
 func TestVerifyLedgerFromAFreshHome(t *testing.T) {
 	skipShortFaults(t)
-	c, tasks := runningCluster(t, "arithmetic")
-	id, slots := c.publish(c.nodes[1], tasks, faultAgents, 2)
+	c := newCluster(t, 3)
+	sealed := c.startSealed(c.labs.SealGrantedTo, []int{0, 1})
+	tasks := append(c.addTasks("arithmetic"), sealed)
+	id, slots := c.publish(c.nodes[1], tasks, faultAgents, 1)
 	v := c.converged(id, slots, 120*time.Second)
+	lv := c.settle("every slot counted on every node", 60*time.Second, func(lv ledgerView) bool { return len(lv.counted) == slots })[0]
+	sealedRuns := map[string]runInfo{}
+	for rid, r := range lv.counted {
+		if r.task == sealed {
+			sealedRuns[rid] = r
+		}
+	}
+	if len(sealedRuns) != slots/2 {
+		t.Fatalf("%d counted runs of the sealed task, want %d (one per agent)", len(sealedRuns), slots/2)
+	}
+	open := slots - len(sealedRuns)
+	sealedWhy := func(reason string) bool {
+		return strings.HasPrefix(reason, "sealed task: ") && strings.Contains(reason, "no key grant for bundle "+sealed)
+	}
+
 	rep, code := c.verifyLedgerCLI(c.nodes...)
 	if code != 0 || !rep.OK {
 		t.Fatalf("verify-ledger exit %d, ok %v: %+v", code, rep.OK, rep)
@@ -72,11 +100,43 @@ func TestVerifyLedgerFromAFreshHome(t *testing.T) {
 			t.Errorf("announced root of %s: %s agrees=%v, want %s", a.PeerID, a.LedgerRoot, a.Agrees, v.root)
 		}
 	}
-	if rep.Counted != slots || rep.Rescored != slots || rep.Confirmed != slots || len(rep.NotRescored) != 0 || len(rep.Disagreements) != 0 {
-		t.Errorf("counted %d, re-scored %d, confirmed %d of %d slots; not re-scored %+v; disagreements %+v",
-			rep.Counted, rep.Rescored, rep.Confirmed, slots, rep.NotRescored, rep.Disagreements)
+	if rep.Counted != slots || rep.Rescored != open || rep.Confirmed != open || len(rep.Disagreements) != 0 {
+		t.Errorf("counted %d of %d slots, re-scored %d, confirmed %d: want the %d runs of the open task; disagreements %+v",
+			rep.Counted, slots, rep.Rescored, rep.Confirmed, open, rep.Disagreements)
 	}
-	t.Logf("verify-ledger: root %.12s over %d attestations, %d runs re-scored, %.1f s", rep.LedgerRoot, rep.Attestations, rep.Rescored, rep.Seconds)
+	named := map[string]bool{}
+	for _, n := range rep.NotRescored {
+		r, ok := sealedRuns[n.Attestation]
+		switch {
+		case !ok:
+			t.Errorf("not re-scored %+v: not a counted run of the sealed task", n)
+		case named[n.Attestation]:
+			t.Errorf("run %s named twice as not re-scored", n.Attestation)
+		case n.Lab != r.lab || !sealedWhy(n.Reason):
+			t.Errorf("not re-scored %+v: want lab %s, the reason that this node holds no key grant for %s", n, r.lab, sealed)
+		}
+		named[n.Attestation] = true
+	}
+	if len(named) != len(sealedRuns) {
+		t.Errorf("%d runs named as not re-scored, want each of the %d counted runs of the sealed task: %+v", len(named), len(sealedRuns), rep.NotRescored)
+	}
+
+	text, stderr, code := c.verifyLedgerRun(nil, c.nodes...)
+	if code != 0 || !strings.Contains(text, "\nverified ") {
+		t.Errorf("verify-ledger (text): exit %d, want 0 and verified:\n%s%s", code, text, stderr)
+	}
+	for rid, r := range sealedRuns {
+		line := fmt.Sprintf("NOT RE-SCORED  %s  lab %s  ", rid, r.lab)
+		reason := ""
+		if i := strings.Index(text, line); i >= 0 {
+			rest, _, _ := strings.Cut(text[i+len(line):], "\n")
+			_, reason, _ = strings.Cut(rest, ": ") // the task's name comes first
+		}
+		if !sealedWhy(reason) {
+			t.Errorf("verify-ledger (text) has no line %q…: sealed task: … no key grant for bundle %s:\n%s", line, sealed, text)
+		}
+	}
+	t.Logf("verify-ledger: root %.12s over %d attestations, %d runs re-scored, %d sealed ones named, %.1f s", rep.LedgerRoot, rep.Attestations, rep.Rescored, len(rep.NotRescored), rep.Seconds)
 }
 
 // Two trusted labs collude (not defended by the network: docs/design.md §9): lab3 signs
