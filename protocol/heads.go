@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -28,6 +29,11 @@ type Head struct {
 	// Seq grows with each announcement of a node, across its restarts too (the node starts
 	// it from its wall clock in microseconds): a reader keeps the highest it saw.
 	Seq uint64 `json:"seq"`
+	// TimeMs is the sender's wall clock when it signed the head, in Unix milliseconds; 0
+	// (left out) in heads of builds older than the field. A reader measures its clock's
+	// offset against the sender's by it (HeadsTracker) and decides nothing with it. Heads
+	// are signed, never hashed into a root, so the field moves no root.
+	TimeMs int64 `json:"time_ms,omitempty"`
 }
 
 // signedHead is the wire form: the head's JSON bytes as signed, and the signature.
@@ -113,6 +119,9 @@ func DecodeHead(b []byte) (*Head, error) {
 	if h.Attestations < 0 || h.Network == "" {
 		return nil, fmt.Errorf("head of %s: attestations < 0 or no network", h.PeerID)
 	}
+	if h.TimeMs < 0 {
+		return nil, fmt.Errorf("head of %s: time_ms %d < 0", h.PeerID, h.TimeMs)
+	}
 	return &h, nil
 }
 
@@ -179,6 +188,10 @@ type PeerHead struct {
 	// excepted: it stays reported).
 	AgeSeconds float64 `json:"head_age_seconds"`
 	Stale      bool    `json:"stale"`
+	// ClockOffsetSeconds is the peer's clock minus ours, measured on its last head (its
+	// time_ms against when we heard it); nil when that head carries no time (a build older
+	// than the field). See HeadsTracker.Observe for how good a bound it is.
+	ClockOffsetSeconds *float64 `json:"clock_offset_seconds,omitempty"`
 }
 
 // HeadsTracker records the latest head of each peer. Pure: the caller passes the time a
@@ -190,6 +203,9 @@ type HeadsTracker struct {
 type heard struct {
 	h  Head
 	at time.Time
+	// offset is h's time minus at, when h carries a time (hasOffset).
+	offset    time.Duration
+	hasOffset bool
 }
 
 // NewHeadsTracker returns an empty tracker.
@@ -197,12 +213,21 @@ func NewHeadsTracker() *HeadsTracker { return &HeadsTracker{heads: map[string]he
 
 // Observe records h heard at time at, unless a head with a higher Seq from the same peer
 // was recorded; it reports whether the peer's head changed (a reason to sync with it).
+// Where h carries the sender's time, the peer's clock offset is recorded as that time
+// minus at. The figure includes the head's one-way delay (gossip relays it within
+// milliseconds on a LAN, under a second across continents), so it bounds the true offset
+// to about a second: enough for what clocks decide here (leases of minutes, certificate
+// windows, witness times), not for finer measurement.
 func (t *HeadsTracker) Observe(h Head, at time.Time) bool {
 	old, ok := t.heads[h.PeerID]
 	if ok && old.h.Seq > h.Seq {
 		return false
 	}
-	t.heads[h.PeerID] = heard{h, at}
+	e := heard{h: h, at: at}
+	if h.TimeMs > 0 {
+		e.offset, e.hasOffset = time.UnixMilli(h.TimeMs).Sub(at), true
+	}
+	t.heads[h.PeerID] = e
 	return !ok || old.h != h
 }
 
@@ -228,6 +253,10 @@ func (t *HeadsTracker) Compare(ours OurHead, now time.Time, staleAfter time.Dura
 			LedgerRoot: h.LedgerRoot, Attestations: h.Attestations, Fingerprint: h.Fingerprint, LastHeard: e.at,
 			AgeSeconds: max(now.Sub(e.at).Seconds(), 0)}
 		p.Status = compareHead(ours, h)
+		if e.hasOffset {
+			off := e.offset.Seconds()
+			p.ClockOffsetSeconds = &off
+		}
 		// A root mismatch stays one: the signed head is evidence however old it is.
 		if p.Stale = staleAfter > 0 && now.Sub(e.at) > staleAfter; p.Stale && p.Status != StatusRootMismatch {
 			p.Status = StatusStale
@@ -237,6 +266,22 @@ func (t *HeadsTracker) Compare(ours OurHead, now time.Time, staleAfter time.Dura
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].PeerID < out[j].PeerID })
 	return out
+}
+
+// LargestClockOffset is the peer whose clock is furthest from ours among peers whose heads
+// are fresh and carry a time (a stale head is a peer gone; a build older than time_ms says
+// none), and how many such peers there are; nil when none.
+func LargestClockOffset(peers []PeerHead) (worst *PeerHead, measured int) {
+	for i, p := range peers {
+		if p.Stale || p.ClockOffsetSeconds == nil {
+			continue
+		}
+		measured++
+		if worst == nil || math.Abs(*p.ClockOffsetSeconds) > math.Abs(*worst.ClockOffsetSeconds) {
+			worst = &peers[i]
+		}
+	}
+	return worst, measured
 }
 
 // NeedsSync says whether a peer's head shows a set other than ours under the same document.
