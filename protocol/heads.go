@@ -29,11 +29,6 @@ type Head struct {
 	// Seq grows with each announcement of a node, across its restarts too (the node starts
 	// it from its wall clock in microseconds): a reader keeps the highest it saw.
 	Seq uint64 `json:"seq"`
-	// TimeMs is the sender's wall clock when it signed the head, in Unix milliseconds; 0
-	// (left out) in heads of builds older than the field. A reader measures its clock's
-	// offset against the sender's by it (HeadsTracker) and decides nothing with it. Heads
-	// are signed, never hashed into a root, so the field moves no root.
-	TimeMs int64 `json:"time_ms,omitempty"`
 }
 
 // signedHead is the wire form: the head's JSON bytes as signed, and the signature.
@@ -119,9 +114,6 @@ func DecodeHead(b []byte) (*Head, error) {
 	if h.Attestations < 0 || h.Network == "" {
 		return nil, fmt.Errorf("head of %s: attestations < 0 or no network", h.PeerID)
 	}
-	if h.TimeMs < 0 {
-		return nil, fmt.Errorf("head of %s: time_ms %d < 0", h.PeerID, h.TimeMs)
-	}
 	return &h, nil
 }
 
@@ -189,8 +181,8 @@ type PeerHead struct {
 	AgeSeconds float64 `json:"head_age_seconds"`
 	Stale      bool    `json:"stale"`
 	// ClockOffsetSeconds is the peer's clock minus ours, measured on its last head (its
-	// time_ms against when we heard it); nil when that head carries no time (a build older
-	// than the field). See HeadsTracker.Observe for how good a bound it is.
+	// time, read from its seq (SeqTime), against when we heard it); nil when its seq is a
+	// count (a build older than the wall-clock seq). See HeadsTracker.Observe for how good a bound it is.
 	ClockOffsetSeconds *float64 `json:"clock_offset_seconds,omitempty"`
 }
 
@@ -206,6 +198,23 @@ type heard struct {
 	// offset is h's time minus at, when h carries a time (hasOffset).
 	offset    time.Duration
 	hasOffset bool
+}
+
+// seqTimeFloor is 2020-01-01 in Unix microseconds: a Seq below it is a count (builds that
+// started it from 0), not a time.
+const seqTimeFloor = 1_577_836_800_000_000
+
+// SeqTime is the sender's clock that a head's Seq carries: a node sets Seq to the larger of
+// its last Seq + 1 and its wall clock in microseconds when it signs a head (for ordering
+// across restarts), so Seq is its clock at signing, unless that clock stepped back (Seq then
+// runs ahead of it by at most the step, which overstates the offset: safe for a warning).
+// False for a Seq that is a count (builds older than the wall-clock Seq). Reading the time
+// from Seq needs no field, so heads of every build decode as before.
+func SeqTime(seq uint64) (time.Time, bool) {
+	if seq < seqTimeFloor || seq > math.MaxInt64 {
+		return time.Time{}, false
+	}
+	return time.UnixMicro(int64(seq)), true
 }
 
 // NewHeadsTracker returns an empty tracker.
@@ -224,8 +233,8 @@ func (t *HeadsTracker) Observe(h Head, at time.Time) bool {
 		return false
 	}
 	e := heard{h: h, at: at}
-	if h.TimeMs > 0 {
-		e.offset, e.hasOffset = time.UnixMilli(h.TimeMs).Sub(at), true
+	if t, ok := SeqTime(h.Seq); ok {
+		e.offset, e.hasOffset = t.Sub(at), true
 	}
 	t.heads[h.PeerID] = e
 	return !ok || old.h != h
@@ -269,7 +278,7 @@ func (t *HeadsTracker) Compare(ours OurHead, now time.Time, staleAfter time.Dura
 }
 
 // LargestClockOffset is the peer whose clock is furthest from ours among peers whose heads
-// are fresh and carry a time (a stale head is a peer gone; a build older than time_ms says
+// are fresh and carry a time (a stale head is a peer gone; a build older than the wall-clock seq says
 // none), and how many such peers there are; nil when none.
 func LargestClockOffset(peers []PeerHead) (worst *PeerHead, measured int) {
 	for i, p := range peers {

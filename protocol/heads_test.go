@@ -59,31 +59,18 @@ func TestHeadSignDecodeValidate(t *testing.T) {
 	if _, err := DecodeHead(b99); !errors.Is(err, ErrHeadVersion) {
 		t.Fatalf("unknown version error %v", err)
 	}
-	// The sender's time rides along when set, and a head of a build without it (no
-	// time_ms) still decodes.
-	h.Version, h.TimeMs = Version, 1_800_000_000_123
-	bt, _ := SignHead(h, k)
-	if got, err := DecodeHead(bt); err != nil || got.TimeMs != h.TimeMs || !strings.Contains(string(bt), `"time_ms":1800000000123`) {
-		t.Fatalf("head with a time: %v %+v", err, got)
-	}
-	if strings.Contains(string(b), "time_ms") {
-		t.Fatalf("a head without a time carries time_ms: %s", b)
-	}
-	h.TimeMs = -1
-	bneg, _ := SignHead(h, k)
-	if _, err := DecodeHead(bneg); err == nil {
-		t.Fatal("a negative time_ms decoded")
-	}
 }
 
-// A head's time minus when it was heard is the peer's clock offset, reported by Compare;
-// a head without a time reports none.
+// A head's seq is its sender's clock in microseconds (SeqTime); minus when it was heard, it
+// is the peer's clock offset, reported by Compare. A seq that is a count (a build that
+// started it from 0) reports none.
 func TestHeadsTrackerClockOffset(t *testing.T) {
 	tr := NewHeadsTracker()
 	heardAt := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	tr.Observe(Head{PeerID: "ahead", Seq: 1, TimeMs: heardAt.Add(7500 * time.Millisecond).UnixMilli()}, heardAt)
-	tr.Observe(Head{PeerID: "behind", Seq: 1, TimeMs: heardAt.Add(-90 * time.Second).UnixMilli()}, heardAt)
-	tr.Observe(Head{PeerID: "old-build", Seq: 1}, heardAt)
+	seqAt := func(d time.Duration) uint64 { return uint64(heardAt.Add(d).UnixMicro()) }
+	tr.Observe(Head{PeerID: "ahead", Seq: seqAt(7500 * time.Millisecond)}, heardAt)
+	tr.Observe(Head{PeerID: "behind", Seq: seqAt(-90 * time.Second)}, heardAt)
+	tr.Observe(Head{PeerID: "old-build", Seq: 41}, heardAt)
 	got := map[string]*float64{}
 	for _, p := range tr.Compare(OurHead{}, heardAt, 0) {
 		got[p.PeerID] = p.ClockOffsetSeconds
@@ -95,7 +82,10 @@ func TestHeadsTrackerClockOffset(t *testing.T) {
 		t.Errorf("peer 90 s behind: offset %v", o)
 	}
 	if o := got["old-build"]; o != nil {
-		t.Errorf("head without a time: offset %v, want none", *o)
+		t.Errorf("head whose seq is a count: offset %v, want none", *o)
+	}
+	if _, ok := SeqTime(1 << 63); ok {
+		t.Error("a seq past int64 read as a time")
 	}
 }
 
@@ -104,13 +94,12 @@ func FuzzDecodeHead(f *testing.F) {
 	b, _ := SignHead(Head{Version: Version, Network: "n", PeerID: id.String(), Fingerprint: fp0}, k)
 	f.Add(b)
 	f.Add([]byte(`{"head":{"version":1},"sig":""}`))
-	timed, _ := SignHead(Head{Version: Version, Network: "n", PeerID: id.String(), Fingerprint: fp0, Seq: 9, TimeMs: 1_800_000_000_000}, k)
+	timed, _ := SignHead(Head{Version: Version, Network: "n", PeerID: id.String(), Fingerprint: fp0, Seq: 1_800_000_000_000_000}, k)
 	f.Add(timed)
-	f.Add([]byte(`{"head":{"version":1,"time_ms":-5},"sig":""}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := DecodeHead(b)
-		if err == nil && (h.PeerID == "" || len(h.Fingerprint) != 32 || h.TimeMs < 0) {
-			t.Fatalf("accepted a head without peer or fingerprint, or with a negative time: %+v", h)
+		if err == nil && (h.PeerID == "" || len(h.Fingerprint) != 32) {
+			t.Fatalf("accepted a head without peer or fingerprint: %+v", h)
 		}
 	})
 }

@@ -591,7 +591,7 @@ func checkClock(st node.LedgerStatus) Check {
 	const name = "clock"
 	worst, measured := protocol.LargestClockOffset(st.Peers)
 	if worst == nil {
-		return Check{Name: name, Status: Info, Detail: "offset against peers unknown: no fresh peer head carries a time (none heard yet, or peers of builds older than heads' time_ms)"}
+		return Check{Name: name, Status: Info, Detail: "offset against peers unknown: no fresh peer head carries a time (none heard yet, or peers of builds whose heads' seq is a count, not their clock)"}
 	}
 	off := *worst.ClockOffsetSeconds
 	runs := fmt.Sprintf("runs %.1f s ahead of", off)

@@ -109,8 +109,7 @@ func (hs *Heads) Signed(lab string) ([]byte, error) {
 	// Seq starts from the wall clock, not 0: a restarted node's heads must be newer than
 	// the ones its peers kept from before (they keep the highest), or they are dropped
 	// until the count catches up. Microseconds stay exact in any JSON reader (< 2^53).
-	now := hs.now()
-	hs.seq = max(hs.seq+1, uint64(now.UnixMicro()))
+	hs.seq = max(hs.seq+1, uint64(hs.now().UnixMicro()))
 	seq := hs.seq
 	hs.mu.Unlock()
 	key, err := hs.o.Key()
@@ -119,7 +118,7 @@ func (hs *Heads) Signed(lab string) ([]byte, error) {
 	}
 	return protocol.SignHead(protocol.Head{Version: protocol.Version, Network: o.Network, NetworkDoc: o.NetworkDoc,
 		PeerID: hs.sy.h.ID().String(), Lab: lab, LedgerRoot: o.LedgerRoot, Attestations: o.Attestations,
-		Fingerprint: o.Fingerprint, Seq: seq, TimeMs: now.UnixMilli()}, key)
+		Fingerprint: o.Fingerprint, Seq: seq}, key)
 }
 
 // Observe validates a /heads message from sender, records it (heard at now) and, when it
