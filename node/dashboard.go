@@ -63,7 +63,7 @@ type dashboardSource struct{ n *Node }
 func (d dashboardSource) Snapshot(ctx context.Context) (*dashboard.Snapshot, error) {
 	n := d.n
 	st := n.LedgerStatus()
-	s := &dashboard.Snapshot{Network: st.Network, PeerID: n.ID().String(), At: n.opts.Clock.Now().UTC(), Attestations: st.Attestations,
+	s := &dashboard.Snapshot{Network: st.Network, NetworkDoc: st.NetworkDoc, PeerID: n.ID().String(), At: n.opts.Clock.Now().UTC(), Attestations: st.Attestations,
 		Tasks: []dashboard.Task{}, Campaigns: []dashboard.Campaign{}, Runs: []dashboard.Run{}, Peers: []dashboard.Peer{},
 		Evidence: dashboard.Evidence{Equivocations: []dashboard.Exclusion{}, Disputed: []dashboard.Exclusion{}, Refused: []dashboard.Refusal{}, Misconduct: []dashboard.Misconduct{}}}
 	trust := n.vstore.Trust()

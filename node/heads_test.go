@@ -134,3 +134,27 @@ evalmesh_peers 1
 		t.Fatal(err)
 	}
 }
+
+// /metrics exports the largest clock offset of a fresh peer head against ours, signed: the
+// head's time (a's clock) minus when b heard it (b's clock).
+func TestClockOffsetMetricFollowsPeerHeads(t *testing.T) {
+	a, b := startNode(t, testOptions()), startNode(t, testOptions())
+	heardAt := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	a.heads.SetClock(func() time.Time { return heardAt.Add(-7500 * time.Millisecond) }, 5*time.Second)
+	b.heads.SetClock(func() time.Time { return heardAt }, 5*time.Second)
+	raw, err := a.heads.Signed("lab:a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := b.heads.Observe(raw, a.ID(), heardAt); v.Verdict != protocol.Accept {
+		t.Fatalf("a's head: %+v", v)
+	}
+	want := `
+# HELP evalmesh_clock_offset_seconds The largest clock offset of a peer against ours (its clock minus ours, signed), measured on fresh heads that carry the sender's time; includes the heads' one-way delay (good to about a second). Absent when no such head was heard.
+# TYPE evalmesh_clock_offset_seconds gauge
+evalmesh_clock_offset_seconds -7.5
+`
+	if err := promtest.GatherAndCompare(b.Metrics(), strings.NewReader(want), "evalmesh_clock_offset_seconds"); err != nil {
+		t.Fatal(err)
+	}
+}

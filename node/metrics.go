@@ -149,6 +149,7 @@ var (
 	peersDesc = prometheus.NewDesc("evalmesh_peers", "Peers connected now.", nil, nil)
 	knownDesc = prometheus.NewDesc("evalmesh_known_peers", "Peers this node re-dials while not connected (HOME/peers.json and bootstrap).", nil, nil)
 	headAge   = prometheus.NewDesc("evalmesh_head_age_seconds", "Seconds since the last head heard from the connected peer heard from longest ago (absent when no connected peer has sent one).", nil, nil)
+	clockOff  = prometheus.NewDesc("evalmesh_clock_offset_seconds", "The largest clock offset of a peer against ours (its clock minus ours, signed), measured on fresh heads that carry the sender's time; includes the heads' one-way delay (good to about a second). Absent when no such head was heard.", nil, nil)
 	storeDesc = prometheus.NewDesc("evalmesh_store_envelopes", "Envelopes in the verified store, by set and status (accepted, refused).", []string{"set", "status"}, nil)
 	gpuUtil   = prometheus.NewDesc("evalmesh_gpu_utilization_ratio", "GPU utilisation (0-1) sampled at scrape, by the GPU's index on this machine.", []string{"gpu"}, nil)
 	gpuEnergy = prometheus.NewDesc("evalmesh_gpu_energy_joules_total", "The GPU's energy counter since its driver loaded, by index.", []string{"gpu"}, nil)
@@ -196,6 +197,9 @@ func (c nodeStateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if heard {
 		ch <- prometheus.MustNewConstMetric(headAge, prometheus.GaugeValue, oldest)
+	}
+	if worst, _ := protocol.LargestClockOffset(st.Peers); worst != nil {
+		ch <- prometheus.MustNewConstMetric(clockOff, prometheus.GaugeValue, *worst.ClockOffsetSeconds)
 	}
 	if s := n.vstore; s != nil {
 		for _, set := range []*vstore.Set{s.Attestations(), s.Campaigns()} {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -179,6 +180,10 @@ type PeerHead struct {
 	// excepted: it stays reported).
 	AgeSeconds float64 `json:"head_age_seconds"`
 	Stale      bool    `json:"stale"`
+	// ClockOffsetSeconds is the peer's clock minus ours, measured on its last head (its
+	// time, read from its seq (SeqTime), against when we heard it); nil when its seq is a
+	// count (a build older than the wall-clock seq). See HeadsTracker.Observe for how good a bound it is.
+	ClockOffsetSeconds *float64 `json:"clock_offset_seconds,omitempty"`
 }
 
 // HeadsTracker records the latest head of each peer. Pure: the caller passes the time a
@@ -190,6 +195,26 @@ type HeadsTracker struct {
 type heard struct {
 	h  Head
 	at time.Time
+	// offset is h's time minus at, when h carries a time (hasOffset).
+	offset    time.Duration
+	hasOffset bool
+}
+
+// seqTimeFloor is 2020-01-01 in Unix microseconds: a Seq below it is a count (builds that
+// started it from 0), not a time.
+const seqTimeFloor = 1_577_836_800_000_000
+
+// SeqTime is the sender's clock that a head's Seq carries: a node sets Seq to the larger of
+// its last Seq + 1 and its wall clock in microseconds when it signs a head (for ordering
+// across restarts), so Seq is its clock at signing, unless that clock stepped back (Seq then
+// runs ahead of it by at most the step, which overstates the offset: safe for a warning).
+// False for a Seq that is a count (builds older than the wall-clock Seq). Reading the time
+// from Seq needs no field, so heads of every build decode as before.
+func SeqTime(seq uint64) (time.Time, bool) {
+	if seq < seqTimeFloor || seq > math.MaxInt64 {
+		return time.Time{}, false
+	}
+	return time.UnixMicro(int64(seq)), true
 }
 
 // NewHeadsTracker returns an empty tracker.
@@ -197,12 +222,21 @@ func NewHeadsTracker() *HeadsTracker { return &HeadsTracker{heads: map[string]he
 
 // Observe records h heard at time at, unless a head with a higher Seq from the same peer
 // was recorded; it reports whether the peer's head changed (a reason to sync with it).
+// Where h carries the sender's time, the peer's clock offset is recorded as that time
+// minus at. The figure includes the head's one-way delay (gossip relays it within
+// milliseconds on a LAN, under a second across continents), so it bounds the true offset
+// to about a second: enough for what clocks decide here (leases of minutes, certificate
+// windows, witness times), not for finer measurement.
 func (t *HeadsTracker) Observe(h Head, at time.Time) bool {
 	old, ok := t.heads[h.PeerID]
 	if ok && old.h.Seq > h.Seq {
 		return false
 	}
-	t.heads[h.PeerID] = heard{h, at}
+	e := heard{h: h, at: at}
+	if t, ok := SeqTime(h.Seq); ok {
+		e.offset, e.hasOffset = t.Sub(at), true
+	}
+	t.heads[h.PeerID] = e
 	return !ok || old.h != h
 }
 
@@ -228,6 +262,10 @@ func (t *HeadsTracker) Compare(ours OurHead, now time.Time, staleAfter time.Dura
 			LedgerRoot: h.LedgerRoot, Attestations: h.Attestations, Fingerprint: h.Fingerprint, LastHeard: e.at,
 			AgeSeconds: max(now.Sub(e.at).Seconds(), 0)}
 		p.Status = compareHead(ours, h)
+		if e.hasOffset {
+			off := e.offset.Seconds()
+			p.ClockOffsetSeconds = &off
+		}
 		// A root mismatch stays one: the signed head is evidence however old it is.
 		if p.Stale = staleAfter > 0 && now.Sub(e.at) > staleAfter; p.Stale && p.Status != StatusRootMismatch {
 			p.Status = StatusStale
@@ -237,6 +275,22 @@ func (t *HeadsTracker) Compare(ours OurHead, now time.Time, staleAfter time.Dura
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].PeerID < out[j].PeerID })
 	return out
+}
+
+// LargestClockOffset is the peer whose clock is furthest from ours among peers whose heads
+// are fresh and carry a time (a stale head is a peer gone; a build older than the wall-clock seq says
+// none), and how many such peers there are; nil when none.
+func LargestClockOffset(peers []PeerHead) (worst *PeerHead, measured int) {
+	for i, p := range peers {
+		if p.Stale || p.ClockOffsetSeconds == nil {
+			continue
+		}
+		measured++
+		if worst == nil || math.Abs(*p.ClockOffsetSeconds) > math.Abs(*worst.ClockOffsetSeconds) {
+			worst = &peers[i]
+		}
+	}
+	return worst, measured
 }
 
 // NeedsSync says whether a peer's head shows a set other than ours under the same document.

@@ -61,11 +61,41 @@ func TestHeadSignDecodeValidate(t *testing.T) {
 	}
 }
 
+// A head's seq is its sender's clock in microseconds (SeqTime); minus when it was heard, it
+// is the peer's clock offset, reported by Compare. A seq that is a count (a build that
+// started it from 0) reports none.
+func TestHeadsTrackerClockOffset(t *testing.T) {
+	tr := NewHeadsTracker()
+	heardAt := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	seqAt := func(d time.Duration) uint64 { return uint64(heardAt.Add(d).UnixMicro()) }
+	tr.Observe(Head{PeerID: "ahead", Seq: seqAt(7500 * time.Millisecond)}, heardAt)
+	tr.Observe(Head{PeerID: "behind", Seq: seqAt(-90 * time.Second)}, heardAt)
+	tr.Observe(Head{PeerID: "old-build", Seq: 41}, heardAt)
+	got := map[string]*float64{}
+	for _, p := range tr.Compare(OurHead{}, heardAt, 0) {
+		got[p.PeerID] = p.ClockOffsetSeconds
+	}
+	if o := got["ahead"]; o == nil || *o != 7.5 {
+		t.Errorf("peer 7.5 s ahead: offset %v", o)
+	}
+	if o := got["behind"]; o == nil || *o != -90 {
+		t.Errorf("peer 90 s behind: offset %v", o)
+	}
+	if o := got["old-build"]; o != nil {
+		t.Errorf("head whose seq is a count: offset %v, want none", *o)
+	}
+	if _, ok := SeqTime(1 << 63); ok {
+		t.Error("a seq past int64 read as a time")
+	}
+}
+
 func FuzzDecodeHead(f *testing.F) {
 	k, id := testKey(f)
 	b, _ := SignHead(Head{Version: Version, Network: "n", PeerID: id.String(), Fingerprint: fp0}, k)
 	f.Add(b)
 	f.Add([]byte(`{"head":{"version":1},"sig":""}`))
+	timed, _ := SignHead(Head{Version: Version, Network: "n", PeerID: id.String(), Fingerprint: fp0, Seq: 1_800_000_000_000_000}, k)
+	f.Add(timed)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := DecodeHead(b)
 		if err == nil && (h.PeerID == "" || len(h.Fingerprint) != 32) {

@@ -33,7 +33,8 @@ From the running daemon, when its API answers (else one "daemon" warning):
   daemon, addresses    its peer ID; listen and announced addresses
   peers                peers connected (none: running alone)
   network_agreement    whether peers' heads carry our network document
-  clock                offset against peers (unknown for now: heads carry no time)
+  clock                the largest offset of a peer's clock against ours, measured on
+                       heads (warns from 5 s, fails from 60 s: run NTP)
 
 Each check is ok, warn (worth fixing, runs go on), fail (blocks runs) or info. With --json
 it prints {home, time, daemon, fails, warnings, checks: [{name, status, detail, fix}]}

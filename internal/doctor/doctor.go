@@ -7,7 +7,8 @@
 // document names one (HOME/draw.key), the network document or trust file,
 // free disk against the block store's reserve, the Docker engine and its isolation
 // features, and the GPUs NVML reports. The online checks ask the home's daemon, when its
-// API answers, for its addresses, its peers and their heads (network document agreement).
+// API answers, for its addresses, its peers and their heads (network document agreement,
+// and the peers' clock offsets against ours).
 // Nothing here writes to the home or starts a container.
 //
 // A fail means something blocks runs (the command exits 1); a warn is worth fixing but does
@@ -20,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -561,9 +563,56 @@ func checkDaemon(ctx context.Context, h home.Home, cfg home.Config, doc *protoco
 				Fix: "fix what the last failure names (its runs' logs are under " + h.Dir + "/runs), then restart the daemon"})
 		}
 	}
-	out = append(out, Check{Name: "clock", Status: Info,
-		Detail: "offset against peers unknown: their heads carry no time (protocol.Head), so it cannot be measured from here"})
+	if err != nil {
+		out = append(out, Check{Name: "clock", Status: Info, Detail: "offset against peers not measured: the daemon does not say its peers' heads"})
+	} else {
+		out = append(out, checkClock(st))
+	}
 	return out
+}
+
+// The clock check's thresholds, on the largest offset of a peer's clock against ours. Each
+// offset is measured on one head (its time against when we heard it), so it includes the
+// head's one-way delay: milliseconds on a LAN, up to about a second across continents.
+// Under ClockWarnOffset it is noise on top of NTP-synced clocks. From it, the node's
+// judgement of times others state (leases that last minutes, a dead node's missed
+// renewals, witness times) may be off by a noticeable part of their span. From
+// ClockFailOffset, claims and leases expire early or late by a minute and certificate
+// windows are judged at the wrong moment: runs near a window's edge are refused or
+// counted wrongly.
+const (
+	ClockWarnOffset = 5 * time.Second
+	ClockFailOffset = 60 * time.Second
+)
+
+// checkClock grades the largest clock offset among peers whose heads are fresh and carry a
+// time (protocol.LargestClockOffset).
+func checkClock(st node.LedgerStatus) Check {
+	const name = "clock"
+	worst, measured := protocol.LargestClockOffset(st.Peers)
+	if worst == nil {
+		return Check{Name: name, Status: Info, Detail: "offset against peers unknown: no fresh peer head carries a time (none heard yet, or peers of builds whose heads' seq is a count, not their clock)"}
+	}
+	off := *worst.ClockOffsetSeconds
+	runs := fmt.Sprintf("runs %.1f s ahead of", off)
+	switch {
+	case math.Abs(off) < 0.05:
+		runs = "runs within 0.1 s of"
+	case off < 0:
+		runs = fmt.Sprintf("runs %.1f s behind", -off)
+	}
+	detail := fmt.Sprintf("largest offset against %d peer(s): %s (lab %s) %s this node's clock (measured on heads, good to about a second)",
+		measured, worst.PeerID, orNone(worst.Lab), runs)
+	const fix = "run NTP on every node (chrony or systemd-timesyncd; `chronyc tracking` or `timedatectl` shows whether the clock is synchronised), here and on that peer"
+	switch d := time.Duration(math.Abs(off) * float64(time.Second)); {
+	case d >= ClockFailOffset:
+		return Check{Name: name, Status: Fail, Fix: fix,
+			Detail: detail + fmt.Sprintf(": from %s apart, claims, leases and certificate windows are misjudged", ClockFailOffset)}
+	case d >= ClockWarnOffset:
+		return Check{Name: name, Status: Warn, Fix: fix,
+			Detail: detail + fmt.Sprintf(": from %s apart, leases and witness times may be misjudged", ClockWarnOffset)}
+	}
+	return Check{Name: name, Status: OK, Detail: detail}
 }
 
 func checkAddresses(cfg home.Config, announced []string) Check {

@@ -165,3 +165,39 @@ func TestDrawKeyCheck(t *testing.T) {
 		t.Errorf("a key file, none named: %+v; want info that it is not used", c)
 	}
 }
+
+// The clock check grades the largest offset among fresh peer heads that carry a time and
+// names that peer; stale heads and heads without a time are left out.
+func TestClockCheck(t *testing.T) {
+	off := func(s float64) *float64 { return &s }
+	peer := func(id string, o *float64, stale bool) protocol.PeerHead {
+		return protocol.PeerHead{PeerID: id, Lab: "lab-" + id, ClockOffsetSeconds: o, Stale: stale}
+	}
+	for _, tc := range []struct {
+		name  string
+		peers []protocol.PeerHead
+		want  Status
+		in    string
+	}{
+		{"no heads", nil, Info, "unknown"},
+		{"no head carries a time", []protocol.PeerHead{peer("old", nil, false)}, Info, "unknown"},
+		{"in sync", []protocol.PeerHead{peer("p1", off(0.3), false), peer("p2", off(-1.2), false)}, OK, "p2 (lab lab-p2) runs 1.2 s behind"},
+		{"same clock", []protocol.PeerHead{peer("p1", off(-0.004), false)}, OK, "p1 (lab lab-p1) runs within 0.1 s of"},
+		{"just under the warning", []protocol.PeerHead{peer("p1", off(4.9), false)}, OK, "p1"},
+		{"warn from 5 s", []protocol.PeerHead{peer("p1", off(1), false), peer("p2", off(5), false)}, Warn, "p2 (lab lab-p2) runs 5.0 s ahead of"},
+		{"behind by 30 s", []protocol.PeerHead{peer("p1", off(-30), false), peer("p2", off(2), false)}, Warn, "leases and witness times may be misjudged"},
+		{"fail from 60 s", []protocol.PeerHead{peer("p1", off(2), false), peer("p3", off(-61), false)}, Fail, "p3 (lab lab-p3) runs 61.0 s behind"},
+		{"a stale head is not counted", []protocol.PeerHead{peer("gone", off(600), true), peer("p1", off(0.5), false)}, OK, "against 1 peer(s): p1"},
+	} {
+		c := checkClock(node.LedgerStatus{Peers: tc.peers})
+		if c.Status != tc.want || !strings.Contains(c.Detail, tc.in) {
+			t.Errorf("%s: %s %q, want %s naming %q", tc.name, c.Status, c.Detail, tc.want, tc.in)
+		}
+		if (c.Status == Warn || c.Status == Fail) != strings.Contains(c.Fix, "NTP") {
+			t.Errorf("%s: %s with fix %q", tc.name, c.Status, c.Fix)
+		}
+	}
+	if c := checkClock(node.LedgerStatus{Peers: []protocol.PeerHead{peer("p3", off(-61), false)}}); !strings.Contains(c.Detail, "claims, leases and certificate windows are misjudged") {
+		t.Errorf("fail detail %q does not say what goes wrong", c.Detail)
+	}
+}

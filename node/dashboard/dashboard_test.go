@@ -24,7 +24,7 @@ func synthSnapshot(tb testing.TB, agents, tasks, seeds int) *Snapshot {
 	tb.Helper()
 	var infos []scoring.TaskInfo
 	var results []scoring.Result
-	s := &Snapshot{Network: "synthetic", PeerID: "12D3KooWSynthetic", At: time.Unix(1_800_000_000, 0).UTC(),
+	s := &Snapshot{Network: "synthetic", NetworkDoc: strings.Repeat("d0c", 21) + "f", PeerID: "12D3KooWSynthetic", At: time.Unix(1_800_000_000, 0).UTC(),
 		Tasks: []Task{}, Campaigns: []Campaign{}, Runs: []Run{}, Peers: []Peer{},
 		Evidence: Evidence{Equivocations: []Exclusion{}, Disputed: []Exclusion{}, Refused: []Refusal{}, Misconduct: []Misconduct{}}}
 	for t := 0; t < tasks; t++ {
@@ -102,6 +102,15 @@ func TestLeaderboardJSONAndCSVFollowTheLedger(t *testing.T) {
 	}
 	if lb.LedgerRoot != s.Ledger.Root() || len(lb.Rows) != len(s.Ledger.Agents) {
 		t.Fatalf("root %s rows %d, want %s and %d", lb.LedgerRoot, len(lb.Rows), s.Ledger.Root(), len(s.Ledger.Agents))
+	}
+	// The network document's hash, as `evalmesh network hash` prints it, in the JSON and
+	// beside the network's name in every page's header (whole in its title).
+	if lb.NetworkDoc != s.NetworkDoc {
+		t.Errorf("leaderboard network_doc %q, want %q", lb.NetworkDoc, s.NetworkDoc)
+	}
+	page := get(t, h, "/").Body.String()
+	if want := `network synthetic (document <span class="mono" id="network-doc" title="` + s.NetworkDoc + `">` + shortID(s.NetworkDoc) + `</span>)`; !strings.Contains(page, want) {
+		t.Errorf("page header does not show the network document's hash %s beside the network's name", s.NetworkDoc)
 	}
 	for i, r := range lb.Rows {
 		a := s.Ledger.Agents[i]

@@ -118,6 +118,9 @@ func TestDashboardOfADemoNetwork(t *testing.T) {
 	if lb.LedgerRoot != res.LedgerRoot || len(lb.Rows) != len(res.Ledger.Agents) {
 		t.Fatalf("leaderboard root %s with %d rows; the demo's ledger %s has %d", lb.LedgerRoot, len(lb.Rows), res.LedgerRoot, len(res.Ledger.Agents))
 	}
+	if doc, err := node.LoadNetworkDoc(home.Home{Dir: res.Nodes[0].Home}); err != nil || doc == nil || lb.NetworkDoc != doc.Hash() {
+		t.Errorf("leaderboard network_doc %q; the node's network document: %v (%v)", lb.NetworkDoc, doc, err)
+	}
 	var order []string
 	for i, r := range lb.Rows {
 		a := res.Ledger.Agents[i]

@@ -18,11 +18,14 @@ import (
 // label, key, or path of the node's machine (docs/api.md, "what an exposed dashboard
 // reveals"). Peer IDs and lab IDs are public identities on the network.
 type Snapshot struct {
-	Network string    `json:"network"`
-	PeerID  string    `json:"peer_id"` // the node serving the dashboard
-	Lab     string    `json:"lab"`
-	LabName string    `json:"lab_name"`
-	At      time.Time `json:"at"`
+	Network string `json:"network"`
+	// NetworkDoc is the hash of the network document the node runs (what `evalmesh network
+	// hash` prints and heads announce); "" when the node runs without one.
+	NetworkDoc string    `json:"network_doc"`
+	PeerID     string    `json:"peer_id"` // the node serving the dashboard
+	Lab        string    `json:"lab"`
+	LabName    string    `json:"lab_name"`
+	At         time.Time `json:"at"`
 	// Ledger is the last ledger the node computed (nil before the first); LedgerRoot its
 	// root and LedgerAt when it was computed, Attestations the set it was computed over.
 	Ledger       *scoring.Ledger `json:"-"`
@@ -229,6 +232,7 @@ type LeaderRow struct {
 // Leaderboard is /api/v1/leaderboard.
 type Leaderboard struct {
 	Network      string      `json:"network"`
+	NetworkDoc   string      `json:"network_doc"`
 	LedgerRoot   string      `json:"ledger_root"`
 	LedgerAt     time.Time   `json:"ledger_at"`
 	Attestations int         `json:"attestations"`
@@ -245,7 +249,7 @@ const sotaPlayer = "sota"
 // Leaderboard returns the rows in the ledger's order (best Elo first; rank by Chatbot
 // Arena's rule, computed by package scoring).
 func (s *Snapshot) Leaderboard() Leaderboard {
-	lb := Leaderboard{Network: s.Network, LedgerRoot: s.LedgerRoot, LedgerAt: s.LedgerAt, Attestations: s.Attestations, Rows: []LeaderRow{}}
+	lb := Leaderboard{Network: s.Network, NetworkDoc: s.NetworkDoc, LedgerRoot: s.LedgerRoot, LedgerAt: s.LedgerAt, Attestations: s.Attestations, Rows: []LeaderRow{}}
 	if s.Ledger == nil {
 		return lb
 	}

@@ -114,3 +114,24 @@ func TestHeadThatDiffersStartsASync(t *testing.T) {
 	ha.Observe(raw, b.ID(), headsNow)
 	inSync(t, 30, a, b)
 }
+
+// A peer's head carries its clock's time; the receiver records that time minus when it
+// heard the head as the peer's offset, both read from their injected clocks.
+func TestHeadTimeGivesThePeersClockOffset(t *testing.T) {
+	l := newSyncLabs(t)
+	doc := networkDoc(t, "evalmesh", 0)
+	a, b := l.startPeer(t, Options{}), l.startPeer(t, Options{})
+	ha, hb := a.heads(doc, nil), b.heads(doc, nil)
+	hb.SetClock(func() time.Time { return headsNow.Add(12*time.Second + 250*time.Millisecond) }, time.Minute)
+	raw, err := hb.Signed("lab-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := ha.Observe(raw, b.ID(), headsNow); v.Verdict != protocol.Accept {
+		t.Fatalf("b's head: %v", v)
+	}
+	peers := ha.Peers()
+	if len(peers) != 1 || peers[0].ClockOffsetSeconds == nil || *peers[0].ClockOffsetSeconds != 12.25 {
+		t.Fatalf("b's clock runs 12.25 s ahead of a's; a recorded %+v", peers)
+	}
+}
