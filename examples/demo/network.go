@@ -596,9 +596,9 @@ type Labs struct {
 }
 
 // NewLabs makes n labs (lab1 … labN), one node home each, under dir, under the base network
-// document: witness records required and misconduct set aside (the defaults), claim records
-// and caps off. The fault tests start real daemon processes on these homes and turn on what
-// each one tests.
+// document: witness records required and misconduct set aside (the defaults); claim records,
+// drawn re-scorers and caps off. The fault tests start real daemon processes on these homes
+// and turn on what each one tests.
 func NewLabs(dir string, n int) (*Labs, error) { return NewLabsUnder(dir, n, nil) }
 
 // AsNetworkCreate turns on in a ledger policy the rules `evalmesh network create` writes
