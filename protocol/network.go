@@ -163,6 +163,23 @@ type LedgerCaps struct {
 	CampaignsPerLab int `json:"campaigns_per_lab,omitempty"`
 }
 
+// NewNetworkRules turns on in p every rule a new network document carries: the rules that
+// hold against a dishonest trusted lab (docs/design.md §9). Witness records required and
+// proven misconduct set aside are the defaults already (absent from the canonical form);
+// claim records required, re-scorers drawn and DefaultCaps are off where a document leaves
+// them out, so that older documents keep their hash and their roots. It leaves the other
+// fields (replication, executors, limits, audits, pin factor, scorers) to the caller.
+// `evalmesh network create` and the demo network (examples/demo.AsNetworkCreate) both
+// write their documents through it, so the demo runs under the rules a real network does.
+func NewNetworkRules(p *LedgerPolicy) {
+	p.Witnesses = WitnessesRequired
+	p.Misconduct = MisconductSetAside
+	p.Claims = ClaimsRequired
+	p.Rescorers = RescorersDrawn
+	caps := DefaultCaps
+	p.Caps = &caps
+}
+
 // DefaultCaps are the caps `evalmesh network create` writes: room for any lab's honest
 // work (a few dozen agents, a campaign a day for months) while a lab signing cheap
 // campaigns under thousands of agent specs adds at most this many rows and campaigns.

@@ -42,3 +42,24 @@ func TestNetworkDocRescorersPolicy(t *testing.T) {
 		t.Fatalf("a bad ledger.rescorers: %v", err)
 	}
 }
+
+// NewNetworkRules, the rules `evalmesh network create` and the demo network both write,
+// turns on every rule against a dishonest trusted lab, overriding a policy that turned one
+// off, and leaves the caller's fields alone.
+func TestNewNetworkRules(t *testing.T) {
+	d, _ := signedTestDoc(t, "a", "b", "c")
+	d.Ledger.Replication, d.Ledger.Limits = 2, LimitsEnforced
+	d.Ledger.Witnesses, d.Ledger.Misconduct = WitnessesOff, MisconductRecord
+	NewNetworkRules(&d.Ledger)
+	got, err := ParseNetworkDoc(d.Canonical())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.RequiresWitness() || got.Ledger.Misconduct != "" || !got.RequiresClaimRecords() || !got.DrawsRescorers() ||
+		got.Ledger.Caps == nil || *got.Ledger.Caps != DefaultCaps {
+		t.Fatalf("ledger %+v: want witnesses required, misconduct set aside, claim records required, re-scorers drawn, the default caps", got.Ledger)
+	}
+	if got.Ledger.Replication != 2 || got.Ledger.Limits != LimitsEnforced || got.Ledger.Audits != nil {
+		t.Fatalf("ledger %+v: the caller's replication, limits and audits changed", got.Ledger)
+	}
+}

@@ -77,23 +77,17 @@ func networkCreate(out, network string, replication int, executors []string, lim
 	if replication < 0 {
 		return nil, fmt.Errorf("--replication %d: want 0 or more (how many other labs re-score a run before it counts)", replication)
 	}
-	ledger := map[string]any{"replication": replication, "claims": protocol.ClaimsRequired, "caps": protocol.DefaultCaps,
-		"rescorers": protocol.RescorersDrawn}
-	if len(executors) > 0 {
-		ledger["executors"] = executors
-	}
-	if limits != "" {
-		ledger["limits"] = limits
-	}
-	raw, err := json.Marshal(map[string]any{"version": protocol.NetworkDocVersion, "network": network,
-		"ledger": ledger, "signatures": []any{}})
+	ledger := protocol.LedgerPolicy{Replication: replication, Executors: executors, Limits: limits}
+	protocol.NewNetworkRules(&ledger)
+	raw, err := json.Marshal(protocol.NetworkDoc{Version: protocol.NetworkDocVersion, Network: network, Ledger: ledger})
 	if err != nil {
 		return nil, err
 	}
-	d, err := protocol.ParseNetworkDoc(raw)
+	d, err := protocol.ParseNetworkDoc(raw) // refuses bad flags with an error, where Canonical panics
 	if err != nil {
 		return nil, fmt.Errorf("--network %q --executors %s --limits %q: %w", network, strings.Join(executors, ","), limits, err)
 	}
+	d.Signatures = []protocol.NetworkSignature{}
 	for _, dir := range labDirs {
 		l, err := networkLabFromDir(dir, "")
 		if err != nil {

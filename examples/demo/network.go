@@ -210,8 +210,8 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 	res = &NetResult{Dir: dir, Network: NetworkName}
 
 	// Labs, node homes, certificates, the network document (under the rules `evalmesh
-	// network create` writes: claim records required, per-lab caps) and a trust file
-	// listing every lab.
+	// network create` writes: claim records required, re-scorers drawn, per-lab caps) and a
+	// trust file listing every lab.
 	labs, err := NewLabsUnder(dir, opts.Nodes, asDemoNetwork)
 	if err != nil {
 		return nil, err
@@ -226,7 +226,7 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 		nodes[i] = &demoNode{name: l.Name, lab: l.Lab, h: l.Home, done: make(chan error, 1), ready: make(chan struct{})}
 	}
 	fmt.Fprintf(log, "%d labs, one node each, in %s; trust file lists all %d labs; this network counts process-executor runs (a real network's default counts only isolated runs)\n", opts.Nodes, dir, opts.Nodes)
-	res.Policy = fmt.Sprintf("replication 1; witness and claim records required; caps %d agents, %d campaigns per lab; process-executor runs counted (demo opt-in: agents are not isolated)",
+	res.Policy = fmt.Sprintf("replication 1; witness and claim records required; re-scorers drawn; caps %d agents, %d campaigns per lab; process-executor runs counted (demo opt-in: agents are not isolated)",
 		labs.Doc.Ledger.Caps.AgentsPerLab, labs.Doc.Ledger.Caps.CampaignsPerLab) +
 		fmt.Sprintf("; audits by re-execution at rate %g", labs.Doc.AuditRate()) + scored.policy()
 
@@ -273,8 +273,11 @@ func ExecuteNetwork(ctx context.Context, opts NetOptions) (res *NetResult, err e
 				Logf:            logf,
 				DashboardListen: dashboard,
 				Mesh: func(n *node.Node) (*mesh.Options, error) {
+					// Re-scorers are drawn: with 2 candidate labs and replication 1, about one run
+					// in four draws neither and waits a whole RescoreTimeout for stand-ins. A demo
+					// re-score takes milliseconds, so 1 s (5 s took the demo from about 3.5 s to 8 s).
 					return &mesh.Options{Trust: trust, Runner: r, Capacity: 2, Policy: pol, Scoring: sc, NetworkDoc: doc,
-						RescoreTimeout: 5 * time.Second, SyncInterval: 3 * time.Second,
+						RescoreTimeout: time.Second, SyncInterval: 3 * time.Second,
 						Claims: protocol.ClaimConfig{Lease: 30 * time.Second, Settle: 150 * time.Millisecond}}, nil
 				},
 			}, func(n *node.Node, api string) {
@@ -593,20 +596,18 @@ type Labs struct {
 }
 
 // NewLabs makes n labs (lab1 … labN), one node home each, under dir, under the base network
-// document: witness records required and misconduct set aside (the defaults), claim records
-// and caps off. The fault tests start real daemon processes on these homes and turn on what
-// each one tests.
+// document: witness records required and misconduct set aside (the defaults); claim records,
+// drawn re-scorers and caps off. The fault tests start real daemon processes on these homes
+// and turn on what each one tests.
 func NewLabs(dir string, n int) (*Labs, error) { return NewLabsUnder(dir, n, nil) }
 
-// AsNetworkCreate turns on in a ledger policy what `evalmesh network create` writes beyond
-// the base document (cmd/evalmesh/network.go, networkCreate): claim records required and
-// protocol.DefaultCaps. The demo network runs under it, so it exercises signed claim
-// records and admission caps as a real network does.
-func AsNetworkCreate(p *protocol.LedgerPolicy) {
-	p.Claims = protocol.ClaimsRequired
-	caps := protocol.DefaultCaps
-	p.Caps = &caps
-}
+// AsNetworkCreate turns on in a ledger policy the rules `evalmesh network create` writes
+// beyond the base document, through the one function that command calls
+// (protocol.NewNetworkRules): claim records required, re-scorers drawn, protocol.DefaultCaps
+// (witness records and misconduct set aside are on in the base document already). The demo
+// network runs under it, so it exercises signed claim records, drawn re-scorers and
+// admission caps as a real network does.
+func AsNetworkCreate(p *protocol.LedgerPolicy) { protocol.NewNetworkRules(p) }
 
 // asDemoNetwork is the demo network's ledger policy: what `evalmesh network create` writes
 // (AsNetworkCreate) and audits by re-execution (ledger.audits) at the default rate, so the
