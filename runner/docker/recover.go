@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	errdefs "github.com/containerd/errdefs"
@@ -22,7 +23,7 @@ func (e *Executor) Recover(ctx context.Context, h *runner.Handle) error {
 	if err != nil {
 		return err
 	}
-	info, err := e.cli.ContainerInspect(ctx, s.ContainerID)
+	info, err := e.containerInspect(ctx, s.ContainerID)
 	if err != nil {
 		if errdefs.IsNotFound(err) {
 			return fmt.Errorf("task %s: container %s: %w", h.Config.ID, s.Name, runner.ErrTaskLost)
@@ -110,7 +111,7 @@ func (e *Executor) Wait(ctx context.Context, h *runner.Handle) (*runner.ExitResu
 }
 
 func (e *Executor) inspect(ctx context.Context, h *runner.Handle, s state) (container.InspectResponse, error) {
-	info, err := e.cli.ContainerInspect(ctx, s.ContainerID)
+	info, err := e.containerInspect(ctx, s.ContainerID)
 	if err != nil {
 		if errdefs.IsNotFound(err) {
 			return info, fmt.Errorf("task %s: container %s: %w", h.Config.ID, s.Name, runner.ErrTaskLost)
@@ -226,4 +227,38 @@ func pidsLimitHits(id string) int64 {
 		n = max(n, runner.PIDsLimitHits(d))
 	}
 	return n
+}
+
+// containerInspect is the engine's inspect of container id, asked again when it lost the
+// race with the container's exit: podman 4.3 (Debian 12's) fails an inspect whose container
+// exits during the call with "read /proc/PID/cgroup: no such process" (ESRCH; podman
+// treats it as the exit it is from 4.4, containers/podman#16504). Asked again, it reports
+// the container exited. This project's CI hit it once (runner/slurm's
+// TestPodmanConformance/LostAfterDestroy), failing a job whose container had ended normally.
+func (e *Executor) containerInspect(ctx context.Context, id string) (container.InspectResponse, error) {
+	return retryExitRace(ctx, func() (container.InspectResponse, error) { return e.cli.ContainerInspect(ctx, id) })
+}
+
+// exitRaceTries bounds the retries of an inspect that lost the race with the exit: the
+// second try finds the container exited; more would hide an engine that keeps failing.
+const exitRaceTries = 4
+
+func retryExitRace[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	for try := 1; ; try++ {
+		v, err := f()
+		if err == nil || try == exitRaceTries || !lostExitRace(err) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(time.Duration(try) * 50 * time.Millisecond):
+		}
+	}
+}
+
+// lostExitRace says whether err is podman's answer to an inspect that raced the
+// container's exit.
+func lostExitRace(err error) bool {
+	return strings.Contains(err.Error(), "/cgroup: no such process")
 }

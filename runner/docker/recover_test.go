@@ -1,6 +1,8 @@
 package docker
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -50,5 +52,36 @@ func TestExitResult(t *testing.T) {
 		if *got != tc.want {
 			t.Errorf("%s: exitResult = %+v, want %+v", tc.name, *got, tc.want)
 		}
+	}
+}
+
+// An inspect that lost podman 4.3's race with the container's exit is asked again; any other
+// error is not, and a race that does not clear gives up after exitRaceTries.
+func TestInspectRetriesTheExitRace(t *testing.T) {
+	race := errors.New("Error response from daemon: read /proc/14124/cgroup: no such process")
+	for _, tc := range []struct {
+		name      string
+		errs      []error
+		wantCalls int
+		wantErr   bool
+	}{
+		{"race then the answer", []error{race, race, nil}, 3, false},
+		{"another error is final", []error{errors.New("connection refused"), nil}, 1, true},
+		{"a race that does not clear", []error{race, race, race, race, race}, exitRaceTries, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			v, err := retryExitRace(context.Background(), func() (int, error) {
+				err := tc.errs[calls]
+				calls++
+				if err != nil {
+					return 0, err
+				}
+				return 7, nil
+			})
+			if calls != tc.wantCalls || (err != nil) != tc.wantErr || (err == nil && v != 7) {
+				t.Fatalf("calls %d (want %d), value %d, err %v (want error: %v)", calls, tc.wantCalls, v, err, tc.wantErr)
+			}
+		})
 	}
 }
