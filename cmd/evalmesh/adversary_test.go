@@ -204,14 +204,15 @@ func (c *cluster) settleOn(nodes []*daemonProc, what string, within time.Duratio
 func (c *cluster) handSign(i int, statement []byte, dir string) string {
 	c.t.Helper()
 	key, cert := c.nodeKey(i)
+	return signInto(c.t, key, cert, statement, dir)
+}
+
+// signInto signs statement with key and cert and writes the envelope into dir, named by
+// its ID, which it returns.
+func signInto(t *testing.T, key crypto.PrivKey, cert *attest.NodeCert, statement []byte, dir string) string {
+	t.Helper()
 	env, id, err := attest.Sign(key, cert, statement)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, id+".json"), env, 0o644); err != nil {
-		c.t.Fatal(err)
-	}
-	return id
+	return writeEnvelope(t, dir, env, id, err)
 }
 
 // signRun signs a run of slot by lab i's node with key and cert (the node's own, or a
@@ -230,14 +231,7 @@ func (c *cluster) signRun(i int, key crypto.PrivKey, cert *attest.NodeCert, slot
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	env, id, err := attest.Sign(key, cert, st)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, id+".json"), env, 0o644); err != nil {
-		c.t.Fatal(err)
-	}
-	return id
+	return signInto(c.t, key, cert, st, dir)
 }
 
 // witnessOf waits until node d holds a witness record of campaign by a lab other than
@@ -1418,14 +1412,7 @@ func (c *cluster) signDrawnRescore(i int, key crypto.PrivKey, cert *attest.NodeC
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	env, id, err := attest.Sign(key, cert, st)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, id+".json"), env, 0o644); err != nil {
-		c.t.Fatal(err)
-	}
-	return id
+	return signInto(c.t, key, cert, st, dir)
 }
 
 // TestDishonestLabCannotPickItsRescorers: where re-scorers are drawn (ledger.rescorers

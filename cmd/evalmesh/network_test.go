@@ -191,14 +191,7 @@ func TestRetiredLabAgainstHonestDaemon(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env, id, err := attest.Sign(key, cert, st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, id+".json"), env, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return id
+		return signInto(t, key, cert, st, dir)
 	}
 	before := sign(0, now.Add(-time.Hour), now.Add(-50*time.Minute))
 	after := sign(1, now.Add(-time.Minute), now)
